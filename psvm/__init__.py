@@ -1,0 +1,18 @@
+"""psvm: parallel support vector machines over MPI.
+
+``psvm.SVC`` trains an exact kernel SVM with a distributed SMO solver;
+the command lines ``psvm-train`` / ``psvm-predict`` follow LIBSVM.
+Heavy modules are imported lazily so command-line start-up stays short.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["SVC", "__version__"]
+
+
+def __getattr__(name):
+    if name == "SVC":
+        from psvm.estimator import SVC
+
+        return SVC
+    raise AttributeError(f"module 'psvm' has no attribute {name!r}")

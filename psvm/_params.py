@@ -1,0 +1,120 @@
+"""Parameter tables and validation, shared by the estimators and the CLI.
+
+Every rank validates the same values identically, so every rank raises the
+same error before any collective starts. The solver trusts the frozen config.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+from psvm.kernels import KERNELS
+
+FIRST_ORDER, SECOND_ORDER = 1, 2
+SELECTIONS = {"first": FIRST_ORDER, "second": SECOND_ORDER}
+
+
+class ParameterError(ValueError):
+    """A parameter is out of range; the message names it and the value received."""
+
+    collective = True  # every rank validates the same values: all raise it alike
+
+
+@dataclass(frozen=True)
+class SVCConfig:
+    """Validated C-SVC settings; ``gamma`` is a resolved number."""
+
+    C: float = 1.0
+    kernel: str = "rbf"
+    degree: int = 3
+    gamma: float = 0.0
+    coef0: float = 0.0
+    tol: float = 1e-3
+    cache_size: float = 200.0
+    max_iter: int = -1
+    selection: str = "second"
+    class_weight: dict = field(default_factory=dict)
+    verbose: bool = False
+
+    @property
+    def kernel_id(self) -> int:
+        return KERNELS[self.kernel]
+
+    @property
+    def selection_id(self) -> int:
+        return SELECTIONS[self.selection]
+
+
+def _number(name, value, *, kind=numbers.Real, low=None, low_open=False, allowed=()):
+    if value in allowed and isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, kind):
+        extra = f" or one of {list(allowed)}" if allowed else ""
+        raise ParameterError(f"{name} must be a {kind.__name__.lower()}{extra}, got {value!r}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ParameterError(f"{name} must be finite, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        op = ">" if low_open else ">="
+        raise ParameterError(f"{name} must be {op} {low}, got {value!r}")
+    return value
+
+
+def _choice(name, value, options):
+    if value not in options:
+        raise ParameterError(f"{name} must be one of {sorted(options)}, got {value!r}")
+    return value
+
+
+def validate_svc_params(
+    *,
+    C=1.0,
+    kernel="rbf",
+    degree=3,
+    gamma="scale",
+    coef0=0.0,
+    tol=1e-3,
+    cache_size=200.0,
+    max_iter=-1,
+    selection="second",
+    class_weight=None,
+    verbose=False,
+) -> dict:
+    """Check the C-SVC parameters; returns them normalised (gamma may stay a string).
+
+    Use :func:`make_svc_config` to resolve ``gamma`` once the data is known.
+    """
+    out = dict(
+        C=float(_number("C", C, low=0, low_open=True)),
+        kernel=_choice("kernel", kernel, KERNELS),
+        degree=int(_number("degree", degree, kind=numbers.Integral, low=0)),
+        gamma=_number("gamma", gamma, low=0, low_open=True, allowed=("scale", "auto")),
+        coef0=float(_number("coef0", coef0)),
+        tol=float(_number("tol", tol, low=0, low_open=True)),
+        cache_size=float(_number("cache_size", cache_size, low=0, low_open=True)),
+        max_iter=int(_number("max_iter", max_iter, kind=numbers.Integral, low=-1)),
+        selection=_choice("selection", selection, SELECTIONS),
+        verbose=bool(verbose),
+    )
+    if max_iter == 0:
+        raise ParameterError("max_iter must be -1 (no limit) or > 0, got 0")
+    weights = {} if class_weight is None else class_weight
+    if not isinstance(weights, dict):
+        raise ParameterError(f"class_weight must be a dict or None, got {class_weight!r}")
+    for label, w in weights.items():
+        _number(f"class_weight[{label!r}]", w, low=0, low_open=True)
+    out["class_weight"] = {k: float(v) for k, v in weights.items()}
+    return out
+
+
+def resolve_gamma(gamma, n_features: int, x_var: float) -> float:
+    """scikit-learn's rule: 'scale' is 1 / (n_features * X.var()), 'auto' 1 / n_features."""
+    if gamma == "auto":
+        return 1.0 / max(n_features, 1)
+    if gamma == "scale":
+        return 1.0 / (n_features * x_var) if x_var > 0 and n_features > 0 else 1.0
+    return float(gamma)
+
+
+def make_svc_config(params: dict, n_features: int, x_var: float) -> SVCConfig:
+    return SVCConfig(**{**params, "gamma": resolve_gamma(params["gamma"], n_features, x_var)})

@@ -1,0 +1,1 @@
+"""LIBSVM-style command lines: psvm-train and psvm-predict."""

@@ -1,0 +1,157 @@
+"""psvm-train: LIBSVM's svm-train, on one process or under ``mpiexec -n P``.
+
+    mpiexec -n 2 psvm-train -c 1 -g 0.05 a9a a9a.model
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from psvm.cli._common import UsageError, number, run_main
+
+KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
+
+# flag -> (parameter name, parser, help). One table drives parsing and usage.
+FLAGS = {
+    "-s": ("svm_type", int, "svm_type: 0 -- C-SVC (the only type psvm trains)"),
+    "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 radial basis (default), 3 sigmoid"),
+    "-d": ("degree", int, "degree in kernel function (default 3)"),
+    "-g": ("gamma", float, "gamma in kernel function (default 1/num_features)"),
+    "-r": ("coef0", float, "coef0 in kernel function (default 0)"),
+    "-c": ("C", float, "cost: the parameter C of C-SVC (default 1)"),
+    "-e": ("tol", float, "epsilon: tolerance of termination criterion (default 0.001)"),
+    "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
+    "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1)"),
+    "-b": ("probability", int, "probability estimates: only 0 is supported"),
+    "--selection": ("selection", str, "working set selection: first or second (default second)"),
+    "--max-iter": ("max_iter", int, "iteration limit per binary problem (default: no limit)"),
+    "--n-features": ("n_features", int, "number of features (default: largest index in the file)"),
+    "--stats": ("stats", str, "write run statistics as JSON to this file"),
+}
+USAGE = (
+    "Usage: psvm-train [options] training_set_file [model_file]\noptions:\n"
+    + "\n".join(f"{flag} {name}: {text}" for flag, (name, _, text) in FLAGS.items())
+    + "\n-wi weight: set the parameter C of class i to weight*C (default 1)"
+    + "\n-q : quiet mode (no outputs)"
+)
+
+
+def parse_args(argv: list[str]) -> dict:
+    """Strict LIBSVM-style parsing: every flag takes one value; ``-w<label> <weight>``."""
+    opts: dict = {"class_weight": {}, "quiet": False}
+    k = 0
+    while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
+        flag = argv[k]
+        if flag == "-q":
+            opts["quiet"] = True
+            k += 1
+            continue
+        if k + 1 >= len(argv):
+            raise UsageError(f"option {flag} needs a value")
+        value = argv[k + 1]
+        if flag.startswith("-w") and flag not in FLAGS:
+            label = number(flag, flag[2:])
+            opts["class_weight"][label] = number(flag, value)
+        elif flag in FLAGS:
+            name, kind, _ = FLAGS[flag]
+            opts[name] = number(flag, value, kind) if kind in (int, float) else value
+        else:
+            raise UsageError(f"unknown option {flag}")
+        k += 2
+    rest = argv[k:]
+    if len(rest) not in (1, 2):
+        raise UsageError("expected training_set_file [model_file]")
+    opts["train"] = rest[0]
+    opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
+    if opts.get("svm_type", 0) != 0:
+        raise UsageError(f"-s {opts['svm_type']}: psvm trains C-SVC only (-s 0)")
+    if opts.get("probability", 0) != 0:
+        raise UsageError("-b 1: probability estimates are not supported")
+    if "kernel" in opts:
+        if opts["kernel"] not in KERNEL_CODES:
+            raise UsageError(f"-t {opts['kernel']}: kernel_type must be 0, 1, 2 or 3")
+        opts["kernel"] = KERNEL_CODES[opts["kernel"]]
+    if opts.get("shrinking", 1) not in (0, 1):
+        raise UsageError(f"-h {opts['shrinking']}: shrinking must be 0 or 1")
+    return opts
+
+
+def libsvm_class_order(labels):
+    """LIBSVM's order: first appearance, but +1 before -1 for a -1/+1 problem."""
+    labels = list(labels)
+    if len(labels) == 2 and set(labels) == {1.0, -1.0}:
+        return [1.0, -1.0]
+    return labels
+
+
+def _body(argv: list[str]) -> int:
+    import numpy as np
+
+    from psvm._params import validate_svc_params
+    from psvm.comm import world
+    from psvm.io.model_file import write_model
+    from psvm.io.shard import labels_in_order, load_shard
+    from psvm.stats import Stats, reduce_stats
+    from psvm.svc.multiclass import fit_ovo
+
+    opts = parse_args(argv)
+    comm = world()
+    params = validate_svc_params(
+        C=opts.get("C", 1.0),
+        kernel=opts.get("kernel", "rbf"),
+        degree=opts.get("degree", 3),
+        gamma=opts.get("gamma", "auto"),  # LIBSVM's default: 1/num_features
+        coef0=opts.get("coef0", 0.0),
+        tol=opts.get("tol", 1e-3),
+        cache_size=opts.get("cache_size", 100.0),
+        max_iter=opts.get("max_iter", -1),
+        selection=opts.get("selection", "second"),
+        class_weight=opts["class_weight"],
+    )
+    log = print if comm.rank == 0 and not opts["quiet"] else None
+    t0 = time.perf_counter()
+    shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
+    classes = np.array(libsvm_class_order(labels_in_order(comm, shard.y)))
+    stats = Stats()
+    stats.seconds["load"] = time.perf_counter() - t0
+    with stats.timer("train"):
+        model, _ = fit_ovo(comm, shard, params, classes, stats=stats, log=log)
+    report = reduce_stats(comm, stats)
+    report["values"].update(
+        n_samples=shard.n_samples,
+        n_features=shard.n_features,
+        n_support=int(model.support_vectors.shape[0]),
+        objective=model.meta["objective"],
+        cache_hit_rate=_hit_rate(report["counts"]),
+    )
+    if comm.rank == 0:
+        write_model(opts["model"], model)
+        if "stats" in opts:
+            _write_json(opts["stats"], report)
+        if log is not None:
+            log(f"Total nSV = {model.support_vectors.shape[0]}")
+            log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
+    return 0
+
+
+def _hit_rate(counts: dict) -> float:
+    total = counts.get("cache_hits", 0) + counts.get("cache_misses", 0)
+    return counts.get("cache_hits", 0) / total if total else 0.0
+
+
+def _write_json(path: str, obj: dict) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main("psvm-train", USAGE, _body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

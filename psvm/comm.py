@@ -1,0 +1,203 @@
+"""The only module that talks to MPI.
+
+A :class:`Comm` offers the few collective verbs psvm needs, counts calls,
+bytes and seconds per verb (so communication statistics come for free), and
+short-circuits every verb when there is one process. ``mpi4py`` is imported
+lazily: a serial run outside ``mpiexec`` never initialises MPI.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from collections import defaultdict
+
+import numpy as np
+
+# Environment variables set by MPICH's hydra, PMIx launchers and Open MPI.
+_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+
+
+def launched_by_mpiexec() -> bool:
+    """True when this process was started by an MPI launcher."""
+    return any(v in os.environ for v in _LAUNCHER_VARS)
+
+
+class Comm:
+    """Collective verbs over an MPI communicator, or over one process.
+
+    Parameters
+    ----------
+    mpi_comm : mpi4py.MPI.Comm or None
+        The communicator to duplicate. ``None`` means ``MPI.COMM_WORLD`` when
+        launched by ``mpiexec``, and a single process otherwise.
+    """
+
+    def __init__(self, mpi_comm=None):
+        if mpi_comm is None and launched_by_mpiexec():
+            from mpi4py import MPI
+
+            mpi_comm = MPI.COMM_WORLD
+        self._c = mpi_comm.Dup() if mpi_comm is not None and mpi_comm.Get_size() > 1 else None
+        self.rank = 0 if self._c is None else self._c.Get_rank()
+        self.size = 1 if self._c is None else self._c.Get_size()
+        # verb -> [calls, bytes sent, seconds]
+        self.counters: dict[str, list] = defaultdict(lambda: [0, 0, 0.0])
+
+    # -- bookkeeping -------------------------------------------------------
+    def _tick(self, verb: str, nbytes: int, t0: float) -> None:
+        c = self.counters[verb]
+        c[0] += 1
+        c[1] += nbytes
+        c[2] += time.perf_counter() - t0
+
+    def comm_seconds(self) -> float:
+        return sum(c[2] for c in self.counters.values())
+
+    # -- hot-loop verbs (buffers, no pickling) -----------------------------
+    def allgather_into(self, send: np.ndarray, recv: np.ndarray) -> np.ndarray:
+        """Gather equal-sized float64 buffers: ``recv[r]`` is rank r's ``send``."""
+        if self._c is None:
+            recv[0] = send
+            return recv
+        t0 = time.perf_counter()
+        self._c.Allgather(send, recv)
+        self._tick("allgather", send.nbytes, t0)
+        return recv
+
+    def sum_(self, x):
+        """Global sum of a float scalar or a float64/int64 array."""
+        return self._reduce(x, "SUM")
+
+    def max_(self, x):
+        return self._reduce(x, "MAX")
+
+    def min_(self, x):
+        return self._reduce(x, "MIN")
+
+    def _reduce(self, x, op: str):
+        if self._c is None:
+            return x
+        from mpi4py import MPI
+
+        t0 = time.perf_counter()
+        arr = np.array(x, dtype=np.int64 if isinstance(x, (int, np.integer)) else None)
+        arr = np.ascontiguousarray(arr)
+        out = np.empty_like(arr)
+        self._c.Allreduce(arr, out, op=getattr(MPI, op))
+        self._tick("allreduce", arr.nbytes, t0)
+        return out if np.ndim(x) else out.item()
+
+    def exscan_sum(self, n: int) -> int:
+        """Sum of ``n`` over the ranks before this one (0 on rank 0)."""
+        if self._c is None:
+            return 0
+        t0 = time.perf_counter()
+        out = self._c.exscan(int(n))
+        self._tick("exscan", 8, t0)
+        return 0 if out is None else int(out)
+
+    def allgatherv(self, local: np.ndarray) -> np.ndarray:
+        """Concatenate 1-D arrays from all ranks in rank order."""
+        local = np.ascontiguousarray(local)
+        if self._c is None:
+            return local.copy()
+        t0 = time.perf_counter()
+        counts = np.array(self._c.allgather(local.size), dtype=np.int64)
+        out = np.empty(int(counts.sum()), dtype=local.dtype)
+        displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        self._c.Allgatherv(local, [out, counts, displs, _mpi_type(local.dtype)])
+        self._tick("allgatherv", local.nbytes, t0)
+        return out
+
+    def alltoallv(self, send: np.ndarray, send_counts: np.ndarray) -> np.ndarray:
+        """Send ``send_counts[r]`` consecutive items of ``send`` to rank r."""
+        send = np.ascontiguousarray(send)
+        if self._c is None:
+            return send.copy()
+        t0 = time.perf_counter()
+        send_counts = np.asarray(send_counts, dtype=np.int64)
+        recv_counts = np.empty_like(send_counts)
+        self._c.Alltoall(send_counts, recv_counts)
+        sdispl = np.concatenate(([0], np.cumsum(send_counts)[:-1]))
+        rdispl = np.concatenate(([0], np.cumsum(recv_counts)[:-1]))
+        out = np.empty(int(recv_counts.sum()), dtype=send.dtype)
+        t = _mpi_type(send.dtype)
+        self._c.Alltoallv([send, send_counts, sdispl, t], [out, recv_counts, rdispl, t])
+        self._tick("alltoallv", send.nbytes, t0)
+        return out
+
+    # -- setup verbs (pickle) ----------------------------------------------
+    def allgather_obj(self, obj) -> list:
+        if self._c is None:
+            return [obj]
+        t0 = time.perf_counter()
+        out = self._c.allgather(obj)
+        self._tick("allgather_obj", len(pickle.dumps(obj)), t0)
+        return out
+
+    def bcast_obj(self, obj, root: int = 0):
+        if self._c is None:
+            return obj
+        t0 = time.perf_counter()
+        out = self._c.bcast(obj, root=root)
+        self._tick("bcast_obj", 0, t0)
+        return out
+
+    def barrier(self) -> None:
+        if self._c is not None:
+            self._c.Barrier()
+
+    def agree(self, error: BaseException | None) -> None:
+        """Raise the same exception on every rank if any rank has one.
+
+        Expected errors (a bad line, a single class) are found locally; this
+        collective makes every rank raise the lowest failing rank's error, so
+        all exit cleanly with one message and none waits in a later collective.
+        """
+        if self._c is None:
+            failed = [error is not None]
+        else:
+            failed = self.allgather_obj(error is not None)
+        if not any(failed):
+            return
+        if self._c is not None:
+            error = self.bcast_obj(error, root=failed.index(True))
+        error.collective = True  # the CLI exits cleanly on these: every rank has it
+        raise error
+
+    def node_leader(self) -> bool:
+        """True on one rank per shared-memory node (for node-local file caches)."""
+        if self._c is None:
+            return True
+        from mpi4py import MPI
+
+        node = self._c.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            return node.Get_rank() == 0
+        finally:
+            node.Free()
+
+    def abort(self, code: int = 1) -> None:
+        """Kill every rank: for unexpected errors that other ranks cannot see."""
+        if self._c is None:
+            raise SystemExit(code)
+        self._c.Abort(code)
+
+
+def _mpi_type(dtype: np.dtype):
+    from mpi4py import MPI
+
+    return MPI._typedict[np.dtype(dtype).char]
+
+
+_WORLD: Comm | None = None
+
+
+def world() -> Comm:
+    """The process-wide default :class:`Comm` (created once)."""
+    global _WORLD
+    if _WORLD is None:
+        _WORLD = Comm()
+    return _WORLD

@@ -1,0 +1,79 @@
+"""Run statistics: counters, timers and traces, owned by one solver per rank.
+
+Counters and timers live at the Python loop level (never inside numba) and
+no collective is ever run just to record a statistic; :meth:`Stats.reduce`
+combines the ranks once, at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+
+class _Timer:
+    __slots__ = ("stats", "name", "t0")
+
+    def __init__(self, stats: Stats, name: str):
+        self.stats, self.name = stats, name
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.stats.seconds[self.name] += time.perf_counter() - self.t0
+
+
+class Stats:
+    """Per-rank counters (``n_iter``, ``cache_hits``...), timers and traces."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = defaultdict(int)
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.traces: dict[str, list] = defaultdict(list)
+        self.values: dict = {}
+
+    def timer(self, name: str) -> _Timer:
+        return _Timer(self, name)
+
+    def add(self, name: str, k: int = 1) -> None:
+        self.counts[name] += k
+
+    def to_dict(self) -> dict:
+        return {
+            "counts": dict(self.counts),
+            "seconds": dict(self.seconds),
+            "traces": {k: list(v) for k, v in self.traces.items()},
+            "values": dict(self.values),
+        }
+
+
+def reduce_stats(comm, stats: Stats) -> dict:
+    """Combine per-rank statistics: counters summed, times as max over ranks.
+
+    Also lists every rank's own counters (``per_rank``) to show load imbalance.
+    Collective: call it on every rank.
+    """
+    mine = stats.to_dict()
+    mine["comm"] = {k: list(v) for k, v in comm.counters.items()}
+    ranks = comm.allgather_obj(mine)
+    keys_c = sorted({k for r in ranks for k in r["counts"]})
+    keys_s = sorted({k for r in ranks for k in r["seconds"]})
+    verbs = sorted({k for r in ranks for k in r["comm"]})
+    return {
+        "schema": 1,
+        "ranks": comm.size,
+        "counts": {k: sum(r["counts"].get(k, 0) for r in ranks) for k in keys_c},
+        "seconds_max": {k: max(r["seconds"].get(k, 0.0) for r in ranks) for k in keys_s},
+        "comm": {
+            v: {
+                "calls": max(r["comm"].get(v, [0, 0, 0])[0] for r in ranks),
+                "bytes": sum(r["comm"].get(v, [0, 0, 0])[1] for r in ranks),
+                "seconds_max": max(r["comm"].get(v, [0, 0, 0])[2] for r in ranks),
+            }
+            for v in verbs
+        },
+        "values": mine["values"],
+        "traces": mine["traces"],
+        "per_rank": [{"counts": r["counts"], "seconds": r["seconds"]} for r in ranks],
+    }

@@ -1,0 +1,1 @@
+"""Distributed SMO solver for C-SVC."""

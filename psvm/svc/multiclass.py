@@ -1,0 +1,125 @@
+"""One-vs-one C-SVC over a sharded data set, as LIBSVM's svm_train does it.
+
+Each class pair is a binary problem over the ranks' rows of those two
+classes (still sharded, global order kept by an exscan of local counts).
+The support vectors are then gathered in global row order and grouped by
+class, so every rank ends with the same :class:`~psvm.model.SVCModel`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from psvm._params import SVCConfig, make_svc_config
+from psvm.model import SVCModel
+from psvm.stats import Stats
+from psvm.svc.solver import BinaryProblem, Solver
+
+
+class TrainingError(ValueError):
+    """The training data cannot define a classifier (e.g. a single class)."""
+
+    collective = True  # decided from globally agreed values, so raised on every rank
+
+
+def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> float:
+    """Var of all n_samples * n_features entries (zeros included), as X.var() in sklearn."""
+    s = comm.sum_(np.array([X.data.sum(), np.square(X.data).sum()]))
+    n = float(n_samples) * n_features
+    return float(s[1] / n - (s[0] / n) ** 2) if n else 0.0
+
+
+def gather_rows(comm, X: sp.csr_matrix) -> sp.csr_matrix:
+    """All ranks' rows stacked in rank order, on every rank."""
+    counts = comm.allgatherv(np.diff(X.indptr).astype(np.int64))
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    indices = comm.allgatherv(X.indices.astype(np.int32))
+    data = comm.allgatherv(X.data.astype(np.float64))
+    return sp.csr_matrix((data, indices, indptr), shape=(counts.size, X.shape[1]))
+
+
+def fit_ovo(
+    comm,
+    shard,
+    params: dict,
+    classes: np.ndarray,
+    *,
+    sample_weight: np.ndarray | None = None,
+    stats: Stats | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[SVCModel, np.ndarray]:
+    """Train one-vs-one C-SVC on a shard; collective, same model on every rank.
+
+    Returns the model and the global row indices of its support vectors.
+
+    ``classes`` fixes the class order (LIBSVM: first appearance; sklearn: sorted).
+    ``params`` are validated parameters (:func:`psvm._params.validate_svc_params`).
+    """
+    stats = Stats() if stats is None else stats
+    X, y = shard.X, shard.y
+    k = len(classes)
+    if k < 2:
+        raise TrainingError(f"training data has only one class (label {classes[0]:g})")
+    cfg: SVCConfig = make_svc_config(
+        params, shard.n_features, global_variance(comm, X, shard.n_samples, shard.n_features)
+    )
+    cls = np.full(y.size, -1, dtype=np.int64)
+    for c, label in enumerate(classes):
+        cls[y == label] = c
+    weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
+    C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
+    is_sv = np.zeros(y.size, dtype=bool)
+    coef = np.zeros((k - 1, y.size))
+    rho, n_iter, objective, status = [], [], [], 0
+    for a in range(k):
+        for b in range(a + 1, k):
+            rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
+            problem = BinaryProblem(
+                X=X[rows],
+                y=np.where(cls[rows] == a, 1.0, -1.0),
+                C=C_row[rows],
+                offset=comm.exscan_sum(rows.size),
+                n_samples=comm.sum_(int(rows.size)),
+                max_row_nnz=shard.max_row_nnz,
+            )
+            res = Solver(comm, problem, cfg, stats, log).solve()
+            sv = res.alpha > 0
+            is_sv[rows[sv]] = True
+            ya = problem.y * res.alpha
+            coef[b - 1, rows[cls[rows] == a]] = ya[cls[rows] == a]
+            coef[a, rows[cls[rows] == b]] = ya[cls[rows] == b]
+            rho.append(res.rho)
+            n_iter.append(res.n_iter)
+            objective.append(res.objective)
+            status = max(status, res.status)
+            if log is not None:
+                log(f"optimization finished, #iter = {res.n_iter}, obj = {res.objective:.6g}, "
+                    f"rho = {res.rho:.6g}")  # fmt: skip
+    local = np.flatnonzero(is_sv)
+    sv_cls = comm.allgatherv(cls[local])
+    sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)
+    sv_coef = np.stack([comm.allgatherv(row[local]) for row in coef]) if k > 1 else coef
+    SV = gather_rows(comm, X[local])
+    order = np.argsort(sv_cls, kind="stable")
+    model = SVCModel(
+        kernel=cfg.kernel,
+        gamma=cfg.gamma,
+        coef0=cfg.coef0,
+        degree=cfg.degree,
+        classes=np.asarray(classes),
+        n_support=np.bincount(sv_cls, minlength=k).astype(np.int64),
+        support_vectors=SV[order],
+        dual_coef=sv_coef[:, order],
+        rho=np.array(rho),
+        n_features=shard.n_features,
+        meta={
+            "n_iter": n_iter,
+            "objective": objective,
+            "status": status,
+        },
+    )
+    return model, sv_gidx[order]
+

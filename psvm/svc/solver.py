@@ -1,0 +1,257 @@
+"""The distributed SMO loop for one binary C-SVC problem.
+
+Solves min_a 1/2 a'Qa - e'a subject to 0 <= a_t <= C_t and y'a = 0, with
+Q_st = y_s y_t K(x_s, x_t), rows sharded contiguously over the ranks. Every
+rank runs the same loop; per iteration the ranks exchange two fixed-size
+*packets* (candidate key, global index, the candidate's state and its sparse
+row) in two Allgathers:
+
+1. each rank offers its best i (max -y_t G_t over I_up) and its best of
+   I_low; every rank picks the same winners (ties: smaller global index),
+   checks m - M < tol, and now holds row x_i;
+2. each rank computes its local column K(x_i, .), offers its best j by the
+   second-order gain, and every rank picks the same j, holding row x_j.
+
+Every rank then computes the same two-variable step and updates G on its own
+rows with columns i and j. The first-order (maximal violating pair) mode
+takes j from round 1 and skips round 2. Results do not depend on P: each
+kernel value and gradient entry is computed by the same arithmetic whichever
+rank owns it, and every choice is an exact max/min with a fixed tie-break.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from psvm._params import FIRST_ORDER, SVCConfig
+from psvm.cache import ColumnCache
+from psvm.kernels import csr_arrays, kernel_column, kernel_diag, row_sq_norms
+from psvm.stats import Stats
+from psvm.svc.select import select_candidates, select_second_order
+from psvm.svc.state import bias_terms, dual_objective_terms
+from psvm.svc.update import two_variable_step, update_gradient, update_gradient_bar
+
+# Packet layout (float64): header fields, then W indices, then W values.
+KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
+
+
+@dataclass
+class BinaryProblem:
+    """One rank's share of a binary problem: local rows, labels +-1 and bounds C_t."""
+
+    X: sp.csr_matrix
+    y: np.ndarray
+    C: np.ndarray
+    offset: int
+    n_samples: int
+    max_row_nnz: int
+
+
+@dataclass
+class BinaryResult:
+    alpha: np.ndarray  # local rows
+    rho: float
+    objective: float
+    gap: float
+    n_iter: int
+    status: int  # 0 converged, 1 stopped at max_iter
+
+
+class Solver:
+    """SMO over a sharded binary problem; see the module docstring."""
+
+    def __init__(
+        self,
+        comm,
+        problem: BinaryProblem,
+        config: SVCConfig,
+        stats: Stats | None = None,
+        log: Callable[[str], None] | None = None,
+    ):
+        self.comm, self.cfg = comm, config
+        self.stats = Stats() if stats is None else stats
+        self.log = log
+        self.offset, self.n_samples = problem.offset, problem.n_samples
+        self.indptr, self.indices, self.data = csr_arrays(problem.X)
+        self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
+        self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
+        n = self.y.size
+        self.alpha = np.zeros(n)
+        self.G = -np.ones(n)
+        self.G_bar = np.zeros(n)
+        self.sq = row_sq_norms(self.indptr, self.data, np.empty(n))
+        kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
+        self.kparams = kp
+        self.QD = kernel_diag(self.indptr, self.data, self.sq, *kp, np.empty(n))
+        self.all_rows = np.arange(n, dtype=np.int64)
+        self.active_rows = self.all_rows
+        self.cache = ColumnCache(n, self.n_samples, config.cache_size)
+        self.W = max(problem.max_row_nnz, 1)
+        self.work = np.zeros(problem.X.shape[1] + 1)
+        size = ROW + 2 * self.W
+        self.S = size
+        self.send1 = np.zeros(2 * size)
+        self.recv1 = np.zeros((comm.size, 2 * size))
+        self.send2 = np.zeros(size)
+        self.recv2 = np.zeros((comm.size, size))
+        self._idx = np.zeros((2, self.W), dtype=np.int32)
+        self._pair_indptr = np.zeros(2, dtype=np.int64)
+        self._one = np.zeros(1, dtype=np.int64)
+        self._kij = np.zeros(1)
+
+    # -- packets -----------------------------------------------------------
+    def _pack(self, buf: np.ndarray, key: float, lidx: int, with_row: bool) -> None:
+        buf[KEY] = key
+        if lidx < 0:
+            buf[GIDX] = -1.0
+            return
+        buf[GIDX] = self.offset + lidx
+        buf[Y], buf[ALPHA], buf[GRAD] = self.y[lidx], self.alpha[lidx], self.G[lidx]
+        buf[CAP], buf[DIAG], buf[SQ] = self.C[lidx], self.QD[lidx], self.sq[lidx]
+        if with_row:
+            s, e = self.indptr[lidx], self.indptr[lidx + 1]
+            nnz = e - s
+            buf[NNZ] = nnz
+            buf[ROW : ROW + nnz] = self.indices[s:e]
+            buf[ROW + self.W : ROW + self.W + nnz] = self.data[s:e]
+
+    def _row(self, packet: np.ndarray, slot: int) -> tuple[np.ndarray, np.ndarray]:
+        nnz = int(packet[NNZ])
+        idx = self._idx[slot, :nnz]
+        idx[:] = packet[ROW : ROW + nnz]
+        return idx, packet[ROW + self.W : ROW + self.W + nnz]
+
+    @staticmethod
+    def _winner(recv: np.ndarray, off: int, maximise: bool) -> int:
+        """Rank whose candidate wins: best key, ties to the smaller global index."""
+        best = -1
+        for r in range(recv.shape[0]):
+            g = recv[r, off + GIDX]
+            if g < 0:
+                continue
+            if best < 0:
+                best, bk, bg = r, recv[r, off + KEY], g
+                continue
+            k = recv[r, off + KEY]
+            if (k > bk if maximise else k < bk) or (k == bk and g < bg):
+                best, bk, bg = r, k, g
+        return best
+
+    # -- kernel columns ----------------------------------------------------
+    def _column(self, packet: np.ndarray, slot: int, full: bool = False) -> np.ndarray:
+        """K(x, local rows) for the packet's row x, from the cache when possible."""
+        gidx = int(packet[GIDX])
+        col, hit, complete = self.cache.get(gidx)
+        if hit and (complete or not full):
+            return col
+        idx, val = self._row(packet, slot)
+        rows = self.all_rows if full else self.active_rows
+        with self.stats.timer("kernel"):
+            kernel_column(
+                idx, val, packet[SQ], self.indptr, self.indices, self.data, self.sq, rows,
+                *self.kparams, self.work, col,
+            )  # fmt: skip
+        if rows.size == self.all_rows.size:
+            self.cache.mark_complete(gidx)
+        return col
+
+    def _kernel_ij(self, p_i: np.ndarray, p_j: np.ndarray) -> float:
+        """K(x_i, x_j) by the column formula, so it equals the owner's cached value."""
+        idx_i, val_i = self._row(p_i, 0)
+        idx_j, val_j = self._row(p_j, 1)
+        self._pair_indptr[1] = idx_j.size
+        kernel_column(
+            idx_i, val_i, p_i[SQ], self._pair_indptr, idx_j, val_j, p_j[SQ:SQ + 1], self._one,
+            *self.kparams, self.work, self._kij,
+        )  # fmt: skip
+        return float(self._kij[0])
+
+    # -- the loop ----------------------------------------------------------
+    def solve(self) -> BinaryResult:
+        cfg, comm, st = self.cfg, self.comm, self.stats
+        first_order = cfg.selection_id == FIRST_ORDER
+        max_iter = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * self.n_samples)
+        S, n_iter, status, gap = self.S, 0, 0, 0.0
+        t_start = time.perf_counter()
+        while True:
+            with st.timer("select"):
+                m, i, minus_M, j = select_candidates(
+                    self.active_rows, self.y, self.alpha, self.C, self.G
+                )
+                self._pack(self.send1[:S], m, i, True)
+                self._pack(self.send1[S:], minus_M, j, first_order)
+            comm.allgather_into(self.send1, self.recv1)
+            r_i = self._winner(self.recv1, 0, True)
+            r_j = self._winner(self.recv1, S, True)
+            if r_i < 0 or r_j < 0:
+                gap = 0.0
+                break
+            p_i = self.recv1[r_i, :S]
+            gap = p_i[KEY] + self.recv1[r_j, S + KEY]
+            if gap < cfg.tol:
+                break
+            if n_iter >= max_iter:
+                status = 1
+                break
+            col_i = self._column(p_i, 0)
+            if first_order:
+                p_j = self.recv1[r_j, S:]
+            else:
+                with st.timer("select"):
+                    obj, j = select_second_order(
+                        self.active_rows, self.y, self.alpha, self.C, self.G, self.QD,
+                        col_i, p_i[KEY], p_i[DIAG],
+                    )  # fmt: skip
+                    self._pack(self.send2, obj, j, True)
+                comm.allgather_into(self.send2, self.recv2)
+                r_j = self._winner(self.recv2, 0, False)
+                if r_j < 0:
+                    break
+                p_j = self.recv2[r_j]
+            self._step(p_i, p_j, col_i)
+            n_iter += 1
+            if self.log is not None and n_iter % 1000 == 0:
+                el = time.perf_counter() - t_start
+                self.log(f"iter {n_iter}  m-M {gap:.4g}  elapsed {el:.1f}s")
+        st.add("n_iter", n_iter)
+        st.add("cache_hits", self.cache.hits)
+        st.add("cache_misses", self.cache.misses)
+        rho = self._rho()
+        obj = 0.5 * comm.sum_(float(dual_objective_terms(self.alpha, self.G)))
+        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status)
+
+    def _step(self, p_i: np.ndarray, p_j: np.ndarray, col_i: np.ndarray) -> None:
+        """The two-variable update, identical on every rank, then local gradient updates."""
+        K_ij = self._kernel_ij(p_i, p_j)
+        y_i, y_j = p_i[Y], p_j[Y]
+        old_i, old_j, C_i, C_j = p_i[ALPHA], p_j[ALPHA], p_i[CAP], p_j[CAP]
+        a_i, a_j = two_variable_step(
+            y_i, y_j, old_i, old_j, p_i[GRAD], p_j[GRAD], C_i, C_j, p_i[DIAG], p_j[DIAG], K_ij
+        )
+        col_j = self._column(p_j, 1)  # LRU keeps col_i: at least two columns fit
+        with self.stats.timer("update"):
+            update_gradient(
+                self.active_rows, self.y, self.G, col_i, col_j,
+                y_i * (a_i - old_i), y_j * (a_j - old_j),
+            )  # fmt: skip
+            for p, old, new in ((p_i, old_i, a_i), (p_j, old_j, a_j)):
+                lidx = int(p[GIDX]) - self.offset
+                if 0 <= lidx < self.y.size:
+                    self.alpha[lidx] = new
+                was_upper, is_upper = old >= p[CAP], new >= p[CAP]
+                if was_upper != is_upper:
+                    col = self._column(p, 0 if p is p_i else 1, full=True)
+                    sign = -1.0 if was_upper else 1.0
+                    update_gradient_bar(self.y, self.G_bar, col, sign * p[CAP] * p[Y])
+
+    def _rho(self) -> float:
+        """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""
+        ub, lb, s, nf = bias_terms(self.y, self.alpha, self.C, self.G)
+        ub, lb = self.comm.min_(ub), self.comm.max_(lb)
+        s, nf = self.comm.sum_(np.array([s, float(nf)]))
+        return float(s / nf) if nf > 0 else float((ub + lb) / 2)

@@ -1,0 +1,69 @@
+"""numba two-variable SMO step and gradient updates (LIBSVM's Solver::Solve)."""
+
+from __future__ import annotations
+
+from numba import njit
+
+from psvm.svc.select import TAU
+
+
+@njit(cache=True, nogil=True)
+def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
+    """New (a_i, a_j) minimising the dual along y_i a_i + y_j a_j = const, clipped to the box."""
+    quad = QD_i + QD_j - 2.0 * K_ij
+    if quad <= 0.0:
+        quad = TAU
+    if y_i != y_j:
+        delta = (-G_i - G_j) / quad
+        diff = a_i - a_j
+        a_i += delta
+        a_j += delta
+        if diff > 0:
+            if a_j < 0:
+                a_j = 0.0
+                a_i = diff
+        elif a_i < 0:
+            a_i = 0.0
+            a_j = -diff
+        if diff > C_i - C_j:
+            if a_i > C_i:
+                a_i = C_i
+                a_j = C_i - diff
+        elif a_j > C_j:
+            a_j = C_j
+            a_i = C_j + diff
+    else:
+        delta = (G_i - G_j) / quad
+        total = a_i + a_j
+        a_i -= delta
+        a_j += delta
+        if total > C_i:
+            if a_i > C_i:
+                a_i = C_i
+                a_j = total - C_i
+        elif a_j < 0:
+            a_j = 0.0
+            a_i = total
+        if total > C_j:
+            if a_j > C_j:
+                a_j = C_j
+                a_i = total - C_j
+        elif a_i < 0:
+            a_i = 0.0
+            a_j = total
+    return a_i, a_j
+
+
+@njit(cache=True, nogil=True)
+def update_gradient(rows, y, G, K_i, K_j, c_i, c_j):
+    """G_t += y_t (c_i K_it + c_j K_jt) with c = y * delta_alpha, over ``rows``."""
+    for q in range(rows.size):
+        t = rows[q]
+        G[t] += y[t] * (c_i * K_i[t] + c_j * K_j[t])
+
+
+@njit(cache=True, nogil=True)
+def update_gradient_bar(y, G_bar, K_col, c):
+    """G_bar_t += y_t c K_t over all local rows (a variable entered or left its upper bound)."""
+    for t in range(G_bar.size):
+        G_bar[t] += y[t] * c * K_col[t]

@@ -1,0 +1,53 @@
+"""Reference checks shared by the solver tests: dual objectives and model agreement."""
+
+from __future__ import annotations
+
+import lzma
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+from sklearn.metrics.pairwise import pairwise_kernels
+
+
+def load_head(path, n_rows: int | None = None, n_features: int | None = None):
+    """The first ``n_rows`` rows of a (compressed) LIBSVM file from shared/data."""
+    opener = lzma.open if str(path).endswith(".xz") else open
+    with opener(path, "rb") as f:
+        lines = f.readlines() if n_rows is None else [f.readline() for _ in range(n_rows)]
+    import io
+
+    X, y = load_svmlight_file(io.BytesIO(b"".join(lines)), n_features=n_features,
+                              zero_based=False)  # fmt: skip
+    # sklearn.svm.SVC accepts 32-bit indices only
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), X.shape)
+    return X, y
+
+
+def write_head(src, dst, n_rows: int | None = None) -> str:
+    """Decompress the first ``n_rows`` lines of ``src`` to ``dst``."""
+    opener = lzma.open if str(src).endswith(".xz") else open
+    with opener(src, "rb") as f, open(dst, "wb") as out:
+        for k, line in enumerate(f):
+            if n_rows is not None and k >= n_rows:
+                break
+            out.write(line)
+    return str(dst)
+
+
+def pair_objectives(dual_coef, SV, n_support, kernel, gamma, coef0=0.0, degree=3):
+    """Dual objective 1/2 c'Kc - sum|c| of every one-vs-one pair (LIBSVM layout)."""
+    dual_coef = np.asarray(dual_coef.todense() if hasattr(dual_coef, "todense") else dual_coef)
+    K = pairwise_kernels(SV, SV, metric=kernel, gamma=gamma, coef0=coef0, degree=degree,
+                         filter_params=True)  # fmt: skip
+    start = np.concatenate(([0], np.cumsum(n_support)))
+    k = len(n_support)
+    out = []
+    for a in range(k):
+        for b in range(a + 1, k):
+            ia = np.arange(start[a], start[a + 1])
+            ib = np.arange(start[b], start[b + 1])
+            idx = np.concatenate((ia, ib))
+            c = np.concatenate((dual_coef[b - 1, ia], dual_coef[a, ib]))
+            out.append(0.5 * c @ K[np.ix_(idx, idx)] @ c - np.abs(c).sum())
+    return np.array(out)

@@ -1,0 +1,78 @@
+"""Selection and the two-variable step on tiny problems, against brute force."""
+
+import numpy as np
+import pytest
+
+from psvm.svc.select import select_candidates, select_second_order
+from psvm.svc.update import two_variable_step
+
+
+def random_state(rng, n=30):
+    y = rng.choice([-1.0, 1.0], n)
+    C = np.full(n, 2.0)
+    alpha = rng.choice([0.0, 2.0, 0.5, 1.3], n)
+    G = rng.normal(size=n)
+    return y, alpha, C, G
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_candidates_match_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    y, alpha, C, G = random_state(rng)
+    rows = np.arange(y.size, dtype=np.int64)
+    m, i, minus_M, j = select_candidates(rows, y, alpha, C, G)
+    up = ((y > 0) & (alpha < C)) | ((y < 0) & (alpha > 0))
+    low = ((y < 0) & (alpha < C)) | ((y > 0) & (alpha > 0))
+    v = -y * G
+    assert m == v[up].max() and i == np.flatnonzero(up & (v == v[up].max()))[0]
+    assert minus_M == (-v)[low].max() and j == np.flatnonzero(low & (-v == (-v)[low].max()))[0]
+
+
+def test_ties_go_to_the_smallest_index():
+    y = np.ones(4)
+    rows = np.arange(4, dtype=np.int64)
+    m, i, _, _ = select_candidates(rows, y, np.zeros(4), np.ones(4), -np.ones(4))
+    assert (m, i) == (1.0, 0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_second_order_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    y, alpha, C, G = random_state(rng)
+    rows = np.arange(y.size, dtype=np.int64)
+    QD = rng.uniform(0.5, 1.5, y.size)
+    K_i = rng.uniform(-0.5, 0.5, y.size)
+    m, i, _, _ = select_candidates(rows, y, alpha, C, G)
+    obj, j = select_second_order(rows, y, alpha, C, G, QD, K_i, m, QD[i])
+    low = ((y < 0) & (alpha < C)) | ((y > 0) & (alpha > 0))
+    b = m + y * G
+    ok = low & (b > 0)
+    gains = np.where(ok, -(b**2) / (QD[i] + QD - 2 * K_i), np.inf)
+    assert j == int(np.argmin(gains)) and obj == pytest.approx(gains.min())
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_step_minimises_the_two_variable_problem(seed):
+    rng = np.random.default_rng(seed)
+    y_i, y_j = rng.choice([-1.0, 1.0], 2)
+    C_i, C_j = rng.uniform(0.5, 2, 2)
+    a_i, a_j = rng.uniform(0, C_i), rng.uniform(0, C_j)
+    K = np.array([[1.0, rng.uniform(-0.9, 0.9)], [0, 1.0]])
+    K[1, 0] = K[0, 1]
+    G_i, G_j = rng.normal(size=2)
+    new_i, new_j = two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, 1.0, 1.0, K[0, 1])
+    assert 0 <= new_i <= C_i and 0 <= new_j <= C_j
+    assert y_i * new_i + y_j * new_j == pytest.approx(y_i * a_i + y_j * a_j)
+    Q = np.outer([y_i, y_j], [y_i, y_j]) * K
+
+    def f(b_i, b_j):  # the dual restricted to the pair, relative to the old point
+        d = np.array([b_i - a_i, b_j - a_j])
+        return 0.5 * d @ Q @ d + np.array([G_i, G_j]) @ d
+
+    # brute force along the feasible segment
+    s = y_i * a_i + y_j * a_j
+    grid = np.linspace(0, C_i, 20001)
+    gj = (s - y_i * grid) * y_j
+    feasible = (gj >= 0) & (gj <= C_j)
+    best = min(f(b, c) for b, c in zip(grid[feasible], gj[feasible]))
+    assert f(new_i, new_j) <= best + 1e-7
