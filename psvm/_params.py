@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from psvm.kernels import KERNELS
 
 FIRST_ORDER, SECOND_ORDER = 1, 2
+# names of the elimination policies (psvm.elimination.POLICIES) and reconstruction modes
+HEURISTICS = ("none", "earliest", "percent-1", "percent-5", "percent-10", "libsvm", "streak-3",
+              "gap-triggered", "lazy")  # fmt: skip
+RECONSTRUCTIONS = ("single", "multi", "approximate")
 SELECTIONS = {"first": FIRST_ORDER, "second": SECOND_ORDER}
 
 
@@ -34,6 +38,8 @@ class SVCConfig:
     cache_size: float = 200.0
     max_iter: int = -1
     selection: str = "second"
+    heuristic: str = "libsvm"
+    reconstruction: str = "single"
     class_weight: dict = field(default_factory=dict)
     verbose: bool = False
 
@@ -77,6 +83,8 @@ def validate_svc_params(
     cache_size=200.0,
     max_iter=-1,
     selection="second",
+    heuristic="libsvm",
+    reconstruction="single",
     class_weight=None,
     verbose=False,
 ) -> dict:
@@ -94,6 +102,8 @@ def validate_svc_params(
         cache_size=float(_number("cache_size", cache_size, low=0, low_open=True)),
         max_iter=int(_number("max_iter", max_iter, kind=numbers.Integral, low=-1)),
         selection=_choice("selection", selection, SELECTIONS),
+        heuristic=_choice("heuristic", heuristic, HEURISTICS),
+        reconstruction=_choice("reconstruction", reconstruction, RECONSTRUCTIONS),
         verbose=bool(verbose),
     )
     if max_iter == 0:

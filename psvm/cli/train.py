@@ -26,6 +26,8 @@ FLAGS = {
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
     "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1)"),
     "-b": ("probability", int, "probability estimates: only 0 is supported"),
+    "--heuristic": ("heuristic", str, "sample elimination heuristic (default libsvm; -h 0: none)"),
+    "--reconstruction": ("reconstruction", str, "single, multi or approximate (default single)"),
     "--selection": ("selection", str, "working set selection: first or second (default second)"),
     "--max-iter": ("max_iter", int, "iteration limit per binary problem (default: no limit)"),
     "--n-features": ("n_features", int, "number of features (default: largest index in the file)"),
@@ -76,6 +78,10 @@ def parse_args(argv: list[str]) -> dict:
         opts["kernel"] = KERNEL_CODES[opts["kernel"]]
     if opts.get("shrinking", 1) not in (0, 1):
         raise UsageError(f"-h {opts['shrinking']}: shrinking must be 0 or 1")
+    if opts.get("shrinking", 1) == 0:
+        if opts.get("heuristic", "none") != "none":
+            raise UsageError(f"-h 0 contradicts --heuristic {opts['heuristic']}")
+        opts["heuristic"] = "none"
     return opts
 
 
@@ -109,6 +115,8 @@ def _body(argv: list[str]) -> int:
         cache_size=opts.get("cache_size", 100.0),
         max_iter=opts.get("max_iter", -1),
         selection=opts.get("selection", "second"),
+        heuristic=opts.get("heuristic", "libsvm"),
+        reconstruction=opts.get("reconstruction", "single"),
         class_weight=opts["class_weight"],
     )
     log = print if comm.rank == 0 and not opts["quiet"] else None

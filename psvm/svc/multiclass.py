@@ -17,6 +17,7 @@ from psvm._params import SVCConfig, make_svc_config
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.solver import BinaryProblem, Solver
+from psvm.svc.state import gather_rows
 
 
 class TrainingError(ValueError):
@@ -30,15 +31,6 @@ def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> 
     s = comm.sum_(np.array([X.data.sum(), np.square(X.data).sum()]))
     n = float(n_samples) * n_features
     return float(s[1] / n - (s[0] / n) ** 2) if n else 0.0
-
-
-def gather_rows(comm, X: sp.csr_matrix) -> sp.csr_matrix:
-    """All ranks' rows stacked in rank order, on every rank."""
-    counts = comm.allgatherv(np.diff(X.indptr).astype(np.int64))
-    indptr = np.concatenate(([0], np.cumsum(counts)))
-    indices = comm.allgatherv(X.indices.astype(np.int32))
-    data = comm.allgatherv(X.data.astype(np.float64))
-    return sp.csr_matrix((data, indices, indptr), shape=(counts.size, X.shape[1]))
 
 
 def fit_ovo(
@@ -73,7 +65,7 @@ def fit_ovo(
     C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
-    rho, n_iter, objective, status = [], [], [], 0
+    rho, n_iter, objective, status, approximate = [], [], [], 0, False
     for a in range(k):
         for b in range(a + 1, k):
             rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
@@ -95,6 +87,7 @@ def fit_ovo(
             n_iter.append(res.n_iter)
             objective.append(res.objective)
             status = max(status, res.status)
+            approximate |= res.approximate
             if log is not None:
                 log(f"optimization finished, #iter = {res.n_iter}, obj = {res.objective:.6g}, "
                     f"rho = {res.rho:.6g}")  # fmt: skip
@@ -119,6 +112,9 @@ def fit_ovo(
             "n_iter": n_iter,
             "objective": objective,
             "status": status,
+            "approximate": approximate,
+            "heuristic": cfg.heuristic,
+            "reconstruction": cfg.reconstruction,
         },
     )
     return model, sv_gidx[order]

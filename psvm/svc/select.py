@@ -14,23 +14,28 @@ from numba import njit
 TAU = 1e-12
 
 
+@njit(cache=True, nogil=True, inline="always")
+def offer(t, y_t, a_t, C_t, yg, m, i, minus_M, j):
+    """Row t's bid for i (max -y_t G_t over I_up) and for M (max y_t G_t over I_low)."""
+    up = a_t < C_t
+    low = a_t > 0.0
+    if (up if y_t > 0 else low) and -yg > m:
+        m, i = -yg, t
+    if (low if y_t > 0 else up) and yg > minus_M:
+        minus_M, j = yg, t
+    return m, i, minus_M, j
+
+
 @njit(cache=True, nogil=True)
 def select_candidates(rows, y, alpha, C, G):
     """Local (m, i) over I_up and (-M, j) over I_low; index -1 when the set is empty.
 
     Returns m = max -y_t G_t over I_up and minus_M = max y_t G_t over I_low.
     """
-    m, i = -np.inf, -1
-    minus_M, j = -np.inf, -1
+    m, i, minus_M, j = -np.inf, -1, -np.inf, -1
     for q in range(rows.size):
         t = rows[q]
-        yg = y[t] * G[t]
-        up = alpha[t] < C[t]
-        low = alpha[t] > 0.0
-        if (up if y[t] > 0 else low) and -yg > m:
-            m, i = -yg, t
-        if (low if y[t] > 0 else up) and yg > minus_M:
-            minus_M, j = yg, t
+        m, i, minus_M, j = offer(t, y[t], alpha[t], C[t], y[t] * G[t], m, i, minus_M, j)
     return m, i, minus_M, j
 
 

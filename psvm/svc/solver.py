@@ -33,8 +33,14 @@ from psvm.cache import ColumnCache
 from psvm.kernels import csr_arrays, kernel_column, kernel_diag, row_sq_norms
 from psvm.stats import Stats
 from psvm.svc.select import select_candidates, select_second_order
-from psvm.svc.state import bias_terms, dual_objective_terms
-from psvm.svc.update import two_variable_step, update_gradient, update_gradient_bar
+from psvm.elimination import MULTI_GAPS, eliminate_rows, make_policy
+from psvm.svc.reconstruct import reconstruct_gradient, violators
+from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
+from psvm.svc.update import (
+    two_variable_step,
+    update_gradient_and_select,
+    update_gradient_bar,
+)
 
 # Packet layout (float64): header fields, then W indices, then W values.
 KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
@@ -60,6 +66,7 @@ class BinaryResult:
     gap: float
     n_iter: int
     status: int  # 0 converged, 1 stopped at max_iter
+    approximate: bool = False  # eliminated rows were never re-checked
 
 
 class Solver:
@@ -90,6 +97,16 @@ class Solver:
         self.QD = kernel_diag(self.indptr, self.data, self.sq, *kp, np.empty(n))
         self.all_rows = np.arange(n, dtype=np.int64)
         self.active_rows = self.all_rows
+        self.active_mask = np.ones(n, dtype=bool)
+        self.policy = make_policy(config.heuristic)
+        self.streak = np.zeros(n, dtype=np.int64)
+        self._scratch = np.empty(n, dtype=np.int64)
+        self.eliminated_any = False
+        self._unshrunk = False
+        multi = config.reconstruction == "multi" and self.policy.active
+        self._gaps = sorted(set(MULTI_GAPS if multi else ()) | (
+            {self.policy.unshrink_gap} if self.policy.unshrink_gap else set()), reverse=True)
+        self.trace_every = max(1, min(1000, self.n_samples // 20))
         self.cache = ColumnCache(n, self.n_samples, config.cache_size)
         self.W = max(problem.max_row_nnz, 1)
         self.work = np.zeros(problem.X.shape[1] + 1)
@@ -176,28 +193,35 @@ class Solver:
         cfg, comm, st = self.cfg, self.comm, self.stats
         first_order = cfg.selection_id == FIRST_ORDER
         max_iter = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * self.n_samples)
-        S, n_iter, status, gap = self.S, 0, 0, 0.0
+        S, n_iter, status, gap, gap0 = self.S, 0, 0, 0.0, None
         t_start = time.perf_counter()
+        with st.timer("select"):
+            cand = select_candidates(self.active_rows, self.y, self.alpha, self.C, self.G)
         while True:
+            m, i, minus_M, j = cand
             with st.timer("select"):
-                m, i, minus_M, j = select_candidates(
-                    self.active_rows, self.y, self.alpha, self.C, self.G
-                )
                 self._pack(self.send1[:S], m, i, True)
                 self._pack(self.send1[S:], minus_M, j, first_order)
             comm.allgather_into(self.send1, self.recv1)
             r_i = self._winner(self.recv1, 0, True)
             r_j = self._winner(self.recv1, S, True)
-            if r_i < 0 or r_j < 0:
-                gap = 0.0
-                break
             p_i = self.recv1[r_i, :S]
-            gap = p_i[KEY] + self.recv1[r_j, S + KEY]
-            if gap < cfg.tol:
-                break
+            gap = p_i[KEY] + self.recv1[r_j, S + KEY] if r_i >= 0 and r_j >= 0 else 0.0
+            gap0 = gap if gap0 is None else gap0
+            if n_iter % self.trace_every == 0:
+                self._trace(n_iter, gap)
+            if gap < cfg.tol or self._thresholds_crossed(gap):
+                if not self._can_reconstruct():
+                    break
+                gap, cand = self._reconstruct(all_rows=self._unshrink_due(gap))
+                if gap < cfg.tol:
+                    break
+                continue
             if n_iter >= max_iter:
                 status = 1
                 break
+            if self.policy.check_now(n_iter, self.n_samples, gap, gap0, cfg.tol):
+                self._eliminate(p_i[KEY], -self.recv1[r_j, S + KEY])
             col_i = self._column(p_i, 0)
             if first_order:
                 p_j = self.recv1[r_j, S:]
@@ -210,23 +234,121 @@ class Solver:
                     self._pack(self.send2, obj, j, True)
                 comm.allgather_into(self.send2, self.recv2)
                 r_j = self._winner(self.recv2, 0, False)
-                if r_j < 0:
-                    break
+                if r_j < 0:  # no violating partner for i on any rank
+                    gap = 0.0
+                    if not self._can_reconstruct():
+                        break
+                    gap, cand = self._reconstruct(all_rows=False)
+                    if gap < cfg.tol:
+                        break
+                    continue
                 p_j = self.recv2[r_j]
-            self._step(p_i, p_j, col_i)
+            cand = self._step(p_i, p_j, col_i)
             n_iter += 1
             if self.log is not None and n_iter % 1000 == 0:
                 el = time.perf_counter() - t_start
-                self.log(f"iter {n_iter}  m-M {gap:.4g}  elapsed {el:.1f}s")
+                self.log(f"iter {n_iter}  m-M {gap:.4g}  active {self.active_rows.size}"
+                         f"  elapsed {el:.1f}s")  # fmt: skip
+        self._trace(n_iter, gap)
         st.add("n_iter", n_iter)
         st.add("cache_hits", self.cache.hits)
         st.add("cache_misses", self.cache.misses)
-        rho = self._rho()
+        # 'approximate' leaves eliminated gradients stale: LIBSVM's rho uses active rows only
+        approximate = cfg.reconstruction == "approximate" and self.eliminated_any_global()
+        rho = self._rho(self.active_rows if approximate else self.all_rows)
         obj = 0.5 * comm.sum_(float(dual_objective_terms(self.alpha, self.G)))
-        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status)
+        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate)
 
-    def _step(self, p_i: np.ndarray, p_j: np.ndarray, col_i: np.ndarray) -> None:
-        """The two-variable update, identical on every rank, then local gradient updates."""
+    # -- elimination and reconstruction ------------------------------------
+    def _trace(self, n_iter: int, gap: float) -> None:
+        tr = self.stats.traces
+        tr["iter"].append(n_iter)
+        tr["gap"].append(float(gap))
+        tr["active"].append(int(self.active_rows.size))
+
+    def _eliminate(self, m: float, M: float) -> None:
+        """Drop the rows the policy's rule selects, keeping ``active_rows`` sorted."""
+        with self.stats.timer("select"):
+            rows = self.active_rows
+            n_keep = eliminate_rows(
+                rows, self.y, self.alpha, self.C, self.G, m, M, self.streak,
+                self.policy.need, self._scratch,
+            )  # fmt: skip
+            if n_keep < rows.size:
+                self.active_mask[self._scratch[n_keep : rows.size]] = False
+                self.stats.add("n_eliminated", rows.size - n_keep)
+                self.active_rows = self._scratch[:n_keep].copy()
+                self.eliminated_any = True
+
+    def _can_reconstruct(self) -> bool:
+        """Whether any rank has eliminated rows that a reconstruction could revive."""
+        if self.cfg.reconstruction == "approximate" or not self.policy.active:
+            return False
+        return bool(self.comm.max_(int(self.active_rows.size < self.y.size)))
+
+    def _thresholds_crossed(self, gap: float) -> bool:
+        """'multi' reconstruction points and LIBSVM's single unshrink, crossed now."""
+        tol = self.cfg.tol
+        hit = False
+        while self._gaps and gap < self._gaps[0] * tol:
+            self._gaps.pop(0)
+            hit = True
+        return hit and self.eliminated_any_global()
+
+    def eliminated_any_global(self) -> bool:
+        return bool(self.comm.max_(int(self.eliminated_any)))
+
+    def _unshrink_due(self, gap: float) -> bool:
+        u = self.policy.unshrink_gap
+        if u is not None and not self._unshrunk and gap <= u * self.cfg.tol:
+            self._unshrunk = True
+            return True
+        return False
+
+    def _reconstruct(self, all_rows: bool) -> tuple[float, tuple]:
+        """Rebuild G of eliminated rows, then revive every violator (or every row).
+
+        Returns the gap m - M over all rows and the local candidates over the new
+        active set.
+        """
+        st = self.stats
+        with st.timer("reconstruct"):
+            st.add("n_reconstruct")
+            out = np.flatnonzero(~self.active_mask)
+            free = np.flatnonzero((self.alpha > 0) & (self.alpha < self.C))
+            F = gather_rows(self.comm, self._local_rows(free))
+            f_coef = self.comm.allgatherv(self.y[free] * self.alpha[free])
+            fi, fx, fd = csr_arrays(F)
+            f_sq = row_sq_norms(fi, fd, np.empty(F.shape[0]))
+            reconstruct_gradient(
+                fi, fx, fd, f_sq, f_coef, self.indptr, self.indices, self.data, self.sq,
+                self.y, self.G_bar, out, self.work.size, *self.kparams, self.G,
+            )  # fmt: skip
+            m, _, minus_M, _ = select_candidates(self.all_rows, self.y, self.alpha, self.C, self.G)
+            m, minus_M = self.comm.max_(np.array([m, minus_M]))
+            if all_rows:
+                back = out
+            else:
+                back = out[: violators(out, self.y, self.alpha, self.C, self.G, m, -minus_M, out)]
+            st.add("n_false_positive", back.size)
+            if back.size:
+                self.active_mask[back] = True
+                self.streak[back] = 0
+                self.active_rows = np.flatnonzero(self.active_mask)
+                self.cache.clear()
+            self.eliminated_any = self.active_rows.size < self.y.size
+            cand = select_candidates(self.active_rows, self.y, self.alpha, self.C, self.G)
+        return float(m + minus_M), cand
+
+    def _local_rows(self, rows: np.ndarray) -> sp.csr_matrix:
+        return sp.csr_matrix((self.data, self.indices, self.indptr),
+                             shape=(self.y.size, self.work.size - 1))[rows]  # fmt: skip
+
+    def _step(self, p_i: np.ndarray, p_j: np.ndarray, col_i: np.ndarray) -> tuple:
+        """The two-variable update, identical on every rank, then local gradient updates.
+
+        Returns the local candidates of the next iteration (found in the same pass).
+        """
         K_ij = self._kernel_ij(p_i, p_j)
         y_i, y_j = p_i[Y], p_j[Y]
         old_i, old_j, C_i, C_j = p_i[ALPHA], p_j[ALPHA], p_i[CAP], p_j[CAP]
@@ -235,23 +357,25 @@ class Solver:
         )
         col_j = self._column(p_j, 1)  # LRU keeps col_i: at least two columns fit
         with self.stats.timer("update"):
-            update_gradient(
-                self.active_rows, self.y, self.G, col_i, col_j,
-                y_i * (a_i - old_i), y_j * (a_j - old_j),
-            )  # fmt: skip
-            for p, old, new in ((p_i, old_i, a_i), (p_j, old_j, a_j)):
+            for p, new in ((p_i, a_i), (p_j, a_j)):
                 lidx = int(p[GIDX]) - self.offset
                 if 0 <= lidx < self.y.size:
                     self.alpha[lidx] = new
+            cand = update_gradient_and_select(
+                self.active_rows, self.y, self.alpha, self.C, self.G, col_i, col_j,
+                y_i * (a_i - old_i), y_j * (a_j - old_j),
+            )  # fmt: skip
+            for p, old, new in ((p_i, old_i, a_i), (p_j, old_j, a_j)):
                 was_upper, is_upper = old >= p[CAP], new >= p[CAP]
                 if was_upper != is_upper:
                     col = self._column(p, 0 if p is p_i else 1, full=True)
                     sign = -1.0 if was_upper else 1.0
                     update_gradient_bar(self.y, self.G_bar, col, sign * p[CAP] * p[Y])
+        return cand
 
-    def _rho(self) -> float:
+    def _rho(self, rows: np.ndarray) -> float:
         """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""
-        ub, lb, s, nf = bias_terms(self.y, self.alpha, self.C, self.G)
+        ub, lb, s, nf = bias_terms(rows, self.y, self.alpha, self.C, self.G)
         ub, lb = self.comm.min_(ub), self.comm.max_(lb)
         s, nf = self.comm.sum_(np.array([s, float(nf)]))
         return float(s / nf) if nf > 0 else float((ub + lb) / 2)

@@ -1,16 +1,27 @@
-"""numba reductions over a shard's dual state (bias and objective terms)."""
+"""Whole-shard helpers: numba reductions over the dual state, and row gathering."""
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 
+def gather_rows(comm, X: sp.csr_matrix) -> sp.csr_matrix:
+    """All ranks' rows stacked in rank order, on every rank (collective)."""
+    counts = comm.allgatherv(np.diff(X.indptr).astype(np.int64))
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    indices = comm.allgatherv(X.indices.astype(np.int32))
+    data = comm.allgatherv(X.data.astype(np.float64))
+    return sp.csr_matrix((data, indices, indptr), shape=(counts.size, X.shape[1]))
+
+
 @njit(cache=True, nogil=True)
-def bias_terms(y, alpha, C, G):
-    """Local parts of LIBSVM's rho: (ub, lb, sum of y_t G_t over free t, number free)."""
+def bias_terms(rows, y, alpha, C, G):
+    """Local parts of LIBSVM's rho over ``rows``: (ub, lb, sum of y_t G_t over free t, n free)."""
     ub, lb, s, n_free = np.inf, -np.inf, 0.0, 0
-    for t in range(y.size):
+    for q in range(rows.size):
+        t = rows[q]
         yg = y[t] * G[t]
         if alpha[t] >= C[t]:
             if y[t] < 0:

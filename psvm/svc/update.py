@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
-from psvm.svc.select import TAU
+from psvm.svc.select import TAU, offer
 
 
 @njit(cache=True, nogil=True)
@@ -55,11 +56,20 @@ def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
 
 
 @njit(cache=True, nogil=True)
-def update_gradient(rows, y, G, K_i, K_j, c_i, c_j):
-    """G_t += y_t (c_i K_it + c_j K_jt) with c = y * delta_alpha, over ``rows``."""
+def update_gradient_and_select(rows, y, alpha, C, G, K_i, K_j, c_i, c_j):
+    """G_t += y_t (c_i K_it + c_j K_jt) over ``rows``, with c = y * delta_alpha.
+
+    Fused with the next iteration's candidate search (same result as
+    :func:`psvm.svc.select.select_candidates` after the update): one pass over
+    the active rows instead of two.
+    """
+    m, i, minus_M, j = -np.inf, -1, -np.inf, -1
     for q in range(rows.size):
         t = rows[q]
-        G[t] += y[t] * (c_i * K_i[t] + c_j * K_j[t])
+        g = G[t] + y[t] * (c_i * K_i[t] + c_j * K_j[t])
+        G[t] = g
+        m, i, minus_M, j = offer(t, y[t], alpha[t], C[t], y[t] * g, m, i, minus_M, j)
+    return m, i, minus_M, j
 
 
 @njit(cache=True, nogil=True)

@@ -1,0 +1,168 @@
+"""Sample elimination (shrinking) heuristics, from *earliest* to *lazy*.
+
+A bound variable t can leave the active set when its gradient puts it strictly
+on the non-violating side of the current global extremes (LIBSVM's
+``be_shrunk``): t only in I_up with -y_t G_t < M, or t only in I_low with
+-y_t G_t > m. Free variables never leave. The policies below differ only in
+*when* they test that rule and *how readily* they act on it. They see the
+iteration count, the globally agreed m and M and local arrays, so their
+decisions are the same for every number of ranks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from psvm._params import HEURISTICS, RECONSTRUCTIONS, ParameterError
+
+
+@njit(cache=True, nogil=True)
+def eliminate_rows(rows, y, alpha, C, G, m, M, streak, need, keep):
+    """Compact ``rows`` in place to the rows that stay active; returns the new count.
+
+    A row leaves when the rule has held at ``need`` consecutive checks
+    (``streak`` counts them per local row; ``need`` = 1 acts at once). Kept
+    rows are also written to ``keep`` (same order), eliminated ones after them.
+    """
+    n_keep = 0
+    n_out = rows.size
+    for q in range(rows.size):
+        t = rows[q]
+        v = -y[t] * G[t]
+        if alpha[t] >= C[t]:
+            rule = v > m if y[t] > 0 else v < M
+        elif alpha[t] <= 0.0:
+            rule = v < M if y[t] > 0 else v > m
+        else:
+            rule = False
+        streak[t] = streak[t] + 1 if rule else 0
+        if streak[t] >= need:
+            n_out -= 1
+            keep[n_out] = t
+        else:
+            keep[n_keep] = t
+            n_keep += 1
+    return n_keep
+
+
+class Policy:
+    """When to test the elimination rule, and after how many consecutive hits to act.
+
+    Subclasses set ``name`` and override :meth:`period` or :meth:`ready`.
+    """
+
+    name = "policy"
+    need = 1  # consecutive positive checks before a row leaves
+    unshrink_gap = None  # tol multiple at which LIBSVM reactivates everything once
+
+    def period(self, n_samples: int) -> int:
+        return max(1, min(n_samples, 1000))
+
+    def ready(self, gap: float, gap0: float, tol: float) -> bool:
+        return True
+
+    def check_now(self, n_iter: int, n_samples: int, gap: float, gap0: float, tol: float) -> bool:
+        return n_iter > 0 and n_iter % self.period(n_samples) == 0 and self.ready(gap, gap0, tol)
+
+    @property
+    def active(self) -> bool:
+        return True
+
+
+class NoElimination(Policy):
+    """Parallel baseline: every row stays active."""
+
+    name = "none"
+
+    def check_now(self, *args) -> bool:
+        return False
+
+    @property
+    def active(self) -> bool:
+        return False
+
+
+class Earliest(Policy):
+    """The most aggressive: test every iteration, act on the first hit."""
+
+    name = "earliest"
+
+    def period(self, n_samples: int) -> int:
+        return 1
+
+
+class PercentK(Policy):
+    """Test every k% of n iterations (the seed paper's reference code uses 5%)."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.name = f"percent-{k}"
+
+    def period(self, n_samples: int) -> int:
+        return max(1, n_samples * self.k // 100)
+
+
+class LibsvmShrinking(Policy):
+    """LIBSVM's default: every min(n, 1000) iterations, one full unshrink at m - M <= 10 tol."""
+
+    name = "libsvm"
+    unshrink_gap = 10.0
+
+
+class Streak(Policy):
+    """Conservative: act only after the rule held at h consecutive checks."""
+
+    def __init__(self, h: int):
+        self.need = h
+        self.name = f"streak-{h}"
+
+
+class GapTriggered(Policy):
+    """Lazy: start testing once m - M < theta * (m - M at the start)."""
+
+    name = "gap-triggered"
+
+    def __init__(self, theta: float = 0.1):
+        self.theta = theta
+
+    def ready(self, gap: float, gap0: float, tol: float) -> bool:
+        return gap < self.theta * gap0
+
+
+class Lazy(Policy):
+    """The laziest: start testing once m - M < 100 tol."""
+
+    name = "lazy"
+
+    def ready(self, gap: float, gap0: float, tol: float) -> bool:
+        return gap < 100.0 * tol
+
+
+POLICIES = {
+    "none": NoElimination,
+    "earliest": Earliest,
+    "percent-1": lambda: PercentK(1),
+    "percent-5": lambda: PercentK(5),
+    "percent-10": lambda: PercentK(10),
+    "libsvm": LibsvmShrinking,
+    "streak-3": lambda: Streak(3),
+    "gap-triggered": GapTriggered,
+    "lazy": Lazy,
+}
+assert tuple(POLICIES) == HEURISTICS
+
+# Reconstruction of eliminated gradients (RECONSTRUCTIONS): once when the active
+# set converges ('single'), also when m - M crosses these multiples of tol
+# ('multi'), or never ('approximate': the result is flagged as such).
+MULTI_GAPS = (1000.0, 100.0, 10.0)
+
+
+def make_policy(name: str) -> Policy:
+    if name not in POLICIES:
+        raise ParameterError(f"heuristic must be one of {sorted(POLICIES)}, got {name!r}")
+    return POLICIES[name]()
+
+
+def streak_buffer(n_local: int) -> np.ndarray:
+    return np.zeros(n_local, dtype=np.int64)

@@ -1,0 +1,27 @@
+"""Data layer: LIBSVM files to per-rank CSR shards (see DESIGN.md section 6)."""
+
+from psvm.io.libsvm_format import (
+    LibsvmFormatError,
+    ParsedBlock,
+    parse_block,
+    read_byte_range,
+    read_libsvm,
+    split_byte_ranges,
+    uncompressed_path,
+)
+from psvm.io.shard import Shard, labels_in_order, load_shard, nnz_balanced_offsets, owner_of
+
+__all__ = [
+    "LibsvmFormatError",
+    "ParsedBlock",
+    "Shard",
+    "labels_in_order",
+    "load_shard",
+    "nnz_balanced_offsets",
+    "owner_of",
+    "parse_block",
+    "read_byte_range",
+    "read_libsvm",
+    "split_byte_ranges",
+    "uncompressed_path",
+]

@@ -1,0 +1,262 @@
+"""numba kernel of the LIBSVM parser: bytes -> CSR arrays plus an error code.
+
+Arrays and scalars only, so it compiles once and caches; it never raises, so
+that the caller can turn its block-local line number into a global one.
+Messages for the codes live in :mod:`psvm.io.libsvm_format`.
+"""
+
+import numpy as np
+from numba import njit
+
+# Error codes returned by parse_kernel.
+OK = 0
+ERR_LABEL = 1
+ERR_NO_COLON = 2
+ERR_INDEX = 3
+ERR_INDEX_LT1 = 4
+ERR_ORDER = 5
+ERR_VALUE = 6
+ERR_NONFINITE = 7
+ERR_NONFINITE_LABEL = 8
+ERR_QID = 9
+ERR_LIMIT = 10
+ERR_INDEX_BIG = 11
+
+# Exact powers of ten: 10**k is representable for k <= 22 (5**22 < 2**53).
+_POW10 = np.array([float(10**k) for k in range(23)], dtype=np.float64)
+MAX_INDEX = 2**31  # file indices are 1-based, stored 0-based in int32
+_TWO53 = 2**53
+
+
+@njit(cache=True, nogil=True)
+def _is_ws(c):
+    """ASCII whitespace as bytes.split() sees it, except the line end."""
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+@njit(cache=True, nogil=True)
+def _word_at(buf, i, e, word):
+    """True if buf[i:e] equals the lowercase ASCII ``word`` ignoring case."""
+    if e - i != word.size:
+        return False
+    for k in range(word.size):
+        if (buf[i + k] | 32) != word[k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _parse_float(buf, s, e, pow10, w_nan, w_inf, w_infinity):
+    """Decimal float in buf[s:e] -> (status, value).
+
+    status 0: exact value; 1: valid syntax outside the exact fast path (convert
+    with float()); 2: bad syntax; 3: a NaN/inf word.
+    """
+    i = s
+    neg = False
+    if i < e and (buf[i] == 43 or buf[i] == 45):
+        neg = buf[i] == 45
+        i += 1
+    if i < e and ((buf[i] | 32) == 110 or (buf[i] | 32) == 105):
+        if _word_at(buf, i, e, w_nan) or _word_at(buf, i, e, w_inf):
+            return 3, 0.0
+        if _word_at(buf, i, e, w_infinity):
+            return 3, 0.0
+        return 2, 0.0
+    mant = 0
+    slow = False
+    n_digits = 0
+    exp10 = 0
+    while i < e and 48 <= buf[i] <= 57:
+        if not slow:
+            mant = mant * 10 + (buf[i] - 48)
+            slow = mant >= _TWO53
+        n_digits += 1
+        i += 1
+    if i < e and buf[i] == 46:
+        i += 1
+        while i < e and 48 <= buf[i] <= 57:
+            if not slow:
+                mant = mant * 10 + (buf[i] - 48)
+                slow = mant >= _TWO53
+                exp10 -= 1
+            n_digits += 1
+            i += 1
+    if n_digits == 0:
+        return 2, 0.0
+    if i < e and (buf[i] | 32) == 101:
+        i += 1
+        eneg = False
+        if i < e and (buf[i] == 43 or buf[i] == 45):
+            eneg = buf[i] == 45
+            i += 1
+        ev = 0
+        n_exp = 0
+        while i < e and 48 <= buf[i] <= 57:
+            if ev < 100000:
+                ev = ev * 10 + (buf[i] - 48)
+            n_exp += 1
+            i += 1
+        if n_exp == 0:
+            return 2, 0.0
+        exp10 += -ev if eneg else ev
+    if i != e:
+        return 2, 0.0
+    if slow:
+        return 1, 0.0
+    if mant == 0:
+        value = 0.0
+    elif exp10 > 22 or exp10 < -22:
+        return 1, 0.0
+    elif exp10 >= 0:
+        value = float(mant) * pow10[exp10]
+    else:
+        value = float(mant) / pow10[-exp10]
+    return 0, -value if neg else value
+
+
+@njit(cache=True, nogil=True)
+def _parse_index(buf, s, e):
+    """Base-10 integer in buf[s:e] -> (status, value); 0 ok, 2 bad syntax, 4 too big."""
+    i = s
+    neg = False
+    if i < e and (buf[i] == 43 or buf[i] == 45):
+        neg = buf[i] == 45
+        i += 1
+    if i == e:
+        return 2, 0
+    v = 0
+    big = False
+    while i < e:
+        c = buf[i]
+        if c < 48 or c > 57:
+            return 2, 0
+        if not big:
+            v = v * 10 + (c - 48)
+            big = v > MAX_INDEX
+        i += 1
+    if big:
+        return 4, 0
+    return 0, -v if neg else v
+
+
+@njit(cache=True, nogil=True)
+def _push_slow(slow, n_slow, target, s, e, line):
+    """Append a token for Python's float(); grows the table by doubling."""
+    if n_slow == slow.shape[0]:
+        bigger = np.empty((2 * slow.shape[0], 4), dtype=np.int64)
+        bigger[:n_slow] = slow[:n_slow]
+        slow = bigger
+    slow[n_slow, 0] = target
+    slow[n_slow, 1] = s
+    slow[n_slow, 2] = e
+    slow[n_slow, 3] = line
+    return slow, n_slow + 1
+
+
+@njit(cache=True, nogil=True)
+def parse_kernel(buf, limit, pow10, w_nan, w_inf, w_infinity, y, indptr, indices, data):
+    """Parse LIBSVM lines of ``buf`` (uint8) into preallocated CSR arrays.
+
+    ``indices`` are 0-based int32; ``limit`` > 0 caps 1-based indices. Returns
+    (n_rows, nnz, slow, n_slow, err_code, err_line, err_s, err_e, err_a, err_b)
+    with err_line local and 1-based. ``slow`` rows are (target, start, end,
+    line): target >= 0 is a position in ``data``, -(row + 1) a label.
+    """
+    n = buf.size
+    slow = np.empty((16, 4), dtype=np.int64)
+    n_slow = 0
+    pos = 0
+    line = 0
+    row = 0
+    nnz = 0
+    indptr[0] = 0
+    while pos < n:
+        line += 1
+        while pos < n and _is_ws(buf[pos]):
+            pos += 1
+        if pos >= n:
+            break
+        c = buf[pos]
+        if c == 10:
+            pos += 1
+            continue
+        if c == 35:
+            while pos < n and buf[pos] != 10:
+                pos += 1
+            pos += 1
+            continue
+        s = pos
+        while pos < n and not _is_ws(buf[pos]) and buf[pos] != 10 and buf[pos] != 35:
+            pos += 1
+        st, v = _parse_float(buf, s, pos, pow10, w_nan, w_inf, w_infinity)
+        if st == 2:
+            return row, nnz, slow, n_slow, ERR_LABEL, line, s, pos, 0, 0
+        if st == 3:
+            return row, nnz, slow, n_slow, ERR_NONFINITE_LABEL, line, s, pos, 0, 0
+        if st == 1:
+            slow, n_slow = _push_slow(slow, n_slow, -(row + 1), s, pos, line)
+        y[row] = v
+        prev = 0
+        while True:
+            while pos < n and _is_ws(buf[pos]):
+                pos += 1
+            if pos >= n:
+                break
+            c = buf[pos]
+            if c == 10:
+                pos += 1
+                break
+            if c == 35:
+                while pos < n and buf[pos] != 10:
+                    pos += 1
+                pos += 1
+                break
+            s = pos
+            colon = -1
+            while pos < n:
+                c = buf[pos]
+                if _is_ws(c) or c == 10 or c == 35:
+                    break
+                if c == 58 and colon < 0:
+                    colon = pos
+                pos += 1
+            if colon < 0:
+                return row, nnz, slow, n_slow, ERR_NO_COLON, line, s, pos, 0, 0
+            if colon - s == 3 and buf[s] == 113 and buf[s + 1] == 105 and buf[s + 2] == 100:
+                return row, nnz, slow, n_slow, ERR_QID, line, s, pos, 0, 0
+            st, idx = _parse_index(buf, s, colon)
+            if st == 2:
+                return row, nnz, slow, n_slow, ERR_INDEX, line, s, pos, 0, 0
+            if st == 4:
+                return row, nnz, slow, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
+            if idx < 1:
+                return row, nnz, slow, n_slow, ERR_INDEX_LT1, line, s, pos, idx, 0
+            if idx <= prev:
+                return row, nnz, slow, n_slow, ERR_ORDER, line, s, pos, prev, idx
+            if limit > 0 and idx > limit:
+                return row, nnz, slow, n_slow, ERR_LIMIT, line, s, pos, idx, limit
+            st, v = _parse_float(buf, colon + 1, pos, pow10, w_nan, w_inf, w_infinity)
+            if st == 2:
+                return row, nnz, slow, n_slow, ERR_VALUE, line, s, pos, idx, 0
+            if st == 3:
+                return row, nnz, slow, n_slow, ERR_NONFINITE, line, s, pos, idx, 0
+            if st == 1:
+                slow, n_slow = _push_slow(slow, n_slow, nnz, colon + 1, pos, line)
+            indices[nnz] = idx - 1
+            data[nnz] = v
+            nnz += 1
+            prev = idx
+        row += 1
+        indptr[row] = nnz
+    return row, nnz, slow, n_slow, OK, 0, 0, 0, 0, 0
+
+
+_W_NAN = np.frombuffer(b"nan", dtype=np.uint8)
+_W_INF = np.frombuffer(b"inf", dtype=np.uint8)
+_W_INFINITY = np.frombuffer(b"infinity", dtype=np.uint8)
+
+
+def parse_bytes(arr, limit, y, indptr, indices, data):
+    """parse_kernel with the constant tables filled in."""
+    return parse_kernel(arr, limit, _POW10, _W_NAN, _W_INF, _W_INFINITY, y, indptr, indices, data)

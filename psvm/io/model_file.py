@@ -1,0 +1,398 @@
+"""LIBSVM's text model format: written atomically, validated on load.
+
+The layout is LIBSVM's ``svm_save_model`` so that ``svm_load_model`` reads what
+psvm writes. Numbers are written with Python's ``repr``, the shortest text that
+``strtod`` reads back as the same float64 (exact like LIBSVM's ``%.17g``, and
+applied to support-vector values too, where LIBSVM uses ``%.8g``), so a psvm
+round trip is exact. psvm's extras go in
+trailing ``#psvm`` lines after the SV lines: LIBSVM reads exactly ``total_sv``
+lines after ``SV`` and never parses the rest, but its element-counting pass
+counts every ':' in the remaining lines, so the trailer holds none (':' and
+'%' are percent-escaped in the JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import re
+import secrets
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from psvm.model import SVCModel
+
+# LIBSVM's kernel_type_table names; psvm's names are sklearn's.
+_FILE_KERNELS = {"linear": "linear", "polynomial": "poly", "rbf": "rbf", "sigmoid": "sigmoid"}
+_KERNEL_TO_FILE = {v: k for k, v in _FILE_KERNELS.items()}
+_SVM_TYPES = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
+_HEADER_KEYS = (
+    "svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class",
+    "total_sv", "rho", "label", "probA", "probB", "prob_density_marks", "nr_sv",
+)  # fmt: skip
+# Header fields psvm does not use but keeps in ``meta`` so a rewrite loses nothing.
+_KEPT_KEYS = ("probA", "probB")
+_TRAILER = "#psvm"
+_MAX_INDEX = np.iinfo(np.int32).max  # the kernels' index dtype
+
+
+class ModelFormatError(ValueError):
+    """A model file that cannot be read, with the file and 1-based line to blame."""
+
+    def __init__(self, path: str | os.PathLike, line: int, reason: str) -> None:
+        self.path = os.fspath(path)
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{self.path}:{line}: {reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.line, self.reason))
+
+
+def _g(x: float) -> str:
+    """Shortest text that reads back as the same float64 (as exact as %.17g, shorter)."""
+    return repr(float(x))
+
+
+def _escape(text: str) -> str:
+    """Keep ':' out of the trailer (LIBSVM counts them) in a reversible way."""
+    return text.replace("%", "%25").replace(":", "%3A")
+
+
+def _unescape(text: str) -> str:
+    return re.sub("%(25|3A)", lambda m: "%" if m.group(1) == "25" else ":", text)
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"meta value of type {type(obj).__name__} is not JSON serializable")
+
+
+def _header_lines(model: SVCModel) -> list[str]:
+    """The header exactly as LIBSVM's svm_save_model orders and formats it."""
+    labels = []
+    for c in model.classes.tolist():
+        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not float(c).is_integer():
+            raise ValueError(f"LIBSVM model files hold integer labels only, got label {c!r}")
+        labels.append(str(int(c)))
+    kernel = model.kernel
+    lines = ["svm_type c_svc", f"kernel_type {_KERNEL_TO_FILE[kernel]}"]
+    if kernel == "poly":
+        lines.append(f"degree {model.degree}")
+    if kernel in ("poly", "rbf", "sigmoid"):
+        lines.append(f"gamma {_g(model.gamma)}")
+    if kernel in ("poly", "sigmoid"):
+        lines.append(f"coef0 {_g(model.coef0)}")
+    lines += [
+        f"nr_class {model.n_classes}",
+        f"total_sv {model.support_vectors.shape[0]}",
+        " ".join(["rho", *map(_g, model.rho.tolist())]),
+        " ".join(["label", *labels]),
+    ]
+    for key in _KEPT_KEYS:
+        if key in model.meta:
+            lines.append(" ".join([key, *map(_g, np.atleast_1d(model.meta[key]).tolist())]))
+    lines += [" ".join(["nr_sv", *map(str, model.n_support.tolist())]), "SV"]
+    return lines
+
+
+def _sv_line(coef: list[float], idx: np.ndarray, val: np.ndarray) -> str:
+    """One SV line: its k-1 coefficients, then 1-based ``idx:val`` pairs."""
+    parts = [_g(c) for c in coef]
+    parts += [f"{i + 1}:{_g(v)}" for i, v in zip(idx.tolist(), val.tolist(), strict=True)]
+    return " ".join(parts)
+
+
+def _trailer_lines(model: SVCModel) -> list[str]:
+    lines = []
+    if model.n_features is not None:
+        lines.append(f"{_TRAILER} n_features {model.n_features}")
+    extra = {k: v for k, v in model.meta.items() if k not in _KEPT_KEYS}
+    if extra:
+        text = json.dumps(extra, default=_json_default, sort_keys=True)
+        lines.append(f"{_TRAILER} meta {_escape(text)}")
+    return lines
+
+
+def write_model(path: str | os.PathLike, model: SVCModel) -> None:
+    """Write ``model`` in LIBSVM's text format, atomically.
+
+    The text goes to a temporary file in the same directory, is flushed and
+    fsynced, then moved over ``path`` with ``os.replace``: readers see the old
+    file or the whole new one, never a partial model.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Destination file.
+    model : SVCModel
+        The model; its labels must be integers (LIBSVM stores them with ``%d``).
+
+    Raises
+    ------
+    ValueError
+        If the model is inconsistent or has non-integer labels. The
+        destination is then left untouched.
+    """
+    model.validate()
+    lines = _header_lines(model)  # checks labels before any file is created
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+    # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for a plain open().
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as f:
+            f.write("\n".join(lines) + "\n")
+            sv = model.support_vectors
+            coef = model.dual_coef.T.tolist()
+            for r in range(sv.shape[0]):
+                lo, hi = sv.indptr[r], sv.indptr[r + 1]
+                f.write(_sv_line(coef[r], sv.indices[lo:hi], sv.data[lo:hi]) + "\n")
+            for line in _trailer_lines(model):
+                f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the rename durable where the OS allows it (POSIX); best effort."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _Reader:
+    """Line-numbered parsing helpers bound to one file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def error(self, line: int, reason: str) -> ModelFormatError:
+        return ModelFormatError(self.path, line, reason)
+
+    def number(self, tok: str, line: int, what: str) -> float:
+        try:
+            if "_" in tok:  # float() accepts '1_0'; LIBSVM's strtod does not
+                raise ValueError
+            x = float(tok)
+        except ValueError:
+            raise self.error(line, f"bad number {tok!r} for {what}") from None
+        if not np.isfinite(x):
+            raise self.error(line, f"non-finite value {tok!r} for {what}")
+        return x
+
+    def integer(self, tok: str, line: int, what: str) -> int:
+        try:
+            if "_" in tok:
+                raise ValueError
+            return int(tok)
+        except ValueError:
+            raise self.error(line, f"bad integer {tok!r} for {what}") from None
+
+
+def read_model(path: str | os.PathLike) -> SVCModel:
+    """Read a LIBSVM text model (LIBSVM's own or psvm's) and validate it.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Model file written by ``svm_save_model`` or ``write_model``.
+
+    Returns
+    -------
+    model : SVCModel
+        ``probA``/``probB`` lines, which psvm does not use, are kept in ``meta``.
+
+    Raises
+    ------
+    ModelFormatError
+        On any malformed or inconsistent content, naming the file and line.
+        Only ``svm_type c_svc`` is accepted.
+    """
+    rd = _Reader(os.fspath(path))
+    with open(rd.path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")  # not splitlines(): keep LIBSVM's line numbers
+    if lines[-1] == "":
+        lines.pop()
+    header, sv_line = _read_header(rd, lines)
+    fields = _header_fields(rd, header, sv_line)
+    k, total_sv = len(fields["classes"]), fields.pop("total_sv")
+    coef, sv = _read_svs(rd, lines, sv_line, total_sv, k - 1)
+    n_features, n_features_line = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
+    if n_features is not None and n_features < sv.shape[1]:
+        raise rd.error(n_features_line, f"n_features {n_features} is less than the "
+                                        f"largest SV feature index {sv.shape[1]}")  # fmt: skip
+    try:
+        return SVCModel(support_vectors=sv, dual_coef=coef.T.copy(), n_features=n_features,
+                        **fields)  # fmt: skip
+    except ValueError as e:  # the reader's own checks should leave nothing to catch here
+        raise rd.error(sv_line, str(e)) from None
+
+
+def _read_header(rd: _Reader, lines: list[str]) -> tuple[dict, int]:
+    """``{key: (line, values)}`` up to the ``SV`` line, and that line's number."""
+    header: dict[str, tuple[int, list[str]]] = {}
+    for lno, text in enumerate(lines, 1):
+        toks = text.split()
+        if not toks:
+            raise rd.error(lno, "blank line in the header")
+        key = toks[0]
+        if key == "SV" and len(toks) == 1:
+            return header, lno
+        if key not in _HEADER_KEYS:
+            raise rd.error(lno, f"unknown header field {key!r}")
+        if key in header:
+            raise rd.error(lno, f"duplicate header field {key!r} (first on line {header[key][0]})")
+        header[key] = (lno, toks[1:])
+    raise rd.error(max(len(lines), 1), "end of file before the 'SV' line")
+
+
+def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
+    """Parse and cross-check the header; every error names the line of its field."""
+
+    k = 0  # nr_class, once read
+
+    def values(key: str, n: int | None = None) -> tuple[int, list[str]]:
+        if key not in header:
+            raise rd.error(sv_line, f"missing header field {key!r} before 'SV'")
+        line, vals = header[key]
+        if n is not None and len(vals) != n:
+            per_class = f" for nr_class {k}" if key in ("rho", "label", "nr_sv") else ""
+            raise rd.error(line, f"{key} has {len(vals)} values, expected {n}{per_class}")
+        return line, vals
+
+    def one(key: str, parse):
+        line, vals = values(key, 1)
+        return parse(vals[0], line, key), line
+
+    line, (svm_type,) = values("svm_type", 1)
+    if svm_type != "c_svc":
+        what = "a known" if svm_type in _SVM_TYPES else "an unknown"
+        raise rd.error(line, f"svm_type {svm_type!r} is {what} type; psvm reads c_svc only")
+    line, (kernel_type,) = values("kernel_type", 1)
+    if kernel_type not in _FILE_KERNELS:
+        raise rd.error(line, f"unknown or unsupported kernel_type {kernel_type!r}; expected one "
+                             f"of {sorted(_FILE_KERNELS)}")  # fmt: skip
+    # Defaults for fields LIBSVM omits for kernels that ignore them.
+    out: dict[str, Any] = {"kernel": _FILE_KERNELS[kernel_type], "gamma": 0.0, "coef0": 0.0,
+                           "degree": 3, "meta": {}}  # fmt: skip
+    for key, parse in (("degree", rd.integer), ("gamma", rd.number), ("coef0", rd.number)):
+        if key in header:
+            out[key] = one(key, parse)[0]
+    k, line = one("nr_class", rd.integer)
+    if k < 1:
+        raise rd.error(line, f"nr_class must be >= 1, got {k}")
+    total_sv, line = one("total_sv", rd.integer)
+    if total_sv < 0:
+        raise rd.error(line, f"total_sv must be >= 0, got {total_sv}")
+    line, vals = values("rho", k * (k - 1) // 2)
+    out["rho"] = np.array([rd.number(v, line, "rho") for v in vals])
+    line, vals = values("label", k)
+    labels = [rd.integer(v, line, "label") for v in vals]
+    if len(set(labels)) != k:
+        raise rd.error(line, f"labels are not distinct: {labels}")
+    out["classes"] = np.array(labels, dtype=np.int64)
+    line, vals = values("nr_sv", k)
+    n_support = [rd.integer(v, line, "nr_sv") for v in vals]
+    if any(n < 0 for n in n_support):
+        raise rd.error(line, f"nr_sv must be non-negative, got {n_support}")
+    if sum(n_support) != total_sv:
+        raise rd.error(line, f"nr_sv sums to {sum(n_support)} but total_sv is {total_sv}")
+    out["n_support"], out["total_sv"] = np.array(n_support, dtype=np.int64), total_sv
+    for key in _KEPT_KEYS:
+        if key in header:
+            line, vals = header[key]
+            out["meta"][key] = [rd.number(v, line, key) for v in vals]
+    if "prob_density_marks" in header:
+        raise rd.error(header["prob_density_marks"][0], "prob_density_marks is for one_class only")
+    return out
+
+
+def _read_svs(
+    rd: _Reader, lines: list[str], sv_line: int, total_sv: int, m: int
+) -> tuple[np.ndarray, sp.csr_matrix]:
+    """The ``total_sv`` lines after ``SV``: m coefficients, then 1-based ``idx:val``."""
+    coef = np.empty((total_sv, m))
+    indptr = np.zeros(total_sv + 1, dtype=np.int64)
+    indices: list[int] = []
+    data: list[float] = []
+    for r in range(total_sv):
+        lno = sv_line + r + 1
+        if lno > len(lines):
+            raise rd.error(lno, f"file ends after {r} SV lines, but total_sv is {total_sv}")
+        toks = lines[lno - 1].split()
+        if not toks or toks[0].startswith("#"):
+            raise rd.error(lno, f"expected SV line {r + 1} of {total_sv}, got "
+                                f"{'a blank line' if not toks else 'a comment'}")  # fmt: skip
+        if len(toks) < m or any(":" in t for t in toks[:m]):
+            raise rd.error(lno, f"SV line has fewer than {m} coefficients")
+        coef[r] = [rd.number(t, lno, "an SV coefficient") for t in toks[:m]]
+        prev = 0
+        for t in toks[m:]:
+            i_tok, sep, v_tok = t.partition(":")
+            if not sep:
+                raise rd.error(lno, f"expected index:value, got {t!r}")
+            idx = rd.integer(i_tok, lno, "a feature index")
+            if idx <= prev or idx > _MAX_INDEX:
+                raise rd.error(lno, f"feature index {idx} is not in ({prev}, {_MAX_INDEX}]: "
+                                    "indices must be 1-based and strictly ascending")  # fmt: skip
+            prev = idx
+            indices.append(idx - 1)
+            data.append(rd.number(v_tok, lno, f"feature {idx}"))
+        indptr[r + 1] = len(indices)
+    sv = sp.csr_matrix(
+        (np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int32), indptr),
+        shape=(total_sv, max(indices, default=-1) + 1),
+    )
+    return coef, sv
+
+
+def _read_trailer(
+    rd: _Reader, lines: list[str], sv_line: int, total_sv: int, meta: dict
+) -> tuple[int | None, int | None]:
+    """psvm's ``#psvm`` lines after the SVs; other comments and blank lines are skipped."""
+    n_features = n_features_line = None
+    for lno in range(sv_line + total_sv + 1, len(lines) + 1):
+        text = lines[lno - 1]
+        toks = text.split()
+        if not toks:
+            continue
+        if not toks[0].startswith("#"):
+            raise rd.error(lno, f"more SV lines than total_sv {total_sv}")
+        if toks[0] != _TRAILER or len(toks) < 2:
+            continue  # a plain comment
+        if toks[1] == "n_features" and len(toks) == 3:
+            n_features, n_features_line = rd.integer(toks[2], lno, "n_features"), lno
+        elif toks[1] == "meta":
+            try:
+                extra = json.loads(_unescape(text.split("meta", 1)[1]))
+            except ValueError as e:
+                raise rd.error(lno, f"bad psvm meta JSON: {e}") from None
+            if not isinstance(extra, dict):
+                raise rd.error(lno, "psvm meta must be a JSON object")
+            meta.update(extra)
+        else:
+            raise rd.error(lno, f"unknown psvm trailer line {' '.join(toks[:2])!r}")
+    return n_features, n_features_line

@@ -1,0 +1,285 @@
+"""A rank's contiguous block of rows of a LIBSVM file, loaded in parallel.
+
+Each rank parses only its own byte range (whole lines), then the ranks agree
+on errors, line numbers, ``n_features`` and the label set, so that every rank
+either holds a consistent shard or raises the same error. Optionally rows are
+then moved so that each rank holds a similar number of non-zeros, with the
+global row order kept (rank r owns rows ``offsets[r]:offsets[r + 1]``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from psvm.io.libsvm_format import (
+    LibsvmFormatError,
+    parse_block,
+    read_byte_range,
+    split_byte_ranges,
+    uncompressed_path,
+)
+
+if TYPE_CHECKING:
+    from psvm.comm import Comm
+
+__all__ = [
+    "Shard",
+    "load_shard",
+    "labels_in_order",
+    "nnz_balanced_offsets",
+    "owner_of",
+    "split_byte_ranges",
+]
+
+
+@dataclass
+class Shard:
+    """The local rows of a globally agreed data set.
+
+    Attributes
+    ----------
+    X : csr_matrix of shape (n_local, n_features)
+        Local rows; float64 data, int32 sorted indices.
+    y : ndarray of shape (n_local,), float64
+        Labels of the local rows.
+    offset : int
+        Global index of the first local row.
+    n_samples : int
+        Global number of rows.
+    n_features : int
+        Global number of features (max index, or the explicit one).
+    max_row_nnz : int
+        Largest nnz of any row on any rank (sizes row broadcast buffers).
+    path : str or None
+        The file the rows came from.
+    offsets : ndarray of shape (size + 1,), int64, or None
+        First global row of every rank, then ``n_samples``; see :func:`owner_of`.
+    classes : ndarray of float64 or None
+        Distinct labels in order of first appearance in the file.
+    """
+
+    X: sp.csr_matrix
+    y: np.ndarray
+    offset: int
+    n_samples: int
+    n_features: int
+    max_row_nnz: int
+    path: str | None = None
+    offsets: np.ndarray | None = None
+    classes: np.ndarray | None = None
+
+    @property
+    def n_local(self) -> int:
+        return self.X.shape[0]
+
+
+# -- pure helpers ---------------------------------------------------------------
+
+
+def nnz_balanced_offsets(
+    row_nnz: np.ndarray, size: int, *, weight_before: int = 0, total_weight: int | None = None
+) -> np.ndarray:
+    """Contiguous row blocks with similar work: offsets of shape (size + 1,).
+
+    Row i weighs ``w_i = nnz_i + 1`` (its non-zeros plus a per-row cost, so
+    empty rows still count) and goes to rank ``floor(size * c_i / W)``, where
+    ``c_i`` is the weight of all rows before it and ``W`` the total weight.
+    Integer arithmetic keeps the rule exact and identical on every rank.
+
+    Called on the whole file (defaults) it returns the global offsets. Called
+    on a contiguous piece, with ``weight_before`` (weight of the rows before
+    the piece) and ``total_weight``, ``offsets[r]`` counts the piece's rows
+    that go to ranks < r: ``np.diff`` gives send counts, and summing the
+    results over all pieces gives the global offsets.
+    """
+    row_nnz = np.asarray(row_nnz, dtype=np.int64)
+    w = row_nnz + 1
+    c = np.empty(w.size, dtype=np.int64)
+    c[:1] = weight_before
+    np.cumsum(w[:-1], out=c[1:])
+    c[1:] += weight_before
+    if total_weight is None:
+        total_weight = weight_before + int(w.sum())
+    if total_weight <= 0:
+        return np.zeros(size + 1, dtype=np.int64)
+    dest = (c * size) // total_weight
+    offsets = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dest, minlength=size)[:size], out=offsets[1:])
+    return offsets
+
+
+def owner_of(gidx, offsets: np.ndarray):
+    """Rank owning global row(s) ``gidx``, given offsets of shape (size + 1,).
+
+    Empty ranks share an offset with their successor; ``side="right"`` skips them.
+    """
+    return np.searchsorted(offsets, gidx, side="right") - 1
+
+
+def _first_appearance(values: np.ndarray) -> np.ndarray:
+    """Distinct values in order of first appearance."""
+    uniq, first = np.unique(values, return_index=True)
+    return uniq[np.argsort(first, kind="stable")]
+
+
+def _format_label(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+# -- collective entry points ------------------------------------------------------
+
+
+def labels_in_order(comm: Comm, y_local: np.ndarray) -> np.ndarray:
+    """Distinct labels in order of first appearance in the whole file.
+
+    Ranks hold consecutive rows, so rank order is file order; LIBSVM orders
+    classes the same way.
+    """
+    local = _first_appearance(np.asarray(y_local, dtype=np.float64))
+    return _first_appearance(comm.allgatherv(local))
+
+
+def load_shard(
+    comm: Comm,
+    path,
+    *,
+    n_features: int | None = None,
+    min_classes: int = 2,
+    balance: bool = True,
+) -> Shard:
+    """Load this rank's rows of a LIBSVM file; collective over ``comm``.
+
+    Parameters
+    ----------
+    comm : Comm
+    path : str or path-like
+        LIBSVM text, or ``.xz``/``.bz2``/``.gz`` (decompressed once per node
+        into the cache, see :func:`~psvm.io.libsvm_format.uncompressed_path`).
+    n_features : int, default=None
+        Expected number of features; an index above it is an error.
+        Default: the largest index in the file.
+    min_classes : int, default=2
+        Fewer distinct labels is an error (use 0 or 1 for test files).
+    balance : bool, default=True
+        Move rows so that ranks hold similar nnz (:func:`nnz_balanced_offsets`).
+        Otherwise rows stay where their byte range put them.
+
+    Returns
+    -------
+    Shard
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist (on every rank).
+    LibsvmFormatError
+        On every rank, naming the file and the global line: a bad line, an
+        empty file, or fewer than ``min_classes`` labels.
+    """
+    path = os.fspath(path)
+    if n_features is not None and (int(n_features) != n_features or n_features < 1):
+        raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
+
+    comm.agree(_check_readable(path))
+    raw = _decompress_once_per_node(comm, path)
+
+    err, parsed = None, None
+    try:
+        start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
+        parsed = parse_block(read_byte_range(raw, start, end), n_features_limit=n_features)
+    except OSError as e:
+        err = e
+    lines_before = comm.exscan_sum(0 if parsed is None else parsed.n_lines)
+    if err is None:
+        err = parsed.error(path, lines_before)
+    comm.agree(err)
+
+    y, indptr, indices, data = parsed.y, parsed.indptr, parsed.indices, parsed.data
+    row_nnz = np.diff(indptr)
+    local_max = np.array(
+        [int(indices.max()) + 1 if indices.size else 0, int(row_nnz.max()) if y.size else 0],
+        dtype=np.int64,
+    )
+    max_index, max_row_nnz = (int(v) for v in comm.max_(local_max))
+    counts = comm.allgatherv(np.array([y.size], dtype=np.int64))
+    n_samples = int(counts.sum())
+    if n_samples == 0:
+        raise LibsvmFormatError(path, None, "no data lines (empty file)")
+    classes = labels_in_order(comm, y)
+    if len(classes) < min_classes:
+        if len(classes) == 1:
+            reason = f"only one class (label {_format_label(classes[0])})"
+        else:
+            reason = f"only {len(classes)} classes"
+        raise LibsvmFormatError(path, None, f"{reason}; at least {min_classes} are needed")
+
+    if balance and comm.size > 1:
+        y, row_nnz, indices, data, offsets = _rebalance(comm, y, row_nnz, indices, data)
+        indptr = np.zeros(y.size + 1, dtype=np.int64)
+        np.cumsum(row_nnz, out=indptr[1:])
+    else:
+        offsets = np.zeros(comm.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+
+    n_feat = int(n_features) if n_features is not None else max_index
+    X = sp.csr_matrix((data, indices, indptr), shape=(y.size, n_feat))
+    X.has_sorted_indices = True
+    return Shard(
+        X=X,
+        y=y,
+        offset=int(offsets[comm.rank]),
+        n_samples=n_samples,
+        n_features=n_feat,
+        max_row_nnz=max_row_nnz,
+        path=path,
+        offsets=offsets,
+        classes=classes,
+    )
+
+
+def _check_readable(path: str) -> OSError | None:
+    """The error every rank should raise if ``path`` cannot be read, else None."""
+    if not os.path.exists(path):
+        return FileNotFoundError(2, "No such file or directory", path)
+    if os.path.isdir(path):
+        return IsADirectoryError(21, "Is a directory", path)
+    if not os.access(path, os.R_OK):
+        return PermissionError(13, "Permission denied", path)
+    return None
+
+
+def _decompress_once_per_node(comm: Comm, path: str) -> str:
+    """Node leaders fill the cache; the agree doubles as the barrier."""
+    err = None
+    if comm.node_leader():
+        try:
+            uncompressed_path(path)
+        except (LibsvmFormatError, OSError) as e:
+            err = e
+    comm.agree(err)
+    return uncompressed_path(path)
+
+
+def _rebalance(comm: Comm, y, row_nnz, indices, data):
+    """Move rows to their nnz-balanced owners; rank order stays row order."""
+    weight = int(row_nnz.sum()) + y.size
+    weight_before = comm.exscan_sum(weight)
+    total = int(comm.sum_(weight))
+    local = nnz_balanced_offsets(
+        row_nnz, comm.size, weight_before=weight_before, total_weight=total
+    )
+    offsets = comm.sum_(local)
+    send_rows = np.diff(local)
+    nnz_prefix = np.zeros(y.size + 1, dtype=np.int64)
+    np.cumsum(row_nnz, out=nnz_prefix[1:])
+    send_nnz = np.diff(nnz_prefix[local])
+    y = comm.alltoallv(y, send_rows)
+    row_nnz = comm.alltoallv(np.asarray(row_nnz, dtype=np.int64), send_rows)
+    indices = comm.alltoallv(indices, send_nnz)
+    data = comm.alltoallv(data, send_nnz)
+    return y, row_nnz, indices, data, offsets

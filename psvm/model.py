@@ -1,0 +1,252 @@
+"""The fitted C-SVC, held exactly in LIBSVM's ``svm_model`` layout.
+
+Keeping LIBSVM's layout (``sv_coef``, ``rho``, ``nSV``, labels in model order)
+means the text model file is a plain dump, LIBSVM can load what psvm writes,
+and prediction can be checked line by line against ``svm_predict_values``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from psvm.kernels import KERNELS, kernel_matrix
+
+# Bytes of kernel block per decision_function chunk: bounds memory for large X.
+_BLOCK_BYTES = 32 << 20
+
+
+def _as_csr(X: Any) -> sp.csr_matrix:
+    """CSR float64 with sorted, summed indices: the kernels' input contract."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
+@dataclass(eq=False)
+class SVCModel:
+    """A trained C-SVC in LIBSVM's one-vs-one layout.
+
+    Parameters
+    ----------
+    kernel : {"linear", "poly", "rbf", "sigmoid"}
+        Kernel name.
+    gamma, coef0 : float
+        Kernel parameters (unused ones are ignored, as in LIBSVM).
+    degree : int
+        Degree of the polynomial kernel.
+    classes : ndarray of shape (n_classes,)
+        Labels in model order (LIBSVM's ``label`` line).
+    n_support : ndarray of shape (n_classes,)
+        Number of support vectors of each class, in ``classes`` order.
+    support_vectors : csr_matrix of shape (total_sv, n_sv_features)
+        Support vectors grouped by class in ``classes`` order; widened to
+        ``n_features`` columns when that is known.
+    dual_coef : ndarray of shape (n_classes - 1, total_sv)
+        LIBSVM's ``sv_coef``: for the pair (i, j), i < j, an SV of class i
+        uses row j - 1 and an SV of class j uses row i.
+    rho : ndarray of shape (n_classes * (n_classes - 1) // 2,)
+        Offsets per pair in order (0,1), (0,2), ..., (0,k-1), (1,2), ...
+    n_features : int or None, default=None
+        Number of training features, when known. Wider inputs are rejected.
+    meta : dict, default={}
+        Extra psvm information (for example ``{"n_iter": [...]}``).
+
+    Raises
+    ------
+    ValueError
+        If the fields are inconsistent with each other (see ``validate``).
+    """
+
+    kernel: str
+    gamma: float
+    coef0: float
+    degree: int
+    classes: np.ndarray
+    n_support: np.ndarray
+    support_vectors: sp.csr_matrix
+    dual_coef: np.ndarray
+    rho: np.ndarray
+    n_features: int | None = None
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.classes = np.asarray(self.classes)
+        self.n_support = np.asarray(self.n_support, dtype=np.int64)
+        self.support_vectors = _as_csr(self.support_vectors)
+        self.dual_coef = np.asarray(self.dual_coef, dtype=np.float64)
+        self.rho = np.asarray(self.rho, dtype=np.float64)
+        self.validate()
+        sv = self.support_vectors
+        if self.n_features is not None and sv.shape[1] < self.n_features:
+            # One canonical width, so models equal field by field compare equal.
+            self.support_vectors = sp.csr_matrix(
+                (sv.data, sv.indices, sv.indptr), shape=(sv.shape[0], self.n_features)
+            )
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.classes.shape[0])
+
+    @property
+    def kernel_id(self) -> int:
+        return KERNELS[self.kernel]
+
+    def validate(self) -> None:
+        """Check the fields agree with each other; raise ``ValueError`` naming what does not."""
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
+        for name in ("gamma", "coef0"):
+            if not np.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be finite, got {getattr(self, name)!r}")
+        if int(self.degree) != self.degree:
+            raise ValueError(f"degree must be an integer, got {self.degree!r}")
+        self.degree = int(self.degree)
+        if self.classes.ndim != 1 or self.classes.size == 0:
+            raise ValueError(f"classes must be a non-empty 1-D array, got {self.classes!r}")
+        k = self.n_classes
+        if np.unique(self.classes).size != k:
+            raise ValueError(f"classes must be distinct, got {self.classes.tolist()}")
+        if self.n_support.shape != (k,):
+            raise ValueError(
+                f"n_support has shape {self.n_support.shape}, expected ({k},): one per class"
+            )
+        if np.any(self.n_support < 0):
+            raise ValueError(f"n_support must be non-negative, got {self.n_support.tolist()}")
+        total_sv = int(self.n_support.sum())
+        if self.support_vectors.shape[0] != total_sv:
+            raise ValueError(
+                f"support_vectors has {self.support_vectors.shape[0]} rows but "
+                f"sum(n_support) = {total_sv}"
+            )
+        if self.dual_coef.shape != (k - 1, total_sv):
+            raise ValueError(
+                f"dual_coef has shape {self.dual_coef.shape}, expected ({k - 1}, {total_sv}) "
+                f"for {k} classes and {total_sv} support vectors"
+            )
+        n_pairs = k * (k - 1) // 2
+        if self.rho.shape != (n_pairs,):
+            raise ValueError(
+                f"rho has shape {self.rho.shape}, expected ({n_pairs},): one per class pair "
+                f"for {k} classes"
+            )
+        for name, arr in (("dual_coef", self.dual_coef), ("rho", self.rho),
+                          ("support_vectors", self.support_vectors.data)):  # fmt: skip
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"{name} contains non-finite values")
+        if self.n_features is not None:
+            if int(self.n_features) != self.n_features or self.n_features < 0:
+                raise ValueError(f"n_features must be a non-negative int, got {self.n_features!r}")
+            self.n_features = int(self.n_features)
+            if self.support_vectors.shape[1] > self.n_features:
+                raise ValueError(
+                    f"support_vectors has {self.support_vectors.shape[1]} columns but "
+                    f"n_features = {self.n_features}"
+                )
+
+    def _check_X(self, X: Any) -> sp.csr_matrix:
+        X = _as_csr(X)
+        if self.n_features is not None and X.shape[1] > self.n_features:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but the model was trained with "
+                f"{self.n_features} features"
+            )
+        return X
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """LIBSVM's one-vs-one decision values.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples; narrower inputs are padded with zero columns.
+
+        Returns
+        -------
+        dec : ndarray of shape (n_samples, n_classes * (n_classes - 1) // 2)
+            ``sum(coef * K(x, sv)) - rho`` per pair, in ``rho`` order.
+
+        Raises
+        ------
+        ValueError
+            If X has more columns than ``n_features``.
+        """
+        X = self._check_X(X)
+        k = self.n_classes
+        n = X.shape[0]
+        dec = np.empty((n, k * (k - 1) // 2))
+        if n == 0 or k < 2:
+            return dec
+        start = np.concatenate(([0], np.cumsum(self.n_support)))
+        total_sv = int(start[-1])
+        chunk = max(1, _BLOCK_BYTES // (8 * max(total_sv, 1)))
+        for r0 in range(0, n, chunk):
+            r1 = min(n, r0 + chunk)
+            K = kernel_matrix(
+                X[r0:r1], self.support_vectors, self.kernel_id,
+                self.gamma, self.coef0, self.degree,
+            )  # fmt: skip
+            # part[c][:, t] = sum over class c's SVs of sv_coef[t] * K: one product per class.
+            part = [
+                K[:, start[c] : start[c + 1]] @ self.dual_coef[:, start[c] : start[c + 1]].T
+                for c in range(k)
+            ]
+            p = 0
+            for i in range(k):
+                for j in range(i + 1, k):
+                    # svm_predict_values: class i's SVs use sv_coef[j-1], class j's use sv_coef[i].
+                    dec[r0:r1, p] = part[i][:, j - 1] + part[j][:, i] - self.rho[p]
+                    p += 1
+        return dec
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels by one-vs-one voting, as LIBSVM's ``svm_predict_values``.
+
+        Each pair (i, j) votes for i when its decision value is > 0, else for j;
+        ties go to the class that comes first in ``classes``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+            Labels from ``classes``.
+        """
+        dec = self.decision_function(X)
+        k = self.n_classes
+        votes = np.zeros((dec.shape[0], k), dtype=np.int64)
+        p = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                pos = dec[:, p] > 0
+                votes[:, i] += pos
+                votes[:, j] += ~pos
+                p += 1
+        return self.classes[np.argmax(votes, axis=1)]  # argmax: first maximum wins
+
+    @classmethod
+    def from_sklearn(cls, svc: Any) -> SVCModel:
+        """Build from a fitted ``sklearn.svm.SVC``, whose libsvm keeps the same layout.
+
+        sklearn stores ``intercept_ = -rho``, except for two classes where it flips the
+        sign of both ``dual_coef_`` and ``intercept_`` (its decision_function is then
+        minus LIBSVM's). ``gamma`` comes from the resolved private ``svc._gamma``.
+        """
+        if svc.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {svc.kernel!r}")
+        sign = -1.0 if len(svc.classes_) == 2 else 1.0
+        return cls(
+            kernel=svc.kernel, gamma=float(svc._gamma), coef0=float(svc.coef0),
+            degree=int(svc.degree), classes=np.asarray(svc.classes_),
+            n_support=np.asarray(svc.n_support_), support_vectors=svc.support_vectors_,
+            dual_coef=sign * np.asarray(svc.dual_coef_.toarray() if sp.issparse(svc.dual_coef_)
+                                        else svc.dual_coef_),
+            rho=-sign * np.asarray(svc.intercept_), n_features=int(svc.n_features_in_),
+        )  # fmt: skip
