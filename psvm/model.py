@@ -242,11 +242,12 @@ class SVCModel:
         if svc.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {svc.kernel!r}")
         sign = -1.0 if len(svc.classes_) == 2 else 1.0
+        coef = svc.dual_coef_  # sparse when sklearn was fitted on sparse X
+        coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
         return cls(
             kernel=svc.kernel, gamma=float(svc._gamma), coef0=float(svc.coef0),
             degree=int(svc.degree), classes=np.asarray(svc.classes_),
             n_support=np.asarray(svc.n_support_), support_vectors=svc.support_vectors_,
-            dual_coef=sign * np.asarray(svc.dual_coef_.toarray() if sp.issparse(svc.dual_coef_)
-                                        else svc.dual_coef_),
-            rho=-sign * np.asarray(svc.intercept_), n_features=int(svc.n_features_in_),
+            dual_coef=sign * coef, rho=-sign * np.asarray(svc.intercept_),
+            n_features=int(svc.n_features_in_),
         )  # fmt: skip

@@ -48,8 +48,14 @@ class Stats:
         }
 
 
+# Counters every rank keeps identically (the loop runs in lockstep): not summed.
+SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct"})
+
+
 def reduce_stats(comm, stats: Stats) -> dict:
     """Combine per-rank statistics: counters summed, times as max over ranks.
+
+    Counters in :data:`SHARED_COUNTS` are the same on every rank and taken once.
 
     Also lists every rank's own counters (``per_rank``) to show load imbalance.
     Collective: call it on every rank.
@@ -63,7 +69,12 @@ def reduce_stats(comm, stats: Stats) -> dict:
     return {
         "schema": 1,
         "ranks": comm.size,
-        "counts": {k: sum(r["counts"].get(k, 0) for r in ranks) for k in keys_c},
+        "counts": {
+            k: ranks[0]["counts"].get(k, 0)
+            if k in SHARED_COUNTS
+            else sum(r["counts"].get(k, 0) for r in ranks)
+            for k in keys_c
+        },
         "seconds_max": {k: max(r["seconds"].get(k, 0.0) for r in ranks) for k in keys_s},
         "comm": {
             v: {

@@ -51,3 +51,30 @@ def pair_objectives(dual_coef, SV, n_support, kernel, gamma, coef0=0.0, degree=3
             c = np.concatenate((dual_coef[b - 1, ia], dual_coef[a, ib]))
             out.append(0.5 * c @ K[np.ix_(idx, idx)] @ c - np.abs(c).sum())
     return np.array(out)
+
+
+def run_cli(module: str, args: list, n: int | None, timeout: float = 300, cwd=None):
+    """Run ``python -m module args``, under ``mpiexec -n n`` unless n is None."""
+    import os
+    import subprocess
+    import sys
+
+    from tests._helpers import mpiexec
+
+    cmd = [sys.executable, "-m", module, *map(str, args)]
+    if n is not None:
+        exe = mpiexec()
+        assert exe is not None, "mpiexec not found: install the mpich wheel"
+        cmd = [exe, "-n", str(n), *cmd]
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=env, check=False)  # fmt: skip
+
+
+def assert_models_equal(a, b, rtol: float = 1e-9) -> None:
+    """Two SVCModels are the same classifier: same SVs, coefficients and rho."""
+    assert list(a.classes) == list(b.classes)
+    assert list(a.n_support) == list(b.n_support)
+    assert (a.support_vectors != b.support_vectors).nnz == 0
+    np.testing.assert_allclose(a.dual_coef, b.dual_coef, rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(a.rho, b.rho, rtol=rtol, atol=1e-12)

@@ -2,13 +2,12 @@
 
 The layout is LIBSVM's ``svm_save_model`` so that ``svm_load_model`` reads what
 psvm writes. Numbers are written with Python's ``repr``, the shortest text that
-``strtod`` reads back as the same float64 (exact like LIBSVM's ``%.17g``, and
-applied to support-vector values too, where LIBSVM uses ``%.8g``), so a psvm
-round trip is exact. psvm's extras go in
-trailing ``#psvm`` lines after the SV lines: LIBSVM reads exactly ``total_sv``
-lines after ``SV`` and never parses the rest, but its element-counting pass
-counts every ':' in the remaining lines, so the trailer holds none (':' and
-'%' are percent-escaped in the JSON).
+``strtod`` reads back as the same float64 (as exact as LIBSVM's ``%.17g``, and
+used for support-vector values too, where LIBSVM writes ``%.8g``), so a psvm
+round trip is exact. psvm's extras go in trailing ``#psvm`` lines after the SV
+lines: LIBSVM reads exactly ``total_sv`` lines after ``SV`` and never parses
+the rest, but its element-counting pass counts every ':' in the remaining
+lines, so the trailer holds none (':' and '%' are percent-escaped in the JSON).
 """
 
 from __future__ import annotations
@@ -141,7 +140,8 @@ def write_model(path: str | os.PathLike, model: SVCModel) -> None:
         destination is then left untouched.
     """
     model.validate()
-    lines = _header_lines(model)  # checks labels before any file is created
+    # Everything that can fail on bad input happens before a file exists.
+    header, trailer = _header_lines(model), _trailer_lines(model)
     path = os.fspath(path)
     directory, name = os.path.split(os.path.abspath(path))
     tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
@@ -149,13 +149,13 @@ def write_model(path: str | os.PathLike, model: SVCModel) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="ascii", newline="\n") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write("\n".join(header) + "\n")
             sv = model.support_vectors
             coef = model.dual_coef.T.tolist()
             for r in range(sv.shape[0]):
                 lo, hi = sv.indptr[r], sv.indptr[r + 1]
                 f.write(_sv_line(coef[r], sv.indices[lo:hi], sv.data[lo:hi]) + "\n")
-            for line in _trailer_lines(model):
+            for line in trailer:
                 f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())

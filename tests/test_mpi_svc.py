@@ -1,0 +1,86 @@
+"""Training under mpiexec: the model does not depend on the number of ranks."""
+
+import numpy as np
+import pytest
+
+from psvm.io.model_file import read_model
+from tests._svm import assert_models_equal, load_head, run_cli, write_head
+
+TRAIN = "psvm.cli.train"
+PREDICT = "psvm.cli.predict"
+
+
+def train(tmp_path, data, n, flags, tag):
+    model = tmp_path / f"{tag}-{n}.model"
+    stats = tmp_path / f"{tag}-{n}.json"
+    r = run_cli(TRAIN, [*flags, "-q", "--stats", stats, data, model], n)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    return read_model(model), json.loads(stats.read_text())
+
+
+@pytest.mark.parametrize(
+    "name, rows, flags",
+    [
+        ("heart_scale.xz", None, ["-c", "10", "-g", "0.5", "--heuristic", "earliest"]),
+        ("a9a.xz", 3000, ["-c", "1", "-g", "0.05", "--heuristic", "percent-5",
+                          "--reconstruction", "multi"]),
+        ("usps.t.xz", 500, ["-c", "10", "-g", "0.01", "--heuristic", "none"]),
+        ("heart_scale.xz", None, ["-t", "0", "-c", "0.5", "--selection", "first", "-h", "0"]),
+    ],
+)  # fmt: skip
+def test_same_model_for_1_2_3_ranks(tmp_path, shared_data, name, rows, flags):
+    data = write_head(shared_data / name, tmp_path / "train.txt", rows)
+    ref, ref_stats = train(tmp_path, data, 1, flags, "p")
+    X, _ = load_head(data)
+    for n in (2, 3):
+        model, stats = train(tmp_path, data, n, flags, "p")
+        assert_models_equal(model, ref)
+        np.testing.assert_allclose(stats["values"]["objective"],
+                                   ref_stats["values"]["objective"], rtol=1e-6)  # fmt: skip
+        assert stats["comm"]["allgather"]["calls"] > 0  # really distributed
+        assert (model.predict(X) == ref.predict(X)).all()
+    assert ref_stats["counts"]["n_iter"] == stats["counts"]["n_iter"]
+
+
+def test_more_ranks_than_rows(tmp_path):
+    data = tmp_path / "tiny.txt"
+    data.write_text("1 1:1 2:0.5\n-1 1:-1\n1 2:1\n-1 1:-0.5 2:-0.5\n")
+    ref, _ = train(tmp_path, data, 1, ["-c", "1", "-g", "0.5"], "tiny")
+    model, _ = train(tmp_path, data, 5, ["-c", "1", "-g", "0.5"], "tiny")
+    assert_models_equal(model, ref)
+
+
+def test_predict_under_mpiexec_matches_libsvm(tmp_path, shared_data):
+    """A psvm model loads in LIBSVM and predicts the same labels as psvm-predict."""
+    from libsvm import svmutil
+
+    data = write_head(shared_data / "a9a.xz", tmp_path / "train.txt", 2000)
+    test = write_head(shared_data / "a9a.t.xz", tmp_path / "test.txt", 1000)
+    model_path = tmp_path / "m.model"
+    r = run_cli(TRAIN, ["-q", "-c", "1", "-g", "0.05", data, model_path], 2)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "pred.txt"
+    r = run_cli(PREDICT, [test, model_path, out], 3)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Accuracy = ")
+    ours = np.loadtxt(out)
+    y, x = svmutil.svm_read_problem(str(test))
+    theirs, _, _ = svmutil.svm_predict(y, x, svmutil.svm_load_model(str(model_path)), "-q")
+    assert (ours == np.array(theirs)).all()
+    correct = int(r.stdout.split("(")[1].split("/")[0])
+    assert correct == int((ours == np.array(y)).sum())
+
+
+def test_libsvm_model_in_psvm_predict(tmp_path, shared_data):
+    from libsvm import svmutil
+
+    data = write_head(shared_data / "heart_scale.xz", tmp_path / "h.txt")
+    y, x = svmutil.svm_read_problem(data)
+    m = svmutil.svm_train(y, x, "-c 2 -g 0.2 -q")
+    svmutil.svm_save_model(str(tmp_path / "l.model"), m)
+    theirs, _, _ = svmutil.svm_predict(y, x, m, "-q")
+    r = run_cli(PREDICT, [data, tmp_path / "l.model", tmp_path / "out"], 2)
+    assert r.returncode == 0, r.stderr
+    assert (np.loadtxt(tmp_path / "out") == np.array(theirs)).all()

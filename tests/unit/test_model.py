@@ -1,0 +1,208 @@
+"""SVCModel: validation, and predictions against LIBSVM and scikit-learn."""
+
+from __future__ import annotations
+
+import lzma
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from libsvm import svmutil
+from sklearn.svm import SVC
+
+import psvm.model
+from psvm.io.model_file import read_model, write_model
+from psvm.model import SVCModel
+
+DATA = "/work/shared/data"
+
+
+def _load(tmp_path_factory, name: str, n_rows: int | None = None):
+    """Decompress a shared LIBSVM data file (first n_rows lines) and parse it."""
+    path = tmp_path_factory.mktemp("data") / name
+    with lzma.open(f"{DATA}/{name}.xz", "rt") as f:
+        lines = f.readlines() if n_rows is None else [next(f) for _ in range(n_rows)]
+    path.write_text("".join(lines))
+    y, X = svmutil.svm_read_problem(str(path), return_scipy=True)
+    return np.asarray(y), sp.csr_matrix(X)
+
+
+@pytest.fixture(scope="module")
+def heart(tmp_path_factory):
+    return _load(tmp_path_factory, "heart_scale")
+
+
+@pytest.fixture(scope="module")
+def usps(tmp_path_factory):
+    return _load(tmp_path_factory, "usps.t", 600)
+
+
+OPTS = {
+    "heart": {
+        "rbf": "-t 2 -c 1 -g 0.05 -q",
+        "linear": "-t 0 -c 1 -q",
+        "poly": "-t 1 -c 1 -g 0.05 -r 1 -d 3 -q",
+        "sigmoid": "-t 3 -c 1 -g 0.01 -r 0 -q",
+    },
+    "usps": {
+        "rbf": "-t 2 -c 1 -g 0.005 -q",
+        "linear": "-t 0 -c 1 -q",
+        "poly": "-t 1 -c 1 -g 0.005 -r 1 -d 3 -q",
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def libsvm_file(heart, usps, tmp_path_factory):
+    """LIBSVM's own model file for (problem, kernel), trained once per module."""
+    cache: dict = {}
+
+    def get(problem: str, kernel: str) -> str:
+        if (problem, kernel) not in cache:
+            y, X = heart if problem == "heart" else usps
+            path = str(tmp_path_factory.mktemp("m") / f"{problem}-{kernel}.model")
+            svmutil.svm_save_model(path, svmutil.svm_train(y, X, OPTS[problem][kernel]))
+            cache[problem, kernel] = path
+        return cache[problem, kernel]
+
+    return get
+
+
+def _libsvm_check(path: str, X) -> SVCModel:
+    """psvm's predictions on LIBSVM's file against LIBSVM's own on the same file."""
+    ours = read_model(path)
+    labels, _, dec = svmutil.svm_predict(
+        np.zeros(X.shape[0]), X, svmutil.svm_load_model(path), "-q"
+    )
+    np.testing.assert_array_equal(ours.predict(X), np.asarray(labels))
+    np.testing.assert_allclose(ours.decision_function(X), np.asarray(dec), rtol=0, atol=1e-6)
+    return ours
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+def test_matches_libsvm_binary(heart, libsvm_file, kernel):
+    model = _libsvm_check(libsvm_file("heart", kernel), heart[1])
+    assert model.kernel == kernel
+    assert model.classes.tolist() == [1, -1]  # LIBSVM's order: first seen
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly"])
+def test_matches_libsvm_multiclass(usps, libsvm_file, kernel):
+    model = _libsvm_check(libsvm_file("usps", kernel), usps[1])
+    assert model.n_classes == 10
+    assert model.rho.shape == (45,)
+    assert model.dual_coef.shape == (9, model.support_vectors.shape[0])
+
+
+def _dense_3class(usps):
+    y, X = usps
+    keep = np.isin(y, [1, 2, 3])
+    return y[keep], X[keep]
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(kernel="rbf", gamma=0.05),
+        dict(kernel="linear"),
+        dict(kernel="poly", gamma=0.1, coef0=1.0, degree=2),
+    ],  # fmt: skip
+    ids=["rbf", "linear", "poly"],
+)
+@pytest.mark.parametrize("problem", ["heart", "usps3"])
+def test_matches_sklearn(heart, usps, problem, params, dense):
+    y, X = heart if problem == "heart" else _dense_3class(usps)
+    svc = SVC(C=1.0, decision_function_shape="ovo", **params)
+    X_fit = X.toarray() if dense else X
+    svc.fit(X_fit, y)
+    model = SVCModel.from_sklearn(svc)
+    np.testing.assert_array_equal(model.predict(X), svc.predict(X_fit))
+    sk_dec = svc.decision_function(X_fit)
+    if problem == "heart":
+        sk_dec = -sk_dec[:, None]  # sklearn's binary decision is minus LIBSVM's
+    np.testing.assert_allclose(model.decision_function(X), sk_dec, rtol=0, atol=1e-8)
+
+
+def _tiny(k: int = 3, **over) -> dict:
+    """Fields of a k-class model with one SV per class and zero coefficients."""
+    fields = dict(
+        kernel="linear", gamma=0.0, coef0=0.0, degree=3,
+        classes=np.arange(k) * 10 + 5, n_support=np.ones(k, dtype=int),
+        support_vectors=sp.csr_matrix(np.eye(k)), dual_coef=np.zeros((k - 1, k)),
+        rho=np.zeros(k * (k - 1) // 2), n_features=k,
+    )  # fmt: skip
+    fields.update(over)
+    return fields
+
+
+@pytest.mark.parametrize(
+    "rho, expected",
+    [
+        ([-1.0, 1.0, -1.0], 5),  # dec (+, -, +): one vote each, the first class wins
+        ([1.0, 1.0, -1.0], 15),  # dec (-, -, +): class 1 gets two votes
+        ([0.0, 0.0, 0.0], 25),  # dec 0 votes for the second class of each pair
+        ([1.0, -1.0, 1.0], 5),  # dec (-, +, -): one vote each again
+    ],
+)
+def test_voting_ties_like_libsvm(rho, expected, tmp_path):
+    model = SVCModel(**_tiny(rho=rho))
+    X = sp.csr_matrix(np.ones((2, 3)))
+    assert model.predict(X).tolist() == [expected, expected]
+    path = str(tmp_path / "tie.model")
+    write_model(path, model)
+    labels, _, _ = svmutil.svm_predict([0, 0], X, svmutil.svm_load_model(path), "-q")
+    assert labels == [expected, expected]
+
+
+def test_binary_zero_decision_goes_to_second_class():
+    model = SVCModel(**_tiny(2, classes=np.array([1, -1])))
+    assert model.predict(sp.csr_matrix((1, 2))).tolist() == [-1]
+
+
+def test_chunked_decision_equals_one_block(usps, libsvm_file, monkeypatch):
+    X = usps[1]
+    model = read_model(libsvm_file("usps", "rbf"))
+    full = model.decision_function(X)
+    monkeypatch.setattr(psvm.model, "_BLOCK_BYTES", 8 * model.support_vectors.shape[0] * 7)
+    np.testing.assert_allclose(model.decision_function(X), full, rtol=1e-13, atol=1e-13)
+    assert model.decision_function(X[:0]).shape == (0, 45)
+
+
+def test_feature_count(heart, libsvm_file):
+    X = heart[1]
+    model = read_model(libsvm_file("heart", "rbf"))
+    model.n_features = 13
+    narrow = X[:, :10]
+    padded = sp.hstack([narrow, sp.csr_matrix((X.shape[0], 3))]).tocsr()
+    np.testing.assert_array_equal(model.decision_function(narrow), model.decision_function(padded))
+    wide = sp.hstack([X, sp.csr_matrix(np.ones((X.shape[0], 1)))]).tocsr()
+    with pytest.raises(ValueError, match=r"X has 14 features.*trained with 13"):
+        model.predict(wide)
+
+
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        (dict(kernel="gauss"), "kernel must be one of"),
+        (
+            dict(n_support=np.array([1, 1, 2])),
+            r"support_vectors has 3 rows but sum\(n_support\) = 4",
+        ),
+        (dict(n_support=np.array([1, 2])), r"n_support has shape \(2,\), expected \(3,\)"),
+        (dict(rho=np.zeros(2)), r"rho has shape \(2,\), expected \(3,\)"),
+        (dict(dual_coef=np.zeros((3, 3))), r"dual_coef has shape \(3, 3\), expected \(2, 3\)"),
+        (dict(classes=np.array([1, 2, 1])), "classes must be distinct"),
+        (dict(rho=np.array([0.0, np.nan, 0.0])), "rho contains non-finite"),
+        (dict(n_features=2), "support_vectors has 3 columns but n_features = 2"),
+    ],
+)
+def test_validation_errors(over, match):
+    with pytest.raises(ValueError, match=match):
+        SVCModel(**_tiny(**over))
+
+
+def test_one_class_model_predicts_its_label():
+    model = SVCModel(**_tiny(1))
+    assert model.predict(sp.csr_matrix((2, 1))).tolist() == [5, 5]
+    assert model.decision_function(sp.csr_matrix((2, 1))).shape == (2, 0)

@@ -1,0 +1,265 @@
+"""LIBSVM text model files: round trips, LIBSVM compatibility, errors, atomic writes."""
+
+from __future__ import annotations
+
+import lzma
+import os
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from libsvm import svmutil
+
+import psvm.io.model_file as model_file
+from psvm.io.model_file import ModelFormatError, read_model, write_model
+from psvm.model import SVCModel
+
+DATA = "/work/shared/data"
+
+
+def _load(tmp_path_factory, name: str, n_rows: int | None = None):
+    """Decompress a shared LIBSVM data file (first n_rows lines) and parse it."""
+    path = tmp_path_factory.mktemp("data") / name
+    with lzma.open(f"{DATA}/{name}.xz", "rt") as f:
+        lines = f.readlines() if n_rows is None else [next(f) for _ in range(n_rows)]
+    path.write_text("".join(lines))
+    y, X = svmutil.svm_read_problem(str(path), return_scipy=True)
+    return np.asarray(y), sp.csr_matrix(X)
+
+
+@pytest.fixture(scope="module")
+def heart(tmp_path_factory):
+    return _load(tmp_path_factory, "heart_scale")
+
+
+@pytest.fixture(scope="module")
+def usps(tmp_path_factory):
+    return _load(tmp_path_factory, "usps.t", 600)
+
+
+OPTS = {
+    "rbf": "-t 2 -c 1 -g 0.05 -q",
+    "linear": "-t 0 -c 1 -q",
+    "poly": "-t 1 -c 1 -g 0.05 -r 1 -d 3 -q",
+    "sigmoid": "-t 3 -c 1 -g 0.01 -r 0.5 -q",
+    "usps": "-t 2 -c 1 -g 0.005 -q",
+}
+
+
+def _libsvm_file(y, X, opts: str, path) -> str:
+    svmutil.svm_save_model(str(path), svmutil.svm_train(y, X, opts))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def heart_file(heart, tmp_path_factory):
+    y, X = heart
+    return _libsvm_file(y, X, OPTS["rbf"], tmp_path_factory.mktemp("m") / "heart.model")
+
+
+def assert_models_equal(a: SVCModel, b: SVCModel) -> None:
+    """Bitwise equality of every field LIBSVM's format carries."""
+    assert (a.kernel, a.n_features, a.meta) == (b.kernel, b.n_features, b.meta)
+    if a.kernel != "linear":
+        assert a.gamma == b.gamma
+    if a.kernel in ("poly", "sigmoid"):
+        assert a.coef0 == b.coef0
+    if a.kernel == "poly":
+        assert a.degree == b.degree
+    for name in ("classes", "n_support", "dual_coef", "rho"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(
+            getattr(a.support_vectors, name), getattr(b.support_vectors, name), err_msg=name
+        )
+    assert a.support_vectors.shape == b.support_vectors.shape
+
+
+def _libsvm_predict(path: str, X):
+    labels, _, dec = svmutil.svm_predict(
+        np.zeros(X.shape[0]), X, svmutil.svm_load_model(path), "-q"
+    )
+    return np.asarray(labels), np.asarray(dec)
+
+
+@pytest.mark.parametrize(
+    "problem, kernel", [("heart", k) for k in OPTS if k != "usps"] + [("usps", "usps")]
+)
+def test_round_trip_of_libsvm_model(heart, usps, problem, kernel, tmp_path):
+    y, X = heart if problem == "heart" else usps
+    src = _libsvm_file(y, X, OPTS[kernel], tmp_path / "libsvm.model")
+    first = read_model(src)
+    ours = str(tmp_path / "psvm.model")
+    write_model(ours, first)
+    assert_models_equal(first, read_model(ours))
+    labels, dec = _libsvm_predict(ours, X)  # LIBSVM reading psvm's file
+    np.testing.assert_array_equal(first.predict(X), labels)
+    np.testing.assert_allclose(first.decision_function(X), dec, rtol=0, atol=1e-9)
+
+
+def test_probability_lines_kept(heart, tmp_path):
+    y, X = heart
+    src = _libsvm_file(y, X, OPTS["rbf"] + " -b 1", tmp_path / "prob.model")
+    model = read_model(src)
+    assert set(model.meta) == {"probA", "probB"} and len(model.meta["probA"]) == 1
+    out = tmp_path / "out.model"
+    write_model(out, model)
+    assert read_model(out).meta == model.meta
+    assert svmutil.svm_load_model(str(out)).is_probability_model()
+
+
+def _random_model(rng, k: int = 4, n_features: int = 9) -> SVCModel:
+    """Values spanning many magnitudes, so a lossy number format would show."""
+    n_support = rng.integers(1, 4, size=k)
+    total = int(n_support.sum())
+    sv = sp.random(total, n_features, density=0.5, random_state=rng, format="csr")
+    sv.data = rng.standard_normal(sv.nnz) * 10.0 ** rng.integers(-300, 300, size=sv.nnz)
+    return SVCModel(
+        kernel="rbf", gamma=1 / 3, coef0=0.0, degree=3, classes=np.array([3, -7, 0, 12]),
+        n_support=n_support, support_vectors=sv,
+        dual_coef=rng.standard_normal((k - 1, total)) / 3,
+        rho=rng.standard_normal(k * (k - 1) // 2) * 1e-20, n_features=n_features + 2,
+        meta={"approximate": False, "n_iter": [10, 20], "note": "a:b %3A c\\u003a",
+              "nested": {"x:y": [1.5, None]}},
+    )  # fmt: skip
+
+
+def test_round_trip_is_bitwise_exact_and_trailer_has_no_colon(tmp_path):
+    model = _random_model(np.random.default_rng(0))
+    path = tmp_path / "exact.model"
+    write_model(path, model)
+    back = read_model(path)
+    assert_models_equal(model, back)
+    lines = path.read_text().splitlines()
+    tail = lines[lines.index("SV") + 1 + model.support_vectors.shape[0] :]
+    assert tail and all(line.startswith("#") and ":" not in line for line in tail)
+
+
+def test_libsvm_loads_file_with_trailer(usps, tmp_path):
+    y, X = usps
+    model = read_model(_libsvm_file(y, X, OPTS["usps"].replace("-t 2", "-t 1"), tmp_path / "a"))
+    model.n_features = 256
+    model.meta = {"approximate": False, "solver": "psvm: smo"}
+    path = str(tmp_path / "b.model")
+    write_model(path, model)
+    assert open(path).read().count("#psvm") == 2
+    labels, dec = _libsvm_predict(path, X)
+    np.testing.assert_array_equal(model.predict(X), labels)
+    np.testing.assert_allclose(model.decision_function(X), dec, rtol=0, atol=1e-9)
+
+
+def test_non_integer_label_is_refused_before_writing(tmp_path):
+    model = _random_model(np.random.default_rng(1))
+    model.classes = np.array([1.0, 2.5, 3.0, 4.0])
+    with pytest.raises(ValueError, match="integer labels only, got label 2.5"):
+        write_model(tmp_path / "m.model", model)
+    assert os.listdir(tmp_path) == []
+
+
+# ---- errors: every one names the file and the line ------------------------------
+
+
+def _line_of(lines: list[str], key: str) -> int:
+    return next(i for i, line in enumerate(lines, 1) if line.split()[0] == key)
+
+
+def _replace_key(lines, key, text):
+    lines[_line_of(lines, key) - 1] = text
+    return lines
+
+
+def _at(key):
+    """Expected error line: the line of ``key`` in the edited file."""
+    return lambda lines: _line_of(lines, key)
+
+
+@pytest.mark.parametrize(
+    "fn, where, match",
+    [
+        (lambda ls: ls[:-3], lambda ls: len(ls) + 1,
+         r"file ends after \d+ SV lines, but total_sv is"),
+        (lambda ls: ls[:20] + [ls[20].replace(":", ":0.5x", 1)] + ls[21:], lambda ls: 21,
+         r"bad number '0.5x\S*' for feature"),
+        (lambda ls: _replace_key(ls, "nr_sv", "nr_sv 1 2"), _at("nr_sv"),
+         r"nr_sv sums to 3 but total_sv is"),
+        (lambda ls: _replace_key(ls, "kernel_type", "kernel_type gauss"), _at("kernel_type"),
+         "unknown or unsupported kernel_type 'gauss'"),
+        (lambda ls: _replace_key(ls, "kernel_type", "kernel_type precomputed"),
+         _at("kernel_type"), "unsupported kernel_type 'precomputed'"),
+        (lambda ls: _replace_key(ls, "rho", "rho 0.1 0.2"), _at("rho"),
+         "rho has 2 values, expected 1 for nr_class 2"),
+        (lambda ls: _replace_key(ls, "rho", "rho nan"), _at("rho"), "non-finite value 'nan'"),
+        (lambda ls: _replace_key(ls, "svm_type", "svm_type nu_svc"), _at("svm_type"),
+         "svm_type 'nu_svc' is a known type; psvm reads c_svc only"),
+        (lambda ls: _replace_key(ls, "label", "label 1 1"), _at("label"),
+         "labels are not distinct"),
+        (lambda ls: ls[:2] + ["weights 1 2"] + ls[2:], _at("weights"),
+         "unknown header field 'weights'"),
+        (lambda ls: [x for x in ls if not x.startswith("nr_sv")], _at("SV"),
+         "missing header field 'nr_sv'"),
+        (lambda ls: ls + [ls[-1]], len, "more SV lines than total_sv"),
+        (lambda ls: ls[:20] + [ls[20] + " 1:0.5"] + ls[21:], lambda ls: 21,
+         r"feature index 1 is not in \(\d+, "),
+        (lambda ls: ls + ["#psvm n_features 5"], len, "n_features 5 is less than the largest"),
+        (lambda ls: ls[:20] + ["#psvm n_features 13"] + ls[20:], lambda ls: 21,
+         "expected SV line 12 of \\d+, got a comment"),
+    ],
+    ids=["truncated", "bad-number", "nr_sv-sum", "kernel", "precomputed", "rho-count",
+         "rho-nan", "svm_type", "labels", "unknown-field", "missing-field", "extra-sv",
+         "descending", "narrow-n_features", "comment-in-sv"],
+)  # fmt: skip
+def test_format_errors_name_file_and_line(heart_file, tmp_path, fn, where, match):
+    path = tmp_path / "bad.model"
+    edited = fn(open(heart_file).read().splitlines())
+    path.write_text("\n".join(edited) + "\n")
+    with pytest.raises(ModelFormatError, match=match) as info:
+        read_model(path)
+    err, line = info.value, where(edited)
+    assert (err.path, err.line) == (str(path), line)
+    assert str(err).startswith(f"{path}:{line}: ")
+
+
+def test_model_format_error_pickles():
+    err = ModelFormatError("/x/m.model", 7, "bad number 'q' for rho")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is ModelFormatError
+    assert (back.path, back.line, back.reason, str(back)) == (
+        "/x/m.model", 7, "bad number 'q' for rho", "/x/m.model:7: bad number 'q' for rho",
+    )  # fmt: skip
+
+
+# ---- atomic writes ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["sv_line", "fsync"])
+def test_failed_write_leaves_old_file_and_no_temp(heart_file, tmp_path, monkeypatch, where):
+    model = read_model(heart_file)
+    path = tmp_path / "m.model"
+    write_model(path, model)
+    before = path.read_bytes()
+    model.rho = model.rho + 1.0  # a different model, so a partial overwrite would show
+    if where == "sv_line":
+        calls = []
+        real = model_file._sv_line
+
+        def failing(*args):
+            calls.append(1)
+            if len(calls) == 50:
+                raise RuntimeError("disk on fire")
+            return real(*args)
+
+        monkeypatch.setattr(model_file, "_sv_line", failing)
+    else:
+
+        def failing(fd):
+            raise OSError("fsync failed")
+
+        monkeypatch.setattr(model_file.os, "fsync", failing)
+    with pytest.raises((RuntimeError, OSError)):
+        write_model(path, model)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["m.model"]
+    assert path.read_bytes() == before
+    write_model(path, model)  # and a later write succeeds
+    np.testing.assert_array_equal(read_model(path).rho, model.rho)
