@@ -179,6 +179,13 @@ class Comm:
         finally:
             node.Free()
 
+    def free(self) -> None:
+        """Release the duplicated communicator (collective); the verbs then act on one process."""
+        if self._c is not None:
+            self._c.Free()
+            self._c = None
+            self.rank, self.size = 0, 1
+
     def abort(self, code: int = 1) -> None:
         """Kill every rank: for unexpected errors that other ranks cannot see."""
         if self._c is None:

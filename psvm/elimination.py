@@ -75,7 +75,7 @@ class NoElimination(Policy):
 
     name = "none"
 
-    def check_now(self, *args) -> bool:
+    def check_now(self, n_iter: int, n_samples: int, gap: float, gap0: float, tol: float) -> bool:
         return False
 
     @property

@@ -2,85 +2,147 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import os
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
+from psvm._face import (
+    check_face_params,
+    class_weight_vector,
+    fit_input,
+    jsonable,
+    numba_threads,
+    ovr_decision,
+    resolve_heuristic,
+)
 from psvm._params import validate_svc_params
 from psvm.comm import Comm, world
-from psvm.io.shard import Shard, nnz_balanced_offsets
+from psvm.model import SVCModel
 from psvm.stats import Stats, reduce_stats
-from psvm.svc.multiclass import fit_ovo
-
-
-def _comm_of(comm) -> Comm:
-    return world() if comm is None else Comm(comm)
-
-
-def local_block(comm: Comm, X: sp.csr_matrix, distributed: str):
-    """This rank's (rows slice, offset, n_samples) for replicated or sharded input."""
-    if distributed == "replicated":
-        offsets = nnz_balanced_offsets(np.diff(X.indptr), comm.size)
-        lo, hi = int(offsets[comm.rank]), int(offsets[comm.rank + 1])
-        return slice(lo, hi), lo, X.shape[0]
-    n_local = X.shape[0]
-    return slice(0, n_local), comm.exscan_sum(n_local), comm.sum_(n_local)
 
 
 class SVC(ClassifierMixin, BaseEstimator):
     """C-Support Vector Classification trained by a distributed SMO solver.
 
-    The same model as :class:`sklearn.svm.SVC` (LIBSVM's dual, one-vs-one
-    for several classes), trained over the ranks of an MPI communicator.
-    Outside ``mpiexec`` it runs as one process.
+    The model of :class:`sklearn.svm.SVC` (LIBSVM's C-SVC dual, one-vs-one for
+    several classes), trained over the ranks of an MPI communicator. Under
+    ``mpiexec -n P`` every rank calls :meth:`fit` (a collective) and ends with
+    the same fitted estimator; outside ``mpiexec`` it runs as one process.
+    :meth:`predict` and :meth:`decision_function` are local to the calling rank.
 
     Parameters
     ----------
     C : float, default=1.0
-        Regularization parameter; must be strictly positive.
+        Regularization parameter; strictly positive. Sample ``i`` of class ``c``
+        gets the bound ``C * class_weight[c] * sample_weight[i]``.
     kernel : {'linear', 'poly', 'rbf', 'sigmoid'}, default='rbf'
+        Kernel ('precomputed' and callables are not supported).
     degree : int, default=3
         Degree of the 'poly' kernel.
     gamma : {'scale', 'auto'} or float, default='scale'
-        Kernel coefficient: 'scale' is 1 / (n_features * X.var()), 'auto' 1 / n_features.
+        Kernel coefficient of 'rbf', 'poly' and 'sigmoid': 'scale' is
+        ``1 / (n_features * X.var())`` over the whole training set, 'auto' is
+        ``1 / n_features``.
     coef0 : float, default=0.0
         Independent term of the 'poly' and 'sigmoid' kernels.
+    shrinking : bool or str, default=True
+        Whether to eliminate bound samples during training: True uses
+        ``heuristic='libsvm'``, False ``'none'``; a heuristic name is also
+        accepted. Ignored when ``heuristic`` is given.
     tol : float, default=1e-3
-        Stop when the maximal violation m - M falls below ``tol``.
+        Stop when the maximal violation ``m - M`` is below ``tol``.
     cache_size : float, default=200
-        Kernel column cache per rank, in MB.
+        Kernel column cache of each rank, in MB.
     class_weight : dict or 'balanced', default=None
-        Multiply C by the weight of each class.
+        Multiply C of class ``c`` by ``class_weight[c]``; 'balanced' uses
+        ``n_samples / (n_classes * np.bincount(y))`` over all ranks.
     verbose : bool, default=False
-        Print solver progress on rank 0.
+        Print LIBSVM-style progress lines on rank 0.
     max_iter : int, default=-1
         Iteration limit per binary problem, -1 for none.
     decision_function_shape : {'ovo', 'ovr'}, default='ovr'
+        Shape of :meth:`decision_function` with more than two classes.
     break_ties : bool, default=False
-        With 'ovr' and more than two classes, predict by the argmax of
-        ``decision_function`` instead of one-vs-one votes.
+        With 'ovr' and more than two classes, predict the argmax of
+        :meth:`decision_function` instead of the one-vs-one vote winner.
+    random_state : int, RandomState instance or None, default=None
+        Accepted for scikit-learn compatibility and otherwise unused: the
+        solver is deterministic (the same model for any number of ranks).
+    heuristic : str, default=None
+        Sample elimination policy: one of 'none', 'earliest', 'percent-1',
+        'percent-5', 'percent-10', 'libsvm', 'streak-3', 'gap-triggered',
+        'lazy'. None takes it from ``shrinking``; when given, it wins.
+    reconstruction : {'single', 'multi', 'approximate'}, default='single'
+        When eliminated samples are re-checked: once at the end, also at gap
+        thresholds, or never ('approximate': the model may not be optimal).
     selection : {'second', 'first'}, default='second'
-        Working-set selection: second-order gain (LIBSVM) or maximal violating pair.
+        Working-set selection: LIBSVM's second-order gain, or the maximal
+        violating pair.
     n_jobs : int, default=None
-        numba threads inside each rank (prediction); None leaves numba's default.
-    comm : mpi4py communicator, default=None
-        None: the world communicator under ``mpiexec``, else one process.
+        numba threads inside each rank during fit and predict (-1: all,
+        -2: all but one); None leaves numba's setting.
+    comm : mpi4py.MPI.Comm, default=None
+        Communicator to train over; None is the world under ``mpiexec`` and
+        one process otherwise. It is not pickled: a loaded estimator has
+        ``comm=None``. :func:`~sklearn.base.clone` passes it by reference.
     distributed : {'replicated', 'sharded'}, default='replicated'
-        'replicated': every rank passes the whole data set and trains on its
-        block of rows; 'sharded': every rank passes only its own rows.
+        'replicated': every rank passes the same whole data set and trains on
+        a block of its rows; 'sharded': every rank passes only its own rows.
 
     Attributes
     ----------
-    classes_, support_, support_vectors_, dual_coef_, intercept_, n_support_,
-    n_iter_, fit_status_, shape_fit_, n_features_in_ : as :class:`sklearn.svm.SVC`
-        (``support_`` holds global row indices; in 'sharded' mode they index
-        the concatenation of the ranks' rows in rank order).
+    classes_ : ndarray of shape (n_classes,)
+        Sorted class labels, over all ranks.
+    class_weight_ : ndarray of shape (n_classes,)
+        Weight of each class.
+    support_ : ndarray of shape (n_SV,), int32
+        Global row indices of the support vectors, grouped by class; with
+        'sharded' they index the concatenation of the ranks' rows in rank order.
+    support_vectors_ : {ndarray, sparse matrix} of shape (n_SV, n_features)
+        Sparse when fitted on sparse X or read from a LIBSVM model file.
+    n_support_ : ndarray of shape (n_classes,), int32
+    dual_coef_ : {ndarray, sparse matrix} of shape (n_classes - 1, n_SV)
+        As :class:`sklearn.svm.SVC` (negated LIBSVM ``sv_coef`` for two classes).
+    intercept_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+    coef_ : ndarray of shape (n_classes * (n_classes - 1) / 2, n_features)
+        Primal weights; 'linear' kernel only.
+    n_iter_ : ndarray of shape (n_classes * (n_classes - 1) / 2,), int32
+        Iterations of each binary problem.
+    fit_status_ : int
+        0 when every problem converged, 1 when ``max_iter`` stopped one.
+    shape_fit_ : tuple of int
+        Global (n_samples, n_features) of the training data.
+    n_features_in_ : int
     fit_stats_ : dict
-        Run statistics: iterations, time split, communication, cache hit rate.
+        Run statistics, JSON-serialisable: iterations, time split, elimination
+        and reconstruction counts, communication per verb, cache hit rate.
+
+    See Also
+    --------
+    sklearn.svm.SVC : the single-process reference.
+    sklearn.calibration.CalibratedClassifierCV : probabilities, via
+        ``CalibratedClassifierCV(psvm.SVC(), ensemble=False)``.
+
+    Notes
+    -----
+    Inside GridSearchCV or cross_val_score under ``mpiexec``, keep joblib's
+    ``n_jobs=1`` and ``distributed='replicated'`` so every rank runs the same
+    fits in the same order.
+
+    Examples
+    --------
+    >>> import numpy as np, psvm
+    >>> X = np.array([[-1, -1], [-2, -1], [1, 1], [2, 1]])
+    >>> clf = psvm.SVC(kernel="linear").fit(X, [1, 1, 2, 2])
+    >>> clf.predict([[-0.8, -1]])
+    array([1])
     """
 
     def __init__(
@@ -90,6 +152,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         degree=3,
         gamma="scale",
         coef0=0.0,
+        shrinking=True,
         tol=1e-3,
         cache_size=200,
         class_weight=None,
@@ -97,6 +160,9 @@ class SVC(ClassifierMixin, BaseEstimator):
         max_iter=-1,
         decision_function_shape="ovr",
         break_ties=False,
+        random_state=None,
+        heuristic=None,
+        reconstruction="single",
         selection="second",
         n_jobs=None,
         comm=None,
@@ -107,6 +173,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         self.degree = degree
         self.gamma = gamma
         self.coef0 = coef0
+        self.shrinking = shrinking
         self.tol = tol
         self.cache_size = cache_size
         self.class_weight = class_weight
@@ -114,82 +181,51 @@ class SVC(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.decision_function_shape = decision_function_shape
         self.break_ties = break_ties
+        self.random_state = random_state
+        self.heuristic = heuristic
+        self.reconstruction = reconstruction
         self.selection = selection
         self.n_jobs = n_jobs
         self.comm = comm
         self.distributed = distributed
 
     def fit(self, X, y, sample_weight=None):
-        """Fit the model on (X, y); collective when ``comm`` has several ranks."""
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
-        check_classification_targets(y)
-        if self.decision_function_shape not in ("ovo", "ovr"):
-            raise ValueError(
-                "decision_function_shape must be 'ovo' or 'ovr', "
-                f"got {self.decision_function_shape!r}"
-            )
-        if self.distributed not in ("replicated", "sharded"):
-            raise ValueError(
-                f"distributed must be 'replicated' or 'sharded', got {self.distributed!r}"
-            )
-        comm = _comm_of(self.comm)
-        self._sparse = sp.issparse(X)
-        Xc = sp.csr_matrix(X, dtype=np.float64)
-        Xc.sort_indices()
-        y = np.asarray(y)
-        if self.distributed == "sharded":
-            classes = np.unique(np.concatenate(comm.allgather_obj(np.unique(y))))
-        else:
-            classes = np.unique(y)
-        if classes.size < 2:
-            raise ValueError(
-                f"The number of classes has to be greater than one; got {classes.size} class"
-            )
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        """Fit the SVM; collective over ``comm`` (every rank must call it).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training vectors: the whole set ('replicated') or this rank's rows
+            ('sharded', possibly none).
+        y : array-like of shape (n_samples,)
+            Class labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample multipliers of C; samples of weight 0 are left out.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator, the same on every rank.
+        """
+        check_face_params(distributed=self.distributed, n_jobs=self.n_jobs,
+                          decision_function_shape=self.decision_function_shape,
+                          random_state=self.random_state)  # fmt: skip
+        cw = self.class_weight
         params = validate_svc_params(
             C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma,
-            coef0=self.coef0, tol=self.tol, cache_size=self.cache_size,
-            max_iter=self.max_iter, selection=self.selection,
-            class_weight=self._class_weights(classes, y), verbose=self.verbose,
+            coef0=self.coef0, tol=self.tol, cache_size=self.cache_size, max_iter=self.max_iter,
+            selection=self.selection, heuristic=resolve_heuristic(self.shrinking, self.heuristic),
+            reconstruction=self.reconstruction, verbose=self.verbose,
+            class_weight=cw if isinstance(cw, dict) else None,
         )  # fmt: skip
-        self._set_threads()
-        rows, offset, n_samples = local_block(comm, Xc, self.distributed)
-        codes = np.searchsorted(classes, y).astype(np.float64)
-        Xl = Xc[rows]
-        shard = Shard(
-            X=Xl,
-            y=codes[rows],
-            offset=offset,
-            n_samples=n_samples,
-            n_features=Xc.shape[1],
-            max_row_nnz=comm.max_(int(np.diff(Xl.indptr).max(initial=0))),
-        )
-        stats = Stats()
-        log = print if self.verbose and comm.rank == 0 else None
-        with stats.timer("train"):
-            model, support = fit_ovo(
-                comm, shard, params, np.arange(classes.size, dtype=np.float64),
-                sample_weight=sw[rows], stats=stats, log=log,
-            )  # fmt: skip
-        self.fit_stats_ = reduce_stats(comm, stats)
-        self.classes_ = classes
-        self._model = model
-        self._gamma = model.gamma
-        self.support_ = support.astype(np.int32)
-        SV = model.support_vectors
-        self.support_vectors_ = SV if self._sparse else SV.toarray()
-        self.n_support_ = model.n_support.astype(np.int32)
-        self.dual_coef_ = model.dual_coef.copy()
-        self.intercept_ = -model.rho.copy()
-        if classes.size == 2:  # sklearn's sign convention: positive means classes_[1]
-            self.dual_coef_ *= -1
-            self.intercept_ *= -1
-        self.n_iter_ = np.asarray(model.meta["n_iter"], dtype=np.int32)
-        self.fit_status_ = int(model.meta["status"])
-        self.shape_fit_ = X.shape
+        comm, owned = (world(), False) if self.comm is None else (Comm(self.comm), True)
+        try:
+            with numba_threads(self.n_jobs):
+                self._fit(comm, params, X, y, sample_weight)
+        finally:
+            if owned:
+                comm.free()
         if self.fit_status_:
-            import warnings
-
             warnings.warn(
                 f"Solver terminated early (max_iter={self.max_iter}). Consider "
                 "pre-processing your data with StandardScaler or MinMaxScaler.",
@@ -198,59 +234,187 @@ class SVC(ClassifierMixin, BaseEstimator):
             )
         return self
 
-    def _class_weights(self, classes, y) -> dict:
-        """Class weights keyed by class code (0..k-1), as the solver sees the labels."""
-        cw = self.class_weight
-        if cw is None:
-            return {}
-        if cw == "balanced":
-            w = compute_class_weight("balanced", classes=classes, y=y)
-            return dict(enumerate(w))
-        if not isinstance(cw, dict):
-            raise ValueError(f"class_weight must be a dict, 'balanced' or None, got {cw!r}")
-        unknown = [c for c in cw if c not in classes]
-        if unknown:
-            raise ValueError(f"class_weight has labels {unknown} that are not in y")
-        return {int(np.searchsorted(classes, c)): w for c, w in cw.items()}
+    def _fit(self, comm, params: dict, X, y, sample_weight) -> None:
+        from psvm.svc.multiclass import fit_ovo  # the solver's numba modules load on first fit
 
-    def _set_threads(self) -> None:
-        if self.n_jobs is not None:
-            import numba
+        data = fit_input(self, comm, X, y, sample_weight, self.distributed)
+        k = data.classes.size
+        self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
+        params["class_weight"] = dict(enumerate(self.class_weight_.tolist()))
+        stats = Stats()
+        log = print if self.verbose and comm.rank == 0 else None
+        with stats.timer("train"):
+            model, support = fit_ovo(comm, data.shard(), params, np.arange(k, dtype=np.float64),
+                                     sample_weight=data.sample_weight, stats=stats, log=log)  # fmt: skip
+        model.classes = data.classes
+        report = reduce_stats(comm, stats)
+        hits, misses = report["counts"].get("cache_hits", 0), report["counts"].get("cache_misses", 0)
+        report["values"].update(
+            n_samples=data.n_samples, n_features=data.n_features,
+            n_support=int(support.size), objective=model.meta["objective"],
+            cache_hit_rate=hits / (hits + misses) if hits + misses else 0.0,
+            **{key: model.meta[key] for key in ("heuristic", "reconstruction", "approximate")},
+        )  # fmt: skip
+        self.fit_stats_ = jsonable(report)
+        self._set_model(model, support, (data.n_samples, data.n_features), data.sparse)
 
-            n = numba.config.NUMBA_NUM_THREADS if self.n_jobs == -1 else int(self.n_jobs)
-            numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
+        """Fitted attributes from an SVCModel whose classes are sorted."""
+        self._model = model
+        self._gamma = model.gamma
+        self.classes_ = model.classes
+        self.support_ = np.asarray(support, dtype=np.int32)
+        SV = model.support_vectors
+        coef = model.dual_coef.copy()
+        self.intercept_ = -model.rho.copy()
+        if self.classes_.size == 2:  # sklearn's sign convention: positive means classes_[1]
+            coef *= -1
+            self.intercept_ *= -1
+        self.support_vectors_ = SV.copy() if sparse else SV.toarray()
+        self.dual_coef_ = sp.csr_matrix(coef) if sparse else coef
+        self.n_support_ = model.n_support.astype(np.int32)
+        self.n_iter_ = np.asarray(model.meta.get("n_iter", [0] * len(model.rho)), dtype=np.int32)
+        self.fit_status_ = int(model.meta.get("status", 0))
+        self.shape_fit_ = tuple(int(s) for s in shape_fit)
+        self.n_features_in_ = int(shape_fit[1])
 
-    def _validate_X(self, X):
+    # -- prediction ------------------------------------------------------------------------
+    def _ovo(self, X, method: str = "decision_function") -> np.ndarray:
+        """LIBSVM's one-vs-one values (or its vote) for validated X."""
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        X = sp.csr_matrix(X, dtype=np.float64)
-        X.sort_indices()
-        return X
-
-    def _ovo(self, X) -> np.ndarray:
-        return self._model.decision_function(self._validate_X(X))
+        with numba_threads(self.n_jobs):
+            return getattr(self._model, method)(X)
 
     def decision_function(self, X):
-        """Signed distances: (n_samples,) for two classes, else 'ovo' or 'ovr' columns."""
+        """Signed distances to the separating hyperplanes (local to the calling rank).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        dec : ndarray of shape (n_samples,), (n_samples, n_classes) or \
+(n_samples, n_classes * (n_classes - 1) / 2)
+            Two classes: positive values mean ``classes_[1]``. Otherwise the
+            'ovr' scores or LIBSVM's 'ovo' values, per ``decision_function_shape``.
+        """
         dec = self._ovo(X)
         if self.classes_.size == 2:
             return -dec[:, 0]
         if self.decision_function_shape == "ovr":
-            from sklearn.utils.multiclass import _ovr_decision_function
-
-            return _ovr_decision_function(dec < 0, -dec, self.classes_.size)
+            return ovr_decision(dec, self.classes_.size)
         return dec
 
     def predict(self, X):
-        """Class labels by LIBSVM's one-vs-one vote (or ``break_ties`` argmax)."""
+        """Class labels by LIBSVM's one-vs-one vote (or the ``break_ties`` argmax).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
         if self.break_ties and self.decision_function_shape == "ovo":
-            raise ValueError(
-                "break_ties must be False when decision_function_shape is 'ovo'"
-            )
-        if self.break_ties and self.decision_function_shape == "ovr" and self.classes_.size > 2:
+            raise ValueError("break_ties must be False when decision_function_shape is 'ovo'")
+        if self.break_ties and self.classes_.size > 2:
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
-        codes = self._model.predict(self._validate_X(X))
-        return self.classes_[codes.astype(np.intp)]
+        return self._ovo(X, "predict")
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """Primal weights of each class pair, for ``kernel='linear'`` only."""
+        if self.kernel != "linear":
+            raise AttributeError("coef_ is only available when using a linear kernel")
+        check_is_fitted(self)
+        m = self._model
+        start = np.concatenate(([0], np.cumsum(m.n_support)))
+        sign = -1.0 if m.n_classes == 2 else 1.0
+        rows = []
+        for i in range(m.n_classes):
+            for j in range(i + 1, m.n_classes):
+                si, sj = slice(start[i], start[i + 1]), slice(start[j], start[j + 1])
+                w = m.dual_coef[j - 1, si] @ m.support_vectors[si]
+                w = w + m.dual_coef[i, sj] @ m.support_vectors[sj]
+                rows.append(sign * np.asarray(w).ravel())
+        return np.array(rows).reshape(len(rows), m.support_vectors.shape[1])
+
+    # -- LIBSVM model files ------------------------------------------------------------------
+    def to_libsvm_model(self, path: str | os.PathLike) -> None:
+        """Write the model in LIBSVM's text format (``svm_load_model`` reads it).
+
+        Not collective: the calling process writes the file (atomically), so
+        under ``mpiexec`` call it on one rank, e.g. ``if rank == 0``. psvm's
+        extras (``support_``, ``n_iter_``...) go to comment lines LIBSVM skips.
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Raises
+        ------
+        ValueError
+            If the labels are not integers (LIBSVM stores them as ints).
+        """
+        from psvm.io.model_file import write_model
+
+        check_is_fitted(self)
+        meta = {**self._model.meta, "support": self.support_, "n_samples": self.shape_fit_[0]}
+        write_model(path, dataclasses.replace(self._model, meta=meta))
+
+    @classmethod
+    def from_libsvm_model(cls, path: str | os.PathLike, **params) -> SVC:
+        """A fitted estimator from a LIBSVM (or psvm) C-SVC model file.
+
+        Parameters
+        ----------
+        path : str or path-like
+        **params
+            Other estimator parameters (e.g. ``decision_function_shape``);
+            the kernel parameters come from the file.
+
+        Returns
+        -------
+        svc : SVC
+            Sparse ``support_vectors_``; ``support_`` is -1 (unknown) unless psvm
+            wrote the file; ``n_features_in_`` is the largest SV feature index
+            unless the file states it.
+        """
+        from psvm.io.model_file import read_model
+
+        model = read_model(path)
+        support = model.meta.pop("support", None)
+        n_samples = int(model.meta.pop("n_samples", -1))
+        order = np.sort(model.classes)
+        if not np.array_equal(order, model.classes):  # LIBSVM: labels by first appearance
+            model, support = model.with_class_order(order), None
+        n_sv = model.support_vectors.shape[0]
+        if support is None or len(support) != n_sv:
+            support = np.full(n_sv, -1)
+        est = cls(kernel=model.kernel, gamma=model.gamma, coef0=model.coef0,
+                  degree=model.degree, **params)  # fmt: skip
+        est._set_model(model, support, (n_samples, model.support_vectors.shape[1]), sparse=True)
+        est.class_weight_ = np.ones(model.n_classes)
+        return est
+
+    # -- scikit-learn protocol ---------------------------------------------------------------
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("comm") is not None:  # an MPI handle: not meaningful in another process
+            state = {**state, "comm": None}
+        return state
+
+    def __sklearn_clone__(self):
+        if self.comm is None:
+            return super().__sklearn_clone__()
+        shallow = copy.copy(self)  # through __getstate__: comm=None
+        new = shallow.__sklearn_clone__()
+        new.comm = self.comm  # one communicator, shared by reference
+        return new
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

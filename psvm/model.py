@@ -231,6 +231,56 @@ class SVCModel:
                 p += 1
         return self.classes[np.argmax(votes, axis=1)]  # argmax: first maximum wins
 
+    def with_class_order(self, classes: Any) -> SVCModel:
+        """The same classifier with its classes listed in the order ``classes``.
+
+        LIBSVM keeps labels in order of first appearance, scikit-learn sorts them.
+        Pair (a, b) of the new order is the old pair of the same two classes; when
+        their order flips, its ``rho`` and its coefficients change sign (the decision
+        value of a pair is positive for its first class).
+
+        Parameters
+        ----------
+        classes : array-like of shape (n_classes,)
+            A permutation of ``self.classes``.
+
+        Returns
+        -------
+        model : SVCModel
+            A new model; ``self`` is unchanged.
+        """
+        classes = np.asarray(classes)
+        where = {c: i for i, c in enumerate(self.classes.tolist())}
+        perm = [where.get(c, -1) for c in classes.tolist()]  # new class index -> old
+        k = self.n_classes
+        if classes.shape != (k,) or sorted(perm) != list(range(k)):
+            raise ValueError(f"classes {classes.tolist()} are not a permutation of "
+                             f"{self.classes.tolist()}")  # fmt: skip
+        old = np.concatenate(([0], np.cumsum(self.n_support)))
+        n_support = self.n_support[perm]
+        new = np.concatenate(([0], np.cumsum(n_support)))
+        dual_coef = np.zeros_like(self.dual_coef)
+        for a in range(k):
+            src, dst = slice(old[perm[a]], old[perm[a] + 1]), slice(new[a], new[a + 1])
+            for b in range(k):
+                if b != a:  # class a's SVs keep their coefficient row for the pair (a, b)
+                    sign = 1.0 if (perm[a] < perm[b]) == (a < b) else -1.0
+                    dual_coef[_coef_row(a, b), dst] = sign * self.dual_coef[
+                        _coef_row(perm[a], perm[b]), src
+                    ]
+        rho = np.empty_like(self.rho)
+        for a in range(k):
+            for b in range(a + 1, k):
+                i, j = perm[a], perm[b]
+                p = _pair_index(min(i, j), max(i, j), k)
+                rho[_pair_index(a, b, k)] = self.rho[p] if i < j else -self.rho[p]
+        rows = np.concatenate([np.arange(old[c], old[c + 1]) for c in perm])
+        return SVCModel(
+            kernel=self.kernel, gamma=self.gamma, coef0=self.coef0, degree=self.degree,
+            classes=classes, n_support=n_support, support_vectors=self.support_vectors[rows],
+            dual_coef=dual_coef, rho=rho, n_features=self.n_features, meta=dict(self.meta),
+        )  # fmt: skip
+
     @classmethod
     def from_sklearn(cls, svc: Any) -> SVCModel:
         """Build from a fitted ``sklearn.svm.SVC``, whose libsvm keeps the same layout.
@@ -251,3 +301,13 @@ class SVCModel:
             dual_coef=sign * coef, rho=-sign * np.asarray(svc.intercept_),
             n_features=int(svc.n_features_in_),
         )  # fmt: skip
+
+
+def _coef_row(c: int, other: int) -> int:
+    """Row of ``sv_coef`` that class c's SVs use for the pair {c, other} (LIBSVM layout)."""
+    return other - 1 if c < other else other
+
+
+def _pair_index(i: int, j: int, k: int) -> int:
+    """Position of the pair (i, j), i < j, in LIBSVM's order (0,1), (0,2), ..., (1,2), ..."""
+    return i * k - i * (i + 1) // 2 + (j - i - 1)

@@ -78,3 +78,20 @@ def assert_models_equal(a, b, rtol: float = 1e-9) -> None:
     assert (a.support_vectors != b.support_vectors).nnz == 0
     np.testing.assert_allclose(a.dual_coef, b.dual_coef, rtol=rtol, atol=1e-12)
     np.testing.assert_allclose(a.rho, b.rho, rtol=rtol, atol=1e-12)
+
+
+def fit_model(X, y, comm=None, **params):
+    """Train psvm's one-vs-one C-SVC on (X, y) in this process; returns (model, stats)."""
+    from psvm._params import validate_svc_params
+    from psvm.comm import Comm
+    from psvm.io.shard import Shard
+    from psvm.stats import Stats
+    from psvm.svc.multiclass import fit_ovo
+
+    X = sp.csr_matrix(X, dtype=np.float64)
+    shard = Shard(X=X, y=np.asarray(y, dtype=np.float64), offset=0, n_samples=X.shape[0],
+                  n_features=X.shape[1], max_row_nnz=int(np.diff(X.indptr).max()))  # fmt: skip
+    stats = Stats()
+    model, _ = fit_ovo(comm or Comm(), shard, validate_svc_params(**params),
+                       np.unique(y), stats=stats)  # fmt: skip
+    return model, stats

@@ -30,7 +30,14 @@ import scipy.sparse as sp
 
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.cache import ColumnCache
-from psvm.kernels import csr_arrays, kernel_column, kernel_diag, row_sq_norms
+from psvm.kernels import (
+    csc_cost,
+    csr_arrays,
+    kernel_column,
+    kernel_column_csc,
+    kernel_diag,
+    row_sq_norms,
+)
 from psvm.stats import Stats
 from psvm.svc.select import select_candidates, select_second_order
 from psvm.elimination import MULTI_GAPS, eliminate_rows, make_policy
@@ -95,6 +102,12 @@ class Solver:
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
         self.kparams = kp
         self.QD = kernel_diag(self.indptr, self.data, self.sq, *kp, np.empty(n))
+        Xc = problem.X.tocsc()
+        Xc.sort_indices()
+        self.colptr, self.rowidx, self.cdata = csr_arrays(Xc)  # same dtypes, column-major
+        self.dots = np.zeros(n)
+        self.row_nnz = np.diff(self.indptr)
+        self.nnz_total = self.active_nnz = int(self.indptr[-1])
         self.all_rows = np.arange(n, dtype=np.int64)
         self.active_rows = self.all_rows
         self.active_mask = np.ones(n, dtype=bool)
@@ -168,11 +181,19 @@ class Solver:
             return col
         idx, val = self._row(packet, slot)
         rows = self.all_rows if full else self.active_rows
+        csr_work = self.nnz_total if full else self.active_nnz
         with self.stats.timer("kernel"):
-            kernel_column(
-                idx, val, packet[SQ], self.indptr, self.indices, self.data, self.sq, rows,
-                *self.kparams, self.work, col,
-            )  # fmt: skip
+            # CSC reads only x's feature columns (all rows); CSR reads the rows' non-zeros
+            if csc_cost(idx, self.colptr) + self.y.size // 2 < csr_work:
+                kernel_column_csc(
+                    idx, val, packet[SQ], self.colptr, self.rowidx, self.cdata, self.sq, rows,
+                    *self.kparams, self.dots, col,
+                )  # fmt: skip
+            else:
+                kernel_column(
+                    idx, val, packet[SQ], self.indptr, self.indices, self.data, self.sq, rows,
+                    *self.kparams, self.work, col,
+                )  # fmt: skip
         if rows.size == self.all_rows.size:
             self.cache.mark_complete(gidx)
         return col
@@ -278,6 +299,7 @@ class Solver:
                 self.active_mask[self._scratch[n_keep : rows.size]] = False
                 self.stats.add("n_eliminated", rows.size - n_keep)
                 self.active_rows = self._scratch[:n_keep].copy()
+                self.active_nnz = int(self.row_nnz[self.active_rows].sum())
                 self.eliminated_any = True
 
     def _can_reconstruct(self) -> bool:
@@ -326,15 +348,14 @@ class Solver:
             )  # fmt: skip
             m, _, minus_M, _ = select_candidates(self.all_rows, self.y, self.alpha, self.C, self.G)
             m, minus_M = self.comm.max_(np.array([m, minus_M]))
-            if all_rows:
-                back = out
-            else:
-                back = out[: violators(out, self.y, self.alpha, self.C, self.G, m, -minus_M, out)]
-            st.add("n_false_positive", back.size)
+            n_bad = violators(out, self.y, self.alpha, self.C, self.G, m, -minus_M, self._scratch)
+            st.add("n_false_positive", n_bad)  # eliminated rows that violate after all
+            back = out if all_rows else self._scratch[:n_bad].copy()
             if back.size:
                 self.active_mask[back] = True
                 self.streak[back] = 0
                 self.active_rows = np.flatnonzero(self.active_mask)
+                self.active_nnz = int(self.row_nnz[self.active_rows].sum())
                 self.cache.clear()
             self.eliminated_any = self.active_rows.size < self.y.size
             cand = select_candidates(self.active_rows, self.y, self.alpha, self.C, self.G)

@@ -1,0 +1,248 @@
+"""Helpers of the scikit-learn faces: fit input over the ranks, face-only parameters.
+
+Under ``mpiexec`` every rank calls ``fit``. With ``distributed='replicated'``
+each rank passes the whole data set and keeps a contiguous block of rows
+(balanced by non-zeros); with ``'sharded'`` each rank passes only its own rows
+and global row indices follow rank order. Input errors are found locally and
+agreed (``comm.agree``) before the solver's first collective, so every rank
+raises the same error; then one small allgather tells every rank the global
+shape, labels and class counts.
+"""
+
+from __future__ import annotations
+
+import numbers
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import validate_data
+
+from psvm._params import HEURISTICS, ParameterError
+from psvm.io.shard import Shard, nnz_balanced_offsets
+
+DISTRIBUTED = ("replicated", "sharded")
+DEFAULT_HEURISTIC = "libsvm"
+
+
+# -- face-only parameters --------------------------------------------------------------------
+def resolve_heuristic(shrinking, heuristic) -> str:
+    """``heuristic`` when given, else from ``shrinking``: True -> 'libsvm', False -> 'none'."""
+    if heuristic is not None:
+        return heuristic  # checked against HEURISTICS by validate_svc_params
+    if isinstance(shrinking, (bool, np.bool_)):
+        return DEFAULT_HEURISTIC if shrinking else "none"
+    if isinstance(shrinking, str) and shrinking in HEURISTICS:
+        return shrinking
+    raise ParameterError(
+        f"shrinking must be a bool or one of {list(HEURISTICS)}, got {shrinking!r}"
+    )
+
+
+def check_face_params(*, distributed, decision_function_shape, n_jobs, random_state) -> None:
+    """Parameters the solver never sees; each error names the parameter."""
+    if distributed not in DISTRIBUTED:
+        raise ParameterError(f"distributed must be one of {list(DISTRIBUTED)}, got {distributed!r}")
+    if decision_function_shape not in ("ovo", "ovr"):
+        raise ParameterError(
+            f"decision_function_shape must be 'ovo' or 'ovr', got {decision_function_shape!r}"
+        )
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0
+    ):
+        raise ParameterError(f"n_jobs must be None or a non-zero int, got {n_jobs!r}")
+    try:
+        check_random_state(random_state)
+    except ValueError:
+        raise ParameterError(
+            f"random_state must be None, an int or a numpy RandomState, got {random_state!r}"
+        ) from None
+
+
+@contextmanager
+def numba_threads(n_jobs):
+    """Run the block with ``n_jobs`` numba threads (-1: all, -2: all but one), then restore."""
+    if n_jobs is None:
+        yield
+        return
+    import numba
+
+    top = numba.config.NUMBA_NUM_THREADS
+    n = n_jobs if n_jobs > 0 else top + 1 + n_jobs
+    old = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, top)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
+
+
+# -- fit input ---------------------------------------------------------------------------------
+@dataclass
+class FitInput:
+    """This rank's rows and the globally agreed facts about the whole training set."""
+
+    X: sp.csr_matrix  # local rows: float64, canonical CSR, n_features columns
+    codes: np.ndarray  # class index (into classes) of each local row, float64
+    sample_weight: np.ndarray  # of the local rows
+    classes: np.ndarray  # sorted distinct labels over all ranks
+    class_counts: np.ndarray  # global number of rows of each class
+    offset: int  # global index of the first local row
+    n_samples: int
+    n_features: int
+    max_row_nnz: int
+    sparse: bool
+
+    def shard(self) -> Shard:
+        return Shard(X=self.X, y=self.codes, offset=self.offset, n_samples=self.n_samples,
+                     n_features=self.n_features, max_row_nnz=self.max_row_nnz)  # fmt: skip
+
+
+def _canonical_csr(X) -> sp.csr_matrix:
+    """CSR float64 with sorted, summed indices, without touching the caller's arrays."""
+    Xc = sp.csr_matrix(X, dtype=np.float64)
+    if not Xc.has_canonical_format:
+        Xc = Xc.copy()
+        Xc.sum_duplicates()
+    return Xc
+
+
+def _check_sample_weight(sample_weight, n: int) -> np.ndarray:
+    if sample_weight is None:
+        return np.ones(n)
+    sw = np.asarray(sample_weight, dtype=np.float64)
+    if sw.ndim == 0:
+        return np.full(n, float(sw))
+    if sw.shape != (n,):
+        raise ValueError(f"sample_weight has shape {sw.shape}, expected ({n},): one per sample")
+    if not np.all(np.isfinite(sw)) or np.any(sw < 0):
+        raise ValueError("sample_weight must be finite and non-negative")
+    return sw
+
+
+def _same_input(a: tuple, b: tuple) -> bool:
+    """Same shape, labels and label counts, and data sums equal to rounding (replicated X)."""
+    return (a[0] == b[0] and np.array_equal(a[2], b[2]) and np.array_equal(a[3], b[3])
+            and abs(a[6] - b[6]) <= 1e-9 * max(1.0, abs(a[6])))  # fmt: skip
+
+
+def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
+    """Validate (X, y, sample_weight) on every rank, agree, and keep this rank's rows.
+
+    Collective: one agreement and one small allgather (both free on one process).
+    Sets ``est.n_features_in_`` to the global number of features.
+    """
+    sharded = distributed == "sharded"
+    error = None
+    try:
+        X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C",
+                             ensure_min_samples=0 if sharded else 1)  # fmt: skip
+        check_classification_targets(y)
+        sw = _check_sample_weight(sample_weight, X.shape[0])
+    except ValueError as e:
+        error = e
+    comm.agree(error)
+    sparse = sp.issparse(X)
+    Xc = _canonical_csr(X)
+    labels, counts = np.unique(y, return_counts=True)
+    positive = np.unique(y[sw > 0])
+    row_nnz = np.diff(Xc.indptr)
+    mine = (Xc.shape, sparse, labels, counts, positive, int(row_nnz.max(initial=0)),
+            float(Xc.data.sum()))  # fmt: skip
+    ranks = comm.allgather_obj(mine) if comm.size > 1 else [mine]
+    n_features = max(r[0][1] for r in ranks)
+    if not sharded and not all(_same_input(r, mine) for r in ranks):
+        raise ValueError(
+            "distributed='replicated' needs the same X on every rank, got shapes "
+            f"{[r[0] for r in ranks]}; pass distributed='sharded' to give each rank its own rows"
+        )
+    if any(r[0][1] != n_features and not r[1] for r in ranks):
+        raise ValueError(f"dense X must have the same number of features on every rank, got "
+                         f"{[r[0][1] for r in ranks]}")  # fmt: skip
+    if sharded and sum(r[0][0] for r in ranks) == 0:
+        raise ValueError("Found array with 0 sample(s) on every rank: fit needs at least one")
+    parts = ranks if sharded else [mine]
+    classes = np.unique(np.concatenate([r[2] for r in parts if r[2].size]))
+    class_counts = np.zeros(classes.size, dtype=np.int64)
+    for r in parts:
+        class_counts[np.searchsorted(classes, r[2])] += r[3]
+    positive = np.unique(np.concatenate([r[4] for r in parts if r[4].size] or [r[4]]))
+    if classes.size < 2 or positive.size < 2:
+        which = "samples" if classes.size < 2 else "samples with positive sample_weight"
+        raise ValueError(f"The number of classes has to be greater than one: all {which} "
+                         f"belong to class {positive[:1].tolist() or classes.tolist()}")  # fmt: skip
+    if positive.size < classes.size:
+        missing = np.setdiff1d(classes, positive).tolist()
+        raise ValueError(f"class {missing} has no sample with positive sample_weight; "
+                         "remove its samples or give them a weight")  # fmt: skip
+    codes = np.searchsorted(classes, y).astype(np.float64)
+    if sharded:
+        rows = slice(0, Xc.shape[0])
+        offset = sum(r[0][0] for r in ranks[: comm.rank])
+        n_samples = sum(r[0][0] for r in ranks)
+    else:
+        offsets = nnz_balanced_offsets(row_nnz, comm.size)
+        rows = slice(int(offsets[comm.rank]), int(offsets[comm.rank + 1]))
+        offset, n_samples = rows.start, Xc.shape[0]
+    Xl = Xc[rows]
+    if Xl.shape[1] < n_features:  # a sparse shard without the highest feature indices
+        Xl = sp.csr_matrix((Xl.data, Xl.indices, Xl.indptr), shape=(Xl.shape[0], n_features))
+    est.n_features_in_ = n_features
+    return FitInput(X=Xl, codes=codes[rows], sample_weight=sw[rows], classes=classes,
+                    class_counts=class_counts, offset=offset, n_samples=n_samples,
+                    n_features=n_features, max_row_nnz=max(r[5] for r in ranks),
+                    sparse=sparse)  # fmt: skip
+
+
+def class_weight_vector(class_weight, classes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Weight of each class (scikit-learn's rule for 'balanced': n / (k * count))."""
+    if class_weight is None:
+        return np.ones(classes.size)
+    if isinstance(class_weight, str) and class_weight == "balanced":
+        return counts.sum() / (classes.size * counts.astype(np.float64))
+    if not isinstance(class_weight, dict):
+        raise ParameterError(
+            f"class_weight must be a dict, 'balanced' or None, got {class_weight!r}"
+        )
+    unknown = [c for c in class_weight if c not in set(classes.tolist())]
+    if unknown:
+        raise ParameterError(f"class_weight has labels {unknown} that are not in y "
+                             f"(classes {classes.tolist()})")  # fmt: skip
+    w = np.ones(classes.size)
+    for label, value in class_weight.items():
+        w[np.searchsorted(classes, label)] = value
+    return w
+
+
+# -- outputs -----------------------------------------------------------------------------------
+def ovr_decision(dec: np.ndarray, k: int) -> np.ndarray:
+    """One-vs-rest scores from one-vs-one values, as scikit-learn's SVC computes them.
+
+    Votes (pair (i, j) votes for i when its value is >= 0) plus the summed
+    confidences squashed into (-1/3, 1/3), so they only break ties in votes.
+    """
+    votes = np.zeros((dec.shape[0], k))
+    conf = np.zeros((dec.shape[0], k))
+    p = 0
+    for i in range(k):
+        for j in range(i + 1, k):
+            conf[:, i] += dec[:, p]
+            conf[:, j] -= dec[:, p]
+            votes[:, i] += dec[:, p] >= 0
+            votes[:, j] += dec[:, p] < 0
+            p += 1
+    return votes + conf / (3 * (np.abs(conf) + 1))
+
+
+def jsonable(obj):
+    """Plain Python containers and numbers only, so that ``json.dumps`` takes it."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj

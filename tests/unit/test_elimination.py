@@ -1,0 +1,152 @@
+"""Elimination policies: their schedules and decisions, and exactness after reconstruction."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn import svm
+
+from psvm._params import HEURISTICS, ParameterError, make_svc_config, validate_svc_params
+from psvm.comm import Comm
+from psvm.elimination import POLICIES, eliminate_rows, make_policy
+from psvm.kernels import KERNELS, kernel_matrix
+from psvm.stats import Stats
+from psvm.svc.solver import BinaryProblem, Solver
+from tests._svm import fit_model, load_head, pair_objectives
+
+
+def test_registry_matches_parameter_table():
+    assert tuple(POLICIES) == HEURISTICS
+    with pytest.raises(ParameterError, match="heuristic must be one of"):
+        make_policy("eager")
+    with pytest.raises(ParameterError, match="heuristic"):
+        validate_svc_params(heuristic="eager")
+    with pytest.raises(ParameterError, match="reconstruction"):
+        validate_svc_params(reconstruction="sometimes")
+
+
+@pytest.mark.parametrize(
+    "name, n, expected",
+    [
+        ("none", 5000, []),
+        ("earliest", 5000, list(range(1, 1001))),
+        ("percent-1", 5000, list(range(50, 1001, 50))),
+        ("percent-5", 5000, [250, 500, 750, 1000]),
+        ("percent-10", 5000, [500, 1000]),
+        ("libsvm", 5000, [1000]),
+        ("libsvm", 300, [300, 600, 900]),
+        ("streak-3", 5000, [1000]),
+    ],
+)
+def test_check_schedule(name, n, expected):
+    p = make_policy(name)
+    got = [k for k in range(1, 1001) if p.check_now(k, n, gap=1.0, gap0=1.0, tol=1e-3)]
+    assert got == expected
+
+
+def test_lazy_policies_wait_for_the_gap():
+    gap_triggered, lazy = make_policy("gap-triggered"), make_policy("lazy")
+    assert not gap_triggered.check_now(1000, 5000, gap=0.5, gap0=1.0, tol=1e-3)
+    assert gap_triggered.check_now(1000, 5000, gap=0.05, gap0=1.0, tol=1e-3)
+    assert not lazy.check_now(1000, 5000, gap=0.2, gap0=1.0, tol=1e-3)
+    assert lazy.check_now(1000, 5000, gap=0.05, gap0=1.0, tol=1e-3)
+
+
+def test_rule_eliminates_only_bound_non_violators():
+    # rows: y, alpha, C, G ; m = 1, M = -1 (v = -y G)
+    y = np.array([1.0, 1.0, -1.0, -1.0, 1.0, 1.0, -1.0])
+    alpha = np.array([0.0, 1.0, 0.0, 1.0, 0.5, 0.0, 1.0])
+    C = np.ones(7)
+    G = np.array([2.0, -2.0, -2.0, 2.0, 5.0, 0.0, 0.0])
+    # v = [-2 (I_up only, < M: out), 2 (I_low only, > m: out), -2 (I_low only: stays),
+    #      -2... computed below]
+    v = -y * G
+    rows = np.arange(7, dtype=np.int64)
+    keep = np.empty(7, dtype=np.int64)
+    n_keep = eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, np.zeros(7, np.int64), 1, keep)
+    out = set(keep[n_keep:].tolist())
+    up_only = ((y > 0) & (alpha <= 0)) | ((y < 0) & (alpha >= C))
+    low_only = ((y < 0) & (alpha <= 0)) | ((y > 0) & (alpha >= C))
+    expected = set(np.flatnonzero((up_only & (v < -1)) | (low_only & (v > 1))).tolist())
+    assert out == expected and 4 not in out  # the free row stays
+    assert list(keep[:n_keep]) == sorted(keep[:n_keep])
+
+
+def test_streak_needs_consecutive_hits():
+    y, alpha, C, G = np.ones(1), np.zeros(1), np.ones(1), np.array([2.0])
+    rows, keep, streak = np.zeros(1, np.int64), np.empty(1, np.int64), np.zeros(1, np.int64)
+    assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 1
+    assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 1
+    G[0] = -5.0  # the rule fails once: the streak restarts
+    assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 1
+    G[0] = 2.0
+    for _ in range(2):
+        assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 1
+    assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 0
+
+
+SETS = {"a9a": ("a9a.xz", "a9a.t.xz", 1.0, 0.05, 123),
+        "w8a": ("w8a.xz", "w8a.t.xz", 1.0, 0.05, 300),
+        "ijcnn1": ("ijcnn1.xz", "ijcnn1.t.xz", 1.0, 1.0, 22)}  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=sorted(SETS))
+def reference(request, shared_data):
+    train, test, C, gamma, nf = SETS[request.param]
+    X, y = load_head(shared_data / train, 2500, n_features=nf)
+    Xt, _ = load_head(shared_data / test, 3000, n_features=nf)
+    ref = svm.SVC(C=C, gamma=gamma).fit(X, y)
+    none, _ = fit_model(X, y, C=C, gamma=gamma, heuristic="none")
+    return X, y, Xt, C, gamma, ref, none
+
+
+@pytest.mark.parametrize("reconstruction", ["single", "multi"])
+def test_every_heuristic_is_exact(reference, reconstruction):
+    X, y, Xt, C, gamma, ref, none = reference
+    ref_obj = pair_objectives(ref.dual_coef_, ref.support_vectors_, ref.n_support_, "rbf", gamma)
+    ref_pred = ref.predict(Xt)
+    for h in HEURISTICS:
+        model, stats = fit_model(X, y, C=C, gamma=gamma, heuristic=h,
+                                 reconstruction=reconstruction)  # fmt: skip
+        obj = model.meta["objective"][0]
+        assert obj == pytest.approx(none.meta["objective"][0], rel=1e-3), h
+        assert obj == pytest.approx(ref_obj[0], rel=1e-3), h
+        assert np.mean(model.predict(Xt) == ref_pred) >= 0.999, h
+        assert not model.meta["approximate"]
+
+
+def _full_gap(X, y, alpha, C, gamma):
+    """m - M over all rows, from the gradient recomputed from scratch."""
+    K = kernel_matrix(sp.csr_matrix(X), sp.csr_matrix(X), KERNELS["rbf"], gamma, 0.0, 3)
+    G = (np.outer(y, y) * K) @ alpha - 1.0
+    v = -y * G
+    up = ((y > 0) & (alpha < C)) | ((y < 0) & (alpha > 0))
+    low = ((y < 0) & (alpha < C)) | ((y > 0) & (alpha > 0))
+    return v[up].max() - v[low].min()
+
+
+def test_false_positives_are_found_and_repaired(shared_data):
+    X, y = load_head(shared_data / "heart_scale.xz")
+    y = np.where(y > 0, 1.0, -1.0)
+    C, gamma = 100.0, 0.05
+    cfg = make_svc_config(validate_svc_params(C=C, gamma=gamma, heuristic="earliest"), 13, 0)
+    stats = Stats()
+    problem = BinaryProblem(X, y, np.full(y.size, C), 0, y.size, 13)
+    res = Solver(Comm(), problem, cfg, stats).solve()
+    assert stats.counts["n_eliminated"] > 0
+    assert stats.counts["n_false_positive"] > 0
+    assert stats.counts["n_reconstruct"] > 0 and stats.seconds["reconstruct"] > 0
+    assert _full_gap(X, y, res.alpha, C, gamma) < cfg.tol * 1.01
+    ref, _ = fit_model(X, y, C=C, gamma=gamma, heuristic="none")
+    assert res.objective == pytest.approx(ref.meta["objective"][0], rel=1e-6)
+
+
+def test_approximate_is_flagged(shared_data, tmp_path):
+    from psvm.io.model_file import read_model, write_model
+
+    X, y = load_head(shared_data / "heart_scale.xz")
+    model, stats = fit_model(X, y, C=1000.0, gamma=0.5, heuristic="earliest",
+                             reconstruction="approximate")  # fmt: skip
+    assert stats.counts["n_eliminated"] > 0 and stats.counts.get("n_reconstruct", 0) == 0
+    assert model.meta["approximate"] is True
+    write_model(tmp_path / "m", model)
+    assert read_model(tmp_path / "m").meta["approximate"] is True
