@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
+import numpy as np
+
 
 class _Timer:
     __slots__ = ("stats", "name", "t0")
@@ -50,6 +52,8 @@ class Stats:
 
 # Counters every rank keeps identically (the loop runs in lockstep): not summed.
 SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct"})
+# Traces of per-rank quantities whose global value is the sum over ranks.
+SUMMED_TRACES = frozenset({"active"})
 
 
 def reduce_stats(comm, stats: Stats) -> dict:
@@ -85,6 +89,15 @@ def reduce_stats(comm, stats: Stats) -> dict:
             for v in verbs
         },
         "values": mine["values"],
-        "traces": mine["traces"],
-        "per_rank": [{"counts": r["counts"], "seconds": r["seconds"]} for r in ranks],
+        # traces are sampled at the same iterations on every rank (the loop is lockstep)
+        "traces": {
+            k: (np.sum([r["traces"][k] for r in ranks], axis=0).tolist() if k in SUMMED_TRACES
+                else v)
+            for k, v in mine["traces"].items()
+        },  # fmt: skip
+        "per_rank": [
+            {"counts": r["counts"], "seconds": r["seconds"],
+             "traces": {k: r["traces"][k] for k in SUMMED_TRACES if k in r["traces"]}}
+            for r in ranks
+        ],  # fmt: skip
     }

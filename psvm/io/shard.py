@@ -183,7 +183,7 @@ def load_shard(
     """
     path = os.fspath(path)
     if n_features is not None and (int(n_features) != n_features or n_features < 1):
-        raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
+        comm.agree(ValueError(f"n_features must be a positive integer, got {n_features!r}"))
 
     comm.agree(_check_readable(path))
     raw = _decompress_once_per_node(comm, path)
@@ -208,15 +208,15 @@ def load_shard(
     max_index, max_row_nnz = (int(v) for v in comm.max_(local_max))
     counts = comm.allgatherv(np.array([y.size], dtype=np.int64))
     n_samples = int(counts.sum())
-    if n_samples == 0:
-        raise LibsvmFormatError(path, None, "no data lines (empty file)")
+    if n_samples == 0:  # agree() marks it collective: every rank raises it
+        comm.agree(LibsvmFormatError(path, None, "no data lines (empty file)"))
     classes = labels_in_order(comm, y)
     if len(classes) < min_classes:
         if len(classes) == 1:
             reason = f"only one class (label {_format_label(classes[0])})"
         else:
             reason = f"only {len(classes)} classes"
-        raise LibsvmFormatError(path, None, f"{reason}; at least {min_classes} are needed")
+        comm.agree(LibsvmFormatError(path, None, f"{reason}; at least {min_classes} are needed"))
 
     if balance and comm.size > 1:
         y, row_nnz, indices, data, offsets = _rebalance(comm, y, row_nnz, indices, data)

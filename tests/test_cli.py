@@ -1,0 +1,104 @@
+"""psvm-train / psvm-predict: LIBSVM flags, bad input and bad options under mpiexec."""
+
+import numpy as np
+import pytest
+
+from psvm.cli.train import parse_args
+from tests._svm import run_cli
+
+TRAIN = "psvm.cli.train"
+PREDICT = "psvm.cli.predict"
+GOOD = "1 1:0.5 3:1\n-1 1:-0.5 2:1\n1 2:0.25 3:0.5\n-1 1:-1 3:-0.5\n"
+
+BAD_FILES = {
+    # name: (content, expected message fragment, line)
+    "malformed": (GOOD + "1 1:0.5 3:x\n", "3:x", 5),
+    "index zero": (GOOD + "1 0:1\n", "index", 5),
+    "descending": ("1 2:1 1:1\n" + GOOD, "ascending", 1),
+    "nan value": (GOOD + "-1 1:nan\n", "NaN", 5),
+    "inf value": ("1 2:inf\n" + GOOD, "inf", 1),
+    "missing colon": (GOOD + "1 1 0.5\n", "", 5),
+    "one class": ("1 1:1\n1 2:1\n1 1:0.5\n", "only one class", None),
+    "empty": ("", "empty", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_training_file_fails_cleanly_on_every_rank(tmp_path, case):
+    n = 3 if case in ("malformed", "one class") else 2
+    content, fragment, line = BAD_FILES[case]
+    data = tmp_path / "bad.txt"
+    data.write_text(content)
+    model = tmp_path / "out.model"
+    r = run_cli(TRAIN, ["-q", data, model], n, timeout=60)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr, r.stderr
+    errors = [s for s in r.stderr.splitlines() if s.startswith("psvm-train: error:")]
+    assert len(errors) == 1, r.stderr  # reported once, by rank 0
+    assert str(data) in errors[0] and fragment.lower() in errors[0].lower()
+    if line is not None:
+        assert f"{data}:{line}:" in errors[0]
+    assert not model.exists()
+    assert list(tmp_path.iterdir()) == [data]  # no temporary model file either
+
+
+def test_missing_file(tmp_path):
+    r = run_cli(TRAIN, ["-q", tmp_path / "nope.txt", tmp_path / "m"], 2, timeout=60)
+    assert r.returncode != 0 and "nope.txt" in r.stderr
+    assert r.stderr.count("psvm-train: error:") == 1
+
+
+def test_test_file_with_more_features_than_the_model(tmp_path):
+    data, test = tmp_path / "train.txt", tmp_path / "test.txt"
+    data.write_text(GOOD)
+    test.write_text("1 1:1\n-1 7:1\n")
+    r = run_cli(TRAIN, ["-q", data, tmp_path / "m"], 2, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = run_cli(PREDICT, [test, tmp_path / "m", tmp_path / "out"], 2, timeout=60)
+    assert r.returncode != 0
+    assert f"{test}:2:" in r.stderr and "7" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["-c", "abc", "f"], "-c expects a number"),
+        (["-c", "-1", "f"], "C must be > 0"),
+        (["-g", "0", "f"], "gamma must be > 0"),
+        (["-t", "7", "f"], "kernel_type"),
+        (["-m", "0", "f"], "cache_size must be > 0"),
+        (["-e", "0", "f"], "tol must be > 0"),
+        (["--heuristic", "eager", "f"], "heuristic must be one of"),
+        (["-s", "1", "f"], "C-SVC only"),
+        (["-x", "1", "f"], "unknown option -x"),
+        ([], "expected training_set_file"),
+    ],
+)
+def test_bad_options_name_the_parameter(tmp_path, argv, fragment):
+    (tmp_path / "f").write_text(GOOD)
+    n = 2 if argv[:1] == ["-c"] else None  # every rank validates alike: one MPI case suffices
+    r = run_cli(TRAIN, argv, n, timeout=60, cwd=tmp_path)
+    assert r.returncode != 0
+    assert fragment in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_flags_map_to_parameters():
+    o = parse_args(["-t", "1", "-d", "2", "-g", "0.5", "-r", "1", "-c", "3", "-e", "0.01",
+                    "-m", "50", "-w1", "2", "-w-1", "0.5", "-h", "0", "-q", "tr", "out"])  # fmt: skip
+    assert o["kernel"] == "poly" and o["degree"] == 2 and o["gamma"] == 0.5 and o["coef0"] == 1
+    assert o["C"] == 3 and o["tol"] == 0.01 and o["cache_size"] == 50
+    assert o["class_weight"] == {1.0: 2.0, -1.0: 0.5} and o["heuristic"] == "none"
+    assert o["quiet"] and (o["train"], o["model"]) == ("tr", "out")
+    assert parse_args(["dir/a9a"])["model"] == "a9a.model"  # LIBSVM's default name
+
+
+def test_train_and_predict_in_one_process(tmp_path):
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD)
+    r = run_cli(TRAIN, [data, tmp_path / "m"], None)
+    assert r.returncode == 0 and "optimization finished" in r.stdout
+    r = run_cli(PREDICT, [data, tmp_path / "m", tmp_path / "p"], None)
+    assert r.returncode == 0 and r.stdout.startswith("Accuracy = 100% (4/4)")
+    assert np.loadtxt(tmp_path / "p").tolist() == [1, -1, 1, -1]
