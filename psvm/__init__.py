@@ -1,13 +1,14 @@
 """psvm: parallel support vector machines over MPI.
 
 ``psvm.SVC`` trains an exact kernel SVM with a distributed SMO solver;
+``psvm.SGDSVC`` a linear SVM by parallel SGD with tuned model synchronisation;
 the command lines ``psvm-train`` / ``psvm-predict`` follow LIBSVM.
 Heavy modules are imported lazily so command-line start-up stays short.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["SVC", "__version__"]
+__all__ = ["SGDSVC", "SVC", "__version__"]
 
 
 def __getattr__(name):
@@ -15,4 +16,8 @@ def __getattr__(name):
         from psvm.estimator import SVC
 
         return SVC
+    if name == "SGDSVC":
+        from psvm.sgd.estimator import SGDSVC
+
+        return SGDSVC
     raise AttributeError(f"module 'psvm' has no attribute {name!r}")

@@ -143,7 +143,7 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
         check_classification_targets(y)
         sw = _check_sample_weight(sample_weight, X.shape[0])
     except ValueError as e:
-        error = e
+        error = e if comm.size == 1 or not sharded else type(e)(f"rank {comm.rank}: {e}")
     comm.agree(error)
     sparse = sp.issparse(X)
     Xc = _canonical_csr(X)
@@ -170,10 +170,15 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
     for r in parts:
         class_counts[np.searchsorted(classes, r[2])] += r[3]
     positive = np.unique(np.concatenate([r[4] for r in parts if r[4].size] or [r[4]]))
-    if classes.size < 2 or positive.size < 2:
-        which = "samples" if classes.size < 2 else "samples with positive sample_weight"
-        raise ValueError(f"The number of classes has to be greater than one: all {which} "
-                         f"belong to class {positive[:1].tolist() or classes.tolist()}")  # fmt: skip
+    if positive.size == 0:
+        raise ValueError("sample_weight is zero for every sample: at least two classes need "
+                         "samples of positive weight")  # fmt: skip
+    if classes.size < 2:
+        raise ValueError(f"The number of classes has to be greater than one; got 1 class "
+                         f"({classes[0]!r})")  # fmt: skip
+    if positive.size < 2:
+        raise ValueError(f"all samples with positive sample_weight belong to one class "
+                         f"({positive[0]!r}); at least two classes are needed")  # fmt: skip
     if positive.size < classes.size:
         missing = np.setdiff1d(classes, positive).tolist()
         raise ValueError(f"class {missing} has no sample with positive sample_weight; "
@@ -237,6 +242,18 @@ def ovr_decision(dec: np.ndarray, k: int) -> np.ndarray:
     return votes + conf / (3 * (np.abs(conf) + 1))
 
 
+def fit_report(report: dict, model, data: FitInput) -> dict:
+    """The reduced run statistics plus the fit's totals, as plain JSON types."""
+    hits, misses = (report["counts"].get(key, 0) for key in ("cache_hits", "cache_misses"))
+    report["values"].update(
+        n_samples=data.n_samples, n_features=data.n_features,
+        n_support=int(model.support_vectors.shape[0]), objective=model.meta["objective"],
+        cache_hit_rate=hits / (hits + misses) if hits + misses else 0.0,
+        **{key: model.meta[key] for key in ("heuristic", "reconstruction", "approximate")},
+    )  # fmt: skip
+    return jsonable(report)
+
+
 def jsonable(obj):
     """Plain Python containers and numbers only, so that ``json.dumps`` takes it."""
     if isinstance(obj, dict):
@@ -246,3 +263,15 @@ def jsonable(obj):
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
+
+
+def linear_coef(model) -> np.ndarray:
+    """Primal weights sum_i coef_i x_i of each class pair of a linear-kernel model (LIBSVM sign)."""
+    start = np.concatenate(([0], np.cumsum(model.n_support)))
+    SV, coef, k = model.support_vectors, model.dual_coef, model.n_classes
+    rows = []
+    for i in range(k):
+        for j in range(i + 1, k):
+            si, sj = slice(start[i], start[i + 1]), slice(start[j], start[j + 1])
+            rows.append(np.ravel(coef[j - 1, si] @ SV[si] + coef[i, sj] @ SV[sj]))
+    return np.array(rows).reshape(len(rows), SV.shape[1])

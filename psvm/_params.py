@@ -128,3 +128,86 @@ def resolve_gamma(gamma, n_features: int, x_var: float) -> float:
 
 def make_svc_config(params: dict, n_features: int, x_var: float) -> SVCConfig:
     return SVCConfig(**{**params, "gamma": resolve_gamma(params["gamma"], n_features, x_var)})
+
+
+# -- parallel SGD linear SVM ------------------------------------------------------
+
+SGD_SCHEDULES = ("pegasos", "optimal", "constant", "epoch")  # codes: psvm.sgd.steps.SCHEDULES
+
+
+@dataclass(frozen=True)
+class SGDConfig:
+    """Validated settings of the parallel SGD linear SVM (see :class:`psvm.SGDSVC`).
+
+    ``sync_every`` is a period in local samples or ``"auto"``; ``average`` is
+    the local step at which averaging starts (0: no averaging).
+    """
+
+    alpha: float = 1e-4
+    learning_rate: str = "optimal"
+    eta0: float = 0.01
+    sync_every: int | str = "auto"
+    msf_target: float = 0.1
+    max_iter: int = 1000
+    tol: float | None = 1e-3
+    n_iter_no_change: int = 5
+    shuffle: bool = True
+    average: int = 1
+    fit_intercept: bool = True
+    intercept_decay: float = 1.0
+    verbose: bool = False
+
+    @property
+    def schedule_id(self) -> int:
+        from psvm.sgd.steps import SCHEDULES
+
+        return SCHEDULES[self.learning_rate]
+
+
+def validate_sgd_params(
+    *,
+    alpha=1e-4,
+    learning_rate="optimal",
+    eta0=0.01,
+    sync_every="auto",
+    msf_target=0.1,
+    max_iter=1000,
+    tol=1e-3,
+    n_iter_no_change=5,
+    shuffle=True,
+    average=True,
+    fit_intercept=True,
+    intercept_decay=1.0,
+    verbose=False,
+) -> SGDConfig:
+    """Check the SGD parameters once (every rank alike) and freeze them into an SGDConfig.
+
+    ``average`` follows scikit-learn: True starts averaging at the first step,
+    an integer n at local step n, False (or 0) disables it.
+    """
+    if not isinstance(average, (bool, numbers.Integral)) or average < 0:
+        raise ParameterError(f"average must be a bool or an integer >= 0, got {average!r}")
+    if tol is not None:
+        tol = float(_number("tol", tol, low=0))
+    period = _number("sync_every", sync_every, kind=numbers.Integral, low=1, allowed=("auto",))
+    out = SGDConfig(
+        alpha=float(_number("alpha", alpha, low=0, low_open=True)),
+        learning_rate=_choice("learning_rate", learning_rate, SGD_SCHEDULES),
+        eta0=float(_number("eta0", eta0, low=0)),
+        sync_every=period if period == "auto" else int(period),
+        msf_target=float(_number("msf_target", msf_target, low=0, low_open=True)),
+        max_iter=int(_number("max_iter", max_iter, kind=numbers.Integral, low=1)),
+        tol=tol,
+        n_iter_no_change=int(_number("n_iter_no_change", n_iter_no_change,
+                                     kind=numbers.Integral, low=1)),  # fmt: skip
+        shuffle=bool(shuffle),
+        average=int(average),
+        fit_intercept=bool(fit_intercept),
+        intercept_decay=float(_number("intercept_decay", intercept_decay, low=0, low_open=True)),
+        verbose=bool(verbose),
+    )
+    if out.msf_target >= 1:
+        raise ParameterError(f"msf_target must be < 1 (a share of the time), got {msf_target!r}")
+    if out.learning_rate == "constant" and out.eta0 <= 0:
+        raise ParameterError(f"eta0 must be > 0 with learning_rate='constant', got {eta0!r}")
+    return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from psvm._params import HEURISTICS, RECONSTRUCTIONS, ParameterError
+from psvm._params import HEURISTICS, ParameterError
 
 
 @njit(cache=True, nogil=True)

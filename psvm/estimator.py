@@ -17,7 +17,8 @@ from psvm._face import (
     check_face_params,
     class_weight_vector,
     fit_input,
-    jsonable,
+    fit_report,
+    linear_coef,
     numba_threads,
     ovr_decision,
     resolve_heuristic,
@@ -226,12 +227,9 @@ class SVC(ClassifierMixin, BaseEstimator):
             if owned:
                 comm.free()
         if self.fit_status_:
-            warnings.warn(
-                f"Solver terminated early (max_iter={self.max_iter}). Consider "
-                "pre-processing your data with StandardScaler or MinMaxScaler.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            warnings.warn(f"Solver terminated early (max_iter={self.max_iter}). Consider "
+                          "pre-processing your data with StandardScaler or MinMaxScaler.",
+                          ConvergenceWarning, stacklevel=2)  # fmt: skip
         return self
 
     def _fit(self, comm, params: dict, X, y, sample_weight) -> None:
@@ -244,18 +242,12 @@ class SVC(ClassifierMixin, BaseEstimator):
         stats = Stats()
         log = print if self.verbose and comm.rank == 0 else None
         with stats.timer("train"):
-            model, support = fit_ovo(comm, data.shard(), params, np.arange(k, dtype=np.float64),
-                                     sample_weight=data.sample_weight, stats=stats, log=log)  # fmt: skip
+            model, support = fit_ovo(
+                comm, data.shard(), params, np.arange(k, dtype=np.float64),
+                sample_weight=data.sample_weight, stats=stats, log=log,
+            )  # fmt: skip
         model.classes = data.classes
-        report = reduce_stats(comm, stats)
-        hits, misses = report["counts"].get("cache_hits", 0), report["counts"].get("cache_misses", 0)
-        report["values"].update(
-            n_samples=data.n_samples, n_features=data.n_features,
-            n_support=int(support.size), objective=model.meta["objective"],
-            cache_hit_rate=hits / (hits + misses) if hits + misses else 0.0,
-            **{key: model.meta[key] for key in ("heuristic", "reconstruction", "approximate")},
-        )  # fmt: skip
-        self.fit_stats_ = jsonable(report)
+        self.fit_stats_ = fit_report(reduce_stats(comm, stats), model, data)
         self._set_model(model, support, (data.n_samples, data.n_features), data.sparse)
 
     def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
@@ -331,17 +323,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         if self.kernel != "linear":
             raise AttributeError("coef_ is only available when using a linear kernel")
         check_is_fitted(self)
-        m = self._model
-        start = np.concatenate(([0], np.cumsum(m.n_support)))
-        sign = -1.0 if m.n_classes == 2 else 1.0
-        rows = []
-        for i in range(m.n_classes):
-            for j in range(i + 1, m.n_classes):
-                si, sj = slice(start[i], start[i + 1]), slice(start[j], start[j + 1])
-                w = m.dual_coef[j - 1, si] @ m.support_vectors[si]
-                w = w + m.dual_coef[i, sj] @ m.support_vectors[sj]
-                rows.append(sign * np.asarray(w).ravel())
-        return np.array(rows).reshape(len(rows), m.support_vectors.shape[1])
+        return linear_coef(self._model) * (-1.0 if self.classes_.size == 2 else 1.0)
 
     # -- LIBSVM model files ------------------------------------------------------------------
     def to_libsvm_model(self, path: str | os.PathLike) -> None:

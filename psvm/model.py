@@ -79,7 +79,7 @@ class SVCModel:
         self.classes = np.asarray(self.classes)
         self.n_support = np.asarray(self.n_support, dtype=np.int64)
         self.support_vectors = _as_csr(self.support_vectors)
-        self.dual_coef = np.asarray(self.dual_coef, dtype=np.float64)
+        self.dual_coef = np.ascontiguousarray(self.dual_coef, dtype=np.float64)  # one BLAS path
         self.rho = np.asarray(self.rho, dtype=np.float64)
         self.validate()
         sv = self.support_vectors
@@ -265,9 +265,9 @@ class SVCModel:
             for b in range(k):
                 if b != a:  # class a's SVs keep their coefficient row for the pair (a, b)
                     sign = 1.0 if (perm[a] < perm[b]) == (a < b) else -1.0
-                    dual_coef[_coef_row(a, b), dst] = sign * self.dual_coef[
-                        _coef_row(perm[a], perm[b]), src
-                    ]
+                    dual_coef[_coef_row(a, b), dst] = (
+                        sign * self.dual_coef[_coef_row(perm[a], perm[b]), src]
+                    )
         rho = np.empty_like(self.rho)
         for a in range(k):
             for b in range(a + 1, k):

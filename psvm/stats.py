@@ -51,7 +51,7 @@ class Stats:
 
 
 # Counters every rank keeps identically (the loop runs in lockstep): not summed.
-SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct"})
+SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct", "n_sync", "n_msf_backoff"})
 # Traces of per-rank quantities whose global value is the sum over ranks.
 SUMMED_TRACES = frozenset({"active"})
 

@@ -77,7 +77,7 @@ def test_test_file_with_more_features_than_the_model(tmp_path):
 )
 def test_bad_options_name_the_parameter(tmp_path, argv, fragment):
     (tmp_path / "f").write_text(GOOD)
-    n = 2 if argv[:1] == ["-c"] else None  # every rank validates alike: one MPI case suffices
+    n = 2 if argv[:1] == ["-c"] else None  # ranks validate alike: one MPI case is enough
     r = run_cli(TRAIN, argv, n, timeout=60, cwd=tmp_path)
     assert r.returncode != 0
     assert fragment in r.stderr, r.stderr

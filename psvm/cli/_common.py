@@ -7,7 +7,6 @@ import traceback
 from collections.abc import Callable
 
 
-
 class UsageError(ValueError):
     """Bad command line; raised identically on every rank."""
 

@@ -11,13 +11,14 @@ import sys
 import time
 
 from psvm.cli._common import UsageError, number, run_main
+from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
 KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
 
 # flag -> (parameter name, parser, help). One table drives parsing and usage.
 FLAGS = {
     "-s": ("svm_type", int, "svm_type: 0 -- C-SVC (the only type psvm trains)"),
-    "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 radial basis (default), 3 sigmoid"),
+    "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid"),
     "-d": ("degree", int, "degree in kernel function (default 3)"),
     "-g": ("gamma", float, "gamma in kernel function (default 1/num_features)"),
     "-r": ("coef0", float, "coef0 in kernel function (default 0)"),
@@ -32,12 +33,14 @@ FLAGS = {
     "--max-iter": ("max_iter", int, "iteration limit per binary problem (default: no limit)"),
     "--n-features": ("n_features", int, "number of features (default: largest index in the file)"),
     "--stats": ("stats", str, "write run statistics as JSON to this file"),
+    "--solver": ("solver", str, "smo (default: kernel SVM) or sgd (linear SVM, see below)"),
 }
 USAGE = (
     "Usage: psvm-train [options] training_set_file [model_file]\noptions:\n"
     + "\n".join(f"{flag} {name}: {text}" for flag, (name, _, text) in FLAGS.items())
     + "\n-wi weight: set the parameter C of class i to weight*C (default 1)"
     + "\n-q : quiet mode (no outputs)"
+    + "\n\n" + SGD_USAGE
 )
 
 
@@ -68,6 +71,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError("expected training_set_file [model_file]")
     opts["train"] = rest[0]
     opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
+    if opts.get("solver", "smo") != "smo":
+        raise UsageError(f"--solver {opts['solver']}: must be smo or sgd")
     if opts.get("svm_type", 0) != 0:
         raise UsageError(f"-s {opts['svm_type']}: psvm trains C-SVC only (-s 0)")
     if opts.get("probability", 0) != 0:
@@ -93,7 +98,21 @@ def libsvm_class_order(labels):
     return labels
 
 
+def solver_of(argv: list[str]) -> str:
+    """The ``--solver`` value, read with parse_args's token rules (-q alone, flags in pairs)."""
+    k = 0
+    while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
+        if argv[k] == "--solver" and k + 1 < len(argv):
+            return argv[k + 1]
+        k += 1 if argv[k] == "-q" else 2
+    return "smo"
+
+
 def _body(argv: list[str]) -> int:
+    if solver_of(argv) == "sgd":
+        from psvm.cli.train_sgd import body
+
+        return body(argv)
     import numpy as np
 
     from psvm._params import validate_svc_params

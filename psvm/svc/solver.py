@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.cache import ColumnCache
+from psvm.elimination import MULTI_GAPS, eliminate_rows, make_policy
 from psvm.kernels import (
     csc_cost,
     csr_arrays,
@@ -39,9 +40,8 @@ from psvm.kernels import (
     row_sq_norms,
 )
 from psvm.stats import Stats
-from psvm.svc.select import select_candidates, select_second_order
-from psvm.elimination import MULTI_GAPS, eliminate_rows, make_policy
 from psvm.svc.reconstruct import reconstruct_gradient, violators
+from psvm.svc.select import select_candidates, select_second_order
 from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
 from psvm.svc.update import (
     two_variable_step,

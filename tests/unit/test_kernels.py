@@ -44,8 +44,9 @@ def test_kernel_column_and_diag_match_sklearn(data, name):
     for i in (0, 3, 17):
         s, e = indptr[i], indptr[i + 1]
         out = np.full(data.shape[0], np.nan)
+        kp = (kid, PARAMS["gamma"], PARAMS["coef0"], PARAMS["degree"])
         kernel_column(indices[s:e], values[s:e], sq[i], indptr, indices, values, sq, rows,
-                      kid, PARAMS["gamma"], PARAMS["coef0"], PARAMS["degree"], work, out)  # fmt: skip
+                      *kp, work, out)  # fmt: skip
         np.testing.assert_allclose(out, ref[i], rtol=1e-12, atol=1e-12)
         assert not work.any(), "work vector must be zeroed again"
     diag = kernel_diag(indptr, values, sq, kid, PARAMS["gamma"], PARAMS["coef0"],

@@ -74,5 +74,5 @@ def test_step_minimises_the_two_variable_problem(seed):
     grid = np.linspace(0, C_i, 20001)
     gj = (s - y_i * grid) * y_j
     feasible = (gj >= 0) & (gj <= C_j)
-    best = min(f(b, c) for b, c in zip(grid[feasible], gj[feasible]))
+    best = min(f(b, c) for b, c in zip(grid[feasible], gj[feasible], strict=True))
     assert f(new_i, new_j) <= best + 1e-7

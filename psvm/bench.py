@@ -1,0 +1,199 @@
+"""What the benchmark scripts and the heuristics study share.
+
+The data-set table (file names in ``../shared/data``, C, gamma, n_features),
+head-of-file subsets in psvm's decompression cache (never in the repository),
+the launch of :mod:`psvm.bench_worker` under ``mpiexec -n P``, the
+scikit-learn SVC reference, the dual objective of a fitted model and the
+machine description printed with every result. Used by
+``psvm-report heuristics`` (:mod:`psvm.study`), ``benchmarks/run_all.py`` and
+``benchmarks/bench_svc.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A LIBSVM benchmark set: files in the shared data directory and its SVM parameters."""
+
+    name: str
+    train: str
+    test: str | None  # None: accuracy is measured on the training rows
+    C: float
+    gamma: float
+    n_features: int
+
+
+DATASETS = {
+    d.name: d
+    for d in (
+        Dataset("a9a", "a9a.xz", "a9a.t.xz", 1.0, 0.05, 123),
+        Dataset("w8a", "w8a.xz", "w8a.t.xz", 1.0, 0.05, 300),
+        Dataset("ijcnn1", "ijcnn1.xz", "ijcnn1.t.xz", 1.0, 1.0, 22),
+        Dataset("skin_nonskin", "skin_nonskin.xz", None, 1.0, 1e-3, 3),
+        Dataset("mushrooms", "mushrooms.xz", None, 1.0, 0.05, 112),
+        Dataset("heart_scale", "heart_scale.xz", None, 1.0, 0.05, 13),
+    )
+}
+
+
+def data_dir() -> Path:
+    """``$PSVM_SHARED_DATA``, else ``../shared/data`` next to the repository."""
+    return Path(os.environ.get("PSVM_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def head_path(src: str | Path, rows: int | None) -> str:
+    """A plain-text path holding the first ``rows`` lines of ``src`` (all if None).
+
+    Subsets live next to psvm's decompressed copies (``$PSVM_CACHE_DIR``), keyed
+    by the cached file's name, so they are made once and never enter the repository.
+    """
+    from psvm.io.libsvm_format import uncompressed_path
+
+    plain = uncompressed_path(str(src))
+    if rows is None:
+        return plain
+    target = f"{plain}.head{rows}"
+    if not os.path.exists(target):
+        tmp = f"{target}.tmp{os.getpid()}"
+        with open(plain, "rb") as f, open(tmp, "wb") as out:
+            for k, line in enumerate(f):
+                if k >= rows:
+                    break
+                out.write(line)
+        os.replace(tmp, target)
+    return target
+
+
+def dataset_paths(ds: Dataset, rows: int | None, test_rows: int | None) -> tuple[str, str]:
+    """Train and test files (test: the training subset when the set has no split)."""
+    train = head_path(data_dir() / ds.train, rows)
+    test = head_path(data_dir() / ds.test, test_rows) if ds.test else train
+    return train, test
+
+
+def count_lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def load_csr(path: str, n_features: int):
+    """A LIBSVM file as CSR with 32-bit indices (scikit-learn's SVC refuses 64-bit ones)."""
+    import scipy.sparse as sp
+    from sklearn.datasets import load_svmlight_file
+
+    X, y = load_svmlight_file(path, n_features=n_features, zero_based=False)
+    X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), X.shape)
+    return X, y
+
+
+def dual_objective(SV, coef, gamma: float, block: int = 512) -> float:
+    """1/2 c'Kc - sum|c| of a binary RBF model (c = y_t alpha_t), by row blocks of K."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    c = np.asarray(coef.toarray() if hasattr(coef, "toarray") else coef, dtype=np.float64).ravel()
+    quad = 0.0
+    for s in range(0, c.size, block):
+        quad += c[s : s + block] @ (rbf_kernel(SV[s : s + block], SV, gamma=gamma) @ c)
+    return float(0.5 * quad - np.abs(c).sum())
+
+
+def sklearn_svc_fit(X, y, Xt, yt, ds: Dataset, *, shrinking: bool, tol: float, cache: float):
+    """Fit scikit-learn's SVC (LIBSVM inside); the time covers ``fit`` only."""
+    from sklearn.svm import SVC
+
+    clf = SVC(C=ds.C, gamma=ds.gamma, tol=tol, cache_size=cache, shrinking=shrinking)
+    t = time.perf_counter()
+    clf.fit(X, y)
+    seconds = time.perf_counter() - t
+    binary = len(clf.classes_) == 2
+    return {
+        "seconds": seconds,
+        "accuracy": float(np.mean(clf.predict(Xt) == yt)),
+        "n_support": int(clf.n_support_.sum()),
+        "n_iter": int(np.sum(clf.n_iter_)),
+        "objective": dual_objective(clf.support_vectors_, clf.dual_coef_, ds.gamma)
+        if binary else None,
+        "command": f"sklearn.svm.SVC(C={ds.C:g}, gamma={ds.gamma:g}, tol={tol:g}, "
+        f"cache_size={cache:g}, shrinking={shrinking}).fit(X, y)",
+    }  # fmt: skip
+
+
+def mpiexec() -> str:
+    """The mpiexec next to this Python (the mpich wheel), else the one on PATH."""
+    here = os.path.dirname(sys.executable)
+    found = shutil.which("mpiexec", path=here) or shutil.which("mpiexec")
+    if found is None:
+        raise RuntimeError("mpiexec not found: install the mpich wheel")
+    return found
+
+
+def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | None = None) -> list:
+    """Run a plan (see :mod:`psvm.bench_worker`) under ``mpiexec -n ranks``; its records.
+
+    Each rank is one single-threaded process (numba and BLAS threads set to 1),
+    so P ranks use P cores.
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    plan_path, out = workdir / "plan.json", workdir / "records.jsonl"
+    out.unlink(missing_ok=True)
+    plan_path.write_text(json.dumps({**plan, "out": str(out), "workdir": str(workdir)}))
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
+    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "psvm.bench_worker", str(plan_path)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+def versions() -> dict:
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for pkg in ("psvm", "numpy", "scipy", "numba", "mpi4py", "mpich", "scikit-learn",
+                "libsvm-official", "matplotlib"):  # fmt: skip
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def machine() -> dict:
+    """Host, CPU model, cores, memory, OS and load at the time of the call."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = round(int(f.readline().split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "host": platform.node(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gb": mem,
+        "os": f"{platform.system()} {platform.release()}",
+        "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }

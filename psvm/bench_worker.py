@@ -1,0 +1,136 @@
+"""Run a list of ``psvm-train`` jobs inside one ``mpiexec`` launch; one JSON record per run.
+
+    mpiexec -n P python -m psvm.bench_worker plan.json
+
+Each run calls :func:`psvm.cli.train.main` with its argv: the same code path
+as the ``psvm-train`` command, without paying interpreter start-up and the
+numba cache load once per run (an optional warm-up run, discarded, pays it
+once). Before each run the communicator's per-verb counters are cleared and
+the ranks meet, so the statistics and timers cover that run only. Rank 0
+then reads the statistics and the model file, predicts the test file and
+appends the record to ``plan["out"]``.
+
+Plan keys: ``train``, ``test``, ``n_features``, ``workdir``, ``out``,
+``runs`` (``flags``: psvm-train options; ``meta``: copied into the record;
+``traces``: keep the sampled traces; ``exact_objective``: recompute the dual
+objective from the model's support vectors, for runs whose own value is not
+exact), ``warmup`` (flags or null).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shlex
+import sys
+import time
+
+MAX_TRACE = 100  # trace points kept per record (uniformly sampled, last point kept)
+
+
+def peak_rss_mb() -> float:
+    """This process's high-water resident set size (Linux: ru_maxrss is in KiB)."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(kb / (1 if sys.platform != "darwin" else 1024) / 1024, 1)
+
+
+def sample_traces(traces: dict, limit: int = MAX_TRACE) -> dict:
+    """Keep at most ``limit`` evenly spaced points of every trace (same points for all)."""
+    n = max((len(v) for v in traces.values()), default=0)
+    if n <= limit:
+        return traces
+    step = (n - 1) / (limit - 1)
+    keep = sorted({round(k * step) for k in range(limit)})
+    return {k: [v[i] for i in keep if i < len(v)] for k, v in traces.items()}
+
+
+def slim_stats(stats: dict, keep_traces: bool) -> dict:
+    """The statistics of a record: traces sampled, or dropped when not kept."""
+    out = dict(stats)
+    if keep_traces:
+        out["traces"] = sample_traces(stats.get("traces", {}))
+        out["per_rank"] = [
+            {**r, "traces": sample_traces(r.get("traces", {}))} for r in stats.get("per_rank", [])
+        ]
+    else:
+        out.pop("traces", None)
+        out["per_rank"] = [{k: v for k, v in r.items() if k != "traces"}
+                           for r in stats.get("per_rank", [])]  # fmt: skip
+    return out
+
+
+def _load_model(path: str):
+    try:
+        from psvm.sgd.model import is_linear_model_file, read_linear_model
+    except ImportError:
+        is_linear_model_file = None
+    if is_linear_model_file is not None and is_linear_model_file(path):
+        return read_linear_model(path)
+    from psvm.io.model_file import read_model
+
+    return read_model(path)
+
+
+def main(plan_path: str) -> int:
+    import numpy as np
+
+    from psvm.cli import train
+    from psvm.comm import world
+
+    with open(plan_path) as f:
+        plan = json.load(f)
+    comm = world()
+    work, nf = plan["workdir"], int(plan["n_features"])
+    model_path = os.path.join(work, "model.txt")
+    stats_path = os.path.join(work, "stats.json")
+    test = None  # read on rank 0 after the first run, so it is not in that run's peak RSS
+    tail = ["--n-features", str(nf), "--stats", stats_path, plan["train"], model_path]
+    if plan.get("warmup"):
+        train.main(["-q", *plan["warmup"], *tail])
+    for run in plan["runs"]:
+        argv = ["-q", *run["flags"], *tail]
+        comm.allgather_obj(None)  # start together
+        comm.counters.clear()
+        t0 = time.perf_counter()
+        rc = train.main(argv)
+        wall = time.perf_counter() - t0
+        rss = comm.allgather_obj(peak_rss_mb())
+        if comm.rank != 0:
+            continue
+        record = {
+            "schema": 1,
+            "kind": "psvm",
+            **run.get("meta", {}),
+            "ranks": comm.size,
+            "command": f"mpiexec -n {comm.size} psvm-train {shlex.join(argv)}",
+            "returncode": rc,
+            "wall_seconds": wall,
+            "peak_rss_mb": rss,
+        }
+        if rc == 0:
+            with open(stats_path) as f:
+                stats = json.load(f)
+            model = _load_model(model_path)
+            if test is None:
+                from psvm.io.libsvm_format import read_libsvm
+
+                test = read_libsvm(plan["test"], n_features=nf)
+            Xt, yt = test
+            record["accuracy"] = float(np.mean(model.predict(Xt) == yt))
+            record["n_test"] = int(yt.size)
+            record["stats"] = slim_stats(stats, bool(run.get("traces", True)))
+            if run.get("exact_objective") and getattr(model, "kernel", None) == "rbf" \
+                    and len(model.classes) == 2:
+                from psvm.bench import dual_objective
+
+                # psvm's own value uses the stale gradients of rows never reconstructed
+                record["objective_recomputed"] = dual_objective(
+                    model.support_vectors, model.dual_coef, model.gamma)
+        with open(plan["out"], "a") as f:
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

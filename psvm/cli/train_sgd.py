@@ -1,0 +1,156 @@
+"""``psvm-train --solver sgd``: the parallel SGD linear SVM from the command line.
+
+    mpiexec -n 2 psvm-train --solver sgd --lambda 3e-5 --sync-every auto a9a a9a.model
+
+The model is written in LIBLINEAR's text format (see :mod:`psvm.sgd.model`);
+``psvm-predict`` recognises it by its first line. Only the names are parsed
+at import: this module is imported by ``psvm-train`` for its usage text.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from psvm.cli._common import UsageError, number
+
+# flag -> (parameter name, parser, help). One table drives parsing and usage.
+FLAGS = {
+    "--solver": ("solver", str, "smo (default) or sgd; the flags below are for sgd"),
+    "--lambda": (
+        "alpha",
+        float,
+        "regularisation lambda; LIBLINEAR's C = 1/(n lambda) (default 1/n, i.e. C = 1)",
+    ),  # fmt: skip
+    "--epochs": ("max_iter", int, "maximum number of epochs (default 1000)"),
+    "--sync-every": (
+        "sync_every",
+        str,
+        "local samples between model averages, or auto (default auto)",
+    ),  # fmt: skip
+    "--msf-target": ("msf_target", float, "auto: target share of time in averages (0.1)"),
+    "--schedule": ("learning_rate", str, "optimal (default), pegasos, constant or epoch"),
+    "--eta0": ("eta0", float, "step size of the constant schedule (default 0.01)"),
+    "--average": ("average", int, "1: weighted average of the iterates (default), 0: last"),
+    "--tol": (
+        "tol",
+        float,
+        "stop when the objective improves < tol for 5 epochs (1e-3); 0 never stops early",
+    ),  # fmt: skip
+    "--seed": ("random_state", int, "seed of the shuffles (default 0)"),
+    "--validation": ("validation", str, "LIBSVM file scored after every epoch"),
+    "--n-features": ("n_features", int, "number of features (default: largest index)"),
+    "--stats": ("stats", str, "write run statistics as JSON to this file"),
+}
+USAGE = (
+    "psvm-train --solver sgd [options] training_set_file [model_file]\noptions:\n"
+    + "\n".join(f"{flag} {name}: {text}" for flag, (name, _, text) in FLAGS.items())
+    + "\n-wi weight: weight of class i in the hinge loss (default 1)"
+    + "\n-q : quiet mode (no outputs)"
+)
+
+
+def parse_args(argv: list[str]) -> dict:
+    """Strict parsing: every flag takes one value; ``-w<label> <weight>``."""
+    opts: dict = {"class_weight": {}, "quiet": False}
+    k = 0
+    while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
+        flag = argv[k]
+        if flag == "-q":
+            opts["quiet"] = True
+            k += 1
+            continue
+        if k + 1 >= len(argv):
+            raise UsageError(f"option {flag} needs a value")
+        value = argv[k + 1]
+        if flag.startswith("-w") and flag not in FLAGS and len(flag) > 2:
+            opts["class_weight"][number(flag, flag[2:])] = number(flag, value)
+        elif flag in FLAGS:
+            name, kind, _ = FLAGS[flag]
+            opts[name] = number(flag, value, kind) if kind in (int, float) else value
+        else:
+            raise UsageError(f"unknown option {flag} for --solver sgd")
+        k += 2
+    rest = argv[k:]
+    if len(rest) not in (1, 2):
+        raise UsageError("expected training_set_file [model_file]")
+    opts["train"] = rest[0]
+    opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
+    if opts.get("solver") != "sgd":
+        raise UsageError(f"--solver {opts.get('solver')!r}: this path trains sgd only")
+    se = opts.get("sync_every", "auto")
+    opts["sync_every"] = se if se == "auto" else number("--sync-every", se, int)
+    if opts.get("average", 1) not in (0, 1):
+        raise UsageError(f"--average {opts['average']}: must be 0 or 1")
+    return opts
+
+
+def body(argv: list[str]) -> int:
+    """Train on every rank's shard; rank 0 writes the model (and the statistics)."""
+    import numpy as np
+
+    from psvm._params import validate_sgd_params
+    from psvm.cli.train import _write_json, libsvm_class_order
+    from psvm.comm import world
+    from psvm.io.shard import labels_in_order, load_shard
+    from psvm.sgd.model import LinearModel, write_linear_model
+    from psvm.sgd.msf import make_policy
+    from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
+    from psvm.stats import Stats, reduce_stats
+
+    opts = parse_args(argv)
+    comm = world()
+    tol = opts.get("tol", 1e-3)
+    cfg_args = dict(
+        learning_rate=opts.get("learning_rate", "optimal"), eta0=opts.get("eta0", 0.01),
+        sync_every=opts["sync_every"], msf_target=opts.get("msf_target", 0.1),
+        max_iter=opts.get("max_iter", 1000), tol=tol if tol > 0 else None,
+        average=opts.get("average", 1), intercept_decay=0.01,
+    )  # fmt: skip
+    validate_sgd_params(**cfg_args)  # parameter errors before any file is read
+    log = print if comm.rank == 0 and not opts["quiet"] else None
+    t0 = time.perf_counter()
+    shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
+    classes = np.array(libsvm_class_order(labels_in_order(comm, shard.y)))
+    lam = opts.get("alpha", 1.0 / shard.n_samples)
+    cfg = validate_sgd_params(alpha=lam, **cfg_args)
+    # codes so that, with two classes, the first label is the positive one (LIBLINEAR)
+    order = classes[::-1] if classes.size == 2 else classes
+    code_of = {float(c): i for i, c in enumerate(order)}
+    codes = np.array([code_of[float(v)] for v in shard.y], dtype=np.int64)
+    unknown = set(opts["class_weight"]) - set(code_of)
+    if unknown:
+        raise UsageError(f"-w: labels {sorted(unknown)} are not in the training file")
+    cw = np.array([opts["class_weight"].get(float(c), 1.0) for c in order])
+    validation = None
+    if "validation" in opts:
+        vs = load_shard(comm, opts["validation"], n_features=shard.n_features, min_classes=0)
+        validation = (vs.X, np.array([code_of.get(float(v), -1) for v in vs.y], dtype=np.int64))
+    stats = Stats()
+    stats.seconds["load"] = time.perf_counter() - t0
+    prob = make_problem(comm, shard.X, codes, classes.size, class_weight=cw,
+                        validation=validation)  # fmt: skip
+    state = SGDState.zeros(prob.n_models, shard.n_features, opts.get("random_state", 0),
+                           comm.rank)  # fmt: skip
+    policy = make_policy(cfg.sync_every, cfg.msf_target)
+    with stats.timer("train"):
+        trainer = SGDTrainer(comm, prob, cfg, state, policy, stats, log)
+        trainer.run(cfg.max_iter)
+        W, w0 = trainer.weights()
+    model = LinearModel(W.copy(), w0.copy(), classes)
+    report = reduce_stats(comm, stats)
+    report["values"].update(
+        solver="sgd", n_samples=shard.n_samples, n_features=shard.n_features, alpha=lam,
+        C=1.0 / (shard.n_samples * lam), sync_every=opts["sync_every"],
+        period=int(trainer.period), converged=bool(trainer.converged), msf=policy.state(),
+    )  # fmt: skip
+    if comm.rank == 0:
+        write_linear_model(opts["model"], model)
+        if "stats" in opts:
+            _write_json(opts["stats"], report)
+        if log is not None:
+            c = report["counts"]
+            log(f"{c['n_iter']} epochs, {c.get('n_sync', 0)} model averages, objective "
+                f"{trainer.state.objectives[-1]:.6g}")  # fmt: skip
+            log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
+    return 0

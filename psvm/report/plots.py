@@ -1,0 +1,226 @@
+"""The report's PNGs, one figure per quantity with one panel per data set.
+
+Every panel has labelled axes with units and a legend; configurations are
+listed in the study's order (second order first, ``none`` on top).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from psvm.report.text import _first_p
+
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _panels(study, n_rows: int = 1, height: float | None = None, n_conf: int = 10):
+    plt = _plt()
+    names = [d["name"] for d in study["datasets"]]
+    h = height if height is not None else max(3.5, 0.32 * n_conf + 1.5)
+    fig, axes = plt.subplots(n_rows, len(names), figsize=(5.2 * len(names) + 1.5, h * n_rows),
+                             squeeze=False)  # fmt: skip
+    return plt, fig, axes, names
+
+
+def _labels(rows):
+    seen = []
+    for r in rows:
+        if r["label"] not in seen:
+            seen.append(r["label"])
+    return seen
+
+
+def _save(plt, fig, out: Path, name: str, title: str) -> str:
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out / f"{name}.png", dpi=90)
+    plt.close(fig)
+    return f"{name}.png"
+
+
+def _col(rs: dict, labels, key):
+    return [rs[lab][key] if lab in rs else None for lab in labels]
+
+
+def _hbars(ax, labels, series, xlabel, log=False, xerr=None):
+    """Grouped horizontal bars: ``series`` is [(legend, values)], one value per label."""
+    y = np.arange(len(labels))
+    k = len(series)
+    w = 0.8 / max(k, 1)
+    for s, (name, vals) in enumerate(series):
+        v = np.array([np.nan if x is None else x for x in vals], dtype=float)
+        err = None if xerr is None else xerr[s]
+        ax.barh(y - 0.4 + w * (s + 0.5), v, height=w, color=COLORS[s % len(COLORS)],
+                label=name, xerr=err, error_kw={"elinewidth": 0.8, "capsize": 1.5})  # fmt: skip
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    if log:
+        ax.set_xscale("symlog", linthresh=1)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def plot_time(study, rows, svc, out):
+    labels = _labels(rows)
+    plt, fig, axes, names = _panels(study, n_conf=len(labels))
+    for ax, d in zip(axes[0], names, strict=True):
+        series, errs = [], []
+        for P in study["ranks"]:
+            rs = {r["label"]: r for r in rows if r["dataset"] == d and r["ranks"] == P}
+            med = [rs[lab]["train_s"] if lab in rs else None for lab in labels]
+            lo = [med[k] - rs[lab]["train_min"] if lab in rs else 0 for k, lab in enumerate(labels)]
+            hi = [rs[lab]["train_max"] - med[k] if lab in rs else 0 for k, lab in enumerate(labels)]
+            series.append((f"psvm P={P}", med))
+            errs.append(np.array([lo, hi], dtype=float))
+        _hbars(ax, labels, series, f"training time [s], median of {study['repeats']} "
+               "(error bar: min-max)", xerr=errs)  # fmt: skip
+        for shr, style in ((False, "--"), (True, ":")):
+            s = svc.get((d, shr))
+            if s:
+                ax.axvline(s["seconds"], color="red", ls=style,
+                           label=f"sklearn SVC shrinking={'on' if shr else 'off'}")  # fmt: skip
+        ax.set_title(d)
+        ax.legend(fontsize=7, loc="lower right")
+    return _save(plt, fig, out, "time", "Training time per configuration (lower is better)")
+
+
+def plot_iterations(study, rows, svc, out):
+    rows = _first_p(rows)
+    labels = _labels(rows)
+    plt, fig, axes, names = _panels(study, n_conf=len(labels))
+    for ax, d in zip(axes[0], names, strict=True):
+        rs = {r["label"]: r for r in rows if r["dataset"] == d}
+        _hbars(ax, labels, [("psvm", [rs[lab]["n_iter"] if lab in rs else None
+                                      for lab in labels])], "iterations [SMO steps]")  # fmt: skip
+        s = svc.get((d, True))
+        if s:
+            ax.axvline(s["n_iter"], color="red", ls=":", label="sklearn SVC (shrinking on)")
+        ax.set_title(d)
+        ax.legend(fontsize=7, loc="lower right")
+    return _save(plt, fig, out, "iterations", "Iterations to m - M < tol (same for every P)")
+
+
+def plot_active(study, rows, svc, out):
+    rows = [r for r in _first_p(rows) if r["traces"].get("iter")
+            and r["selection"] == "second" and r["reconstruction"] != "approximate"]  # fmt: skip
+    plt, fig, axes, names = _panels(study, height=4.2)
+    cmap = plt.get_cmap("tab20")
+    labels = _labels(rows)
+    for ax, d in zip(axes[0], names, strict=True):
+        for k, lab in enumerate(labels):
+            r = next((r for r in rows if r["dataset"] == d and r["label"] == lab), None)
+            if r is None:
+                continue
+            t = r["traces"]
+            n = r["n_samples"] or max(t["active"])
+            ax.step(t["iter"], 100.0 * np.asarray(t["active"]) / n, where="post", lw=1.2,
+                    color=cmap(k % 20), ls="-" if "single" in lab else "--", label=lab)  # fmt: skip
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("active rows [% of training rows]")
+        ax.set_ylim(0, 105)
+        ax.set_title(d)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    return _save(plt, fig, out, "active", "Active-set size over the iterations (P = smallest)")
+
+
+def plot_elimination(study, rows, svc, out):
+    rows = [r for r in _first_p(rows) if r["heuristic"] != "none"]
+    labels = _labels(rows)
+    plt, fig, axes, names = _panels(study, n_conf=len(labels))
+    for ax, d in zip(axes[0], names, strict=True):
+        rs = {r["label"]: r for r in rows if r["dataset"] == d}
+        _hbars(ax, labels, [("eliminations", _col(rs, labels, "n_eliminated")),
+                            ("false positives", _col(rs, labels, "n_false_positive"))],
+               "rows [count, symlog scale]", log=True)  # fmt: skip
+        ax.set_title(d)
+        ax.legend(fontsize=7, loc="lower right")
+    return _save(plt, fig, out, "elimination", "Eliminations and false positives (revived rows)")
+
+
+def plot_reconstruction(study, rows, svc, out):
+    rows = [r for r in _first_p(rows) if r["heuristic"] != "none"]
+    labels = _labels(rows)
+    plt, fig, axes, names = _panels(study, n_rows=2, n_conf=len(labels))
+    for col, d in enumerate(names):
+        rs = {r["label"]: r for r in rows if r["dataset"] == d}
+        _hbars(axes[0][col], labels, [("reconstructions", [rs[lab]["n_reconstruct"]
+               if lab in rs else None for lab in labels])], "reconstructions [count]")  # fmt: skip
+        share = [100 * rs[lab]["reconstruct_s"] / rs[lab]["train_s"]
+                 if lab in rs and rs[lab]["train_s"] else None for lab in labels]  # fmt: skip
+        _hbars(axes[1][col], labels, [("reconstruction time", share)],
+               "reconstruction time [% of training time]")  # fmt: skip
+        axes[0][col].set_title(d)
+        for ax in axes[:, col]:
+            ax.legend(fontsize=7, loc="lower right")
+    return _save(plt, fig, out, "reconstruction", "Gradient reconstructions: count and cost")
+
+
+def plot_imbalance(study, rows, svc, out):
+    P = max(study["ranks"])
+    rows = [r for r in rows if r["ranks"] == P]
+    if P < 2 or not rows:
+        return None
+    labels = _labels(rows)
+    plt, fig, axes, names = _panels(study, n_conf=len(labels))
+    for ax, d in zip(axes[0], names, strict=True):
+        rs = {r["label"]: r for r in rows if r["dataset"] == d}
+        series = [(f"rank {k}", [rs[lab]["busy_per_rank"][k] if lab in rs else None
+                                 for lab in labels]) for k in range(P)]  # fmt: skip
+        _hbars(ax, labels, series, "busy time per rank [s] (kernel+select+update+reconstruct)")
+        ax.set_title(d)
+        ax.legend(fontsize=7, loc="lower right")
+    return _save(plt, fig, out, "imbalance", f"Work per rank at P={P} (equal bars: balanced)")
+
+
+def plot_quality(study, rows, svc, out):
+    rows = _first_p(rows)
+    labels = _labels(rows)
+    plt, fig, axes, names = _panels(study, n_rows=2, n_conf=len(labels))
+    for col, d in enumerate(names):
+        rs = {r["label"]: r for r in rows if r["dataset"] == d}
+        acc = [100 * rs[lab]["accuracy"] if lab in rs else None for lab in labels]
+        _hbars(axes[0][col], labels, [("psvm", acc)], "test accuracy [%]")
+        vals = [a for a in acc if a is not None]
+        if vals:
+            axes[0][col].set_xlim(min(vals) - 0.5, max(vals) + 0.5)
+        s = svc.get((d, False))
+        if s:
+            axes[0][col].axvline(100 * s["accuracy"], color="red", ls="--", label="sklearn SVC")
+        gap = [abs(rs[lab]["gap_svc"]) if lab in rs and rs[lab]["gap_svc"] is not None else None
+               for lab in labels]  # fmt: skip
+        _hbars(axes[1][col], labels, [("|objective - SVC objective| / |SVC objective|", gap)],
+               "relative objective gap to sklearn SVC [log scale]")  # fmt: skip
+        if any(g for g in gap if g):
+            axes[1][col].set_xscale("log")
+        axes[0][col].set_title(d)
+        for ax in axes[:, col]:
+            ax.legend(fontsize=7, loc="lower right")
+    return _save(plt, fig, out, "quality", "Test accuracy and objective gap")
+
+
+PLOTS = {"time": plot_time, "iterations": plot_iterations, "active": plot_active,
+         "elimination": plot_elimination, "reconstruction": plot_reconstruction,
+         "imbalance": plot_imbalance, "quality": plot_quality}  # fmt: skip
+
+
+def make_plots(study, rows, svc, out) -> dict:
+    """Write every PNG into ``out``; returns name -> file name (relative to ``out``)."""
+    out = Path(out)
+    figures = {}
+    for name, fn in PLOTS.items():
+        path = fn(study, rows, svc, out)
+        if path:
+            figures[name] = path
+    return figures

@@ -1,0 +1,189 @@
+"""The report's body: how it was produced, then one section per measured quantity.
+
+Each section is a Markdown table per data set (numbers from the summary
+rows of :func:`psvm.report.build`) and the matching PNG. The MSF study of
+parallel SGD (``psvm-msf-sweep``) is included when its output sits under
+``<out>/msf/``.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from psvm.report.text import (
+    PLOT_TITLES,
+    _f,
+    _first_p,
+    _table,
+    p_invariance,
+)
+
+GLOSSARY = (
+    "train s: the `train` timer of psvm's statistics (max over ranks; file reading and "
+    "start-up excluded), median over the repeats; min-max: range over the repeats; vs none: "
+    "time / time of `none` with the same data, P and selection; vs SVC h0 / h1: time / "
+    "scikit-learn SVC fit time with shrinking off / on (one process); speed-up: time at the "
+    "smallest P / time at this P; busy s: kernel + select + update + reconstruct seconds of "
+    "each rank (the rest of its training time is waiting in collectives); max/mean: the "
+    "largest busy time over the mean; gap: (objective - reference) / |reference| of the dual "
+    "objective 1/2 a'Qa - e'a (lower is better, so a negative gap is a better optimum)."
+)
+
+
+def _figure(figures: dict, name: str) -> list[str]:
+    if name not in figures:
+        return []
+    return [f"![{PLOT_TITLES[name]}]({figures[name]})", ""]
+
+
+def _produced(study) -> list[str]:
+    m, v = study["machine"], study["versions"]
+    load = m.get("load_avg")
+    out = ["## How this report was produced", "",
+           "Command (from a clean checkout, after `pip install -e '.[test]'`):", "",
+           f"    {study['command']}", "",
+           f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, {m['os']}; "
+           f"load average at the start {', '.join(f'{x:.2f}' for x in load) if load else 'n/a'}. "
+           "The machine is shared with other engineers' jobs and has only 2 cores, so times "
+           "carry noise (see Conclusions) and P=2 competes with them for the cores.",
+           "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
+           f"- Started {study['started']}, finished {study.get('finished', '?')}; "
+           f"{study.get('elapsed_seconds', 0) / 60:.1f} minutes of wall time in all.",
+           f"- Grid `{study['grid']}`: {len(study['combos'])} configurations (heuristic / "
+           f"reconstruction / selection, `1st` = first-order) x P in {study['ranks']} x "
+           f"{study['repeats']} repeats per data set; `none` runs once per selection since it "
+           f"has nothing to reconstruct. Tolerance -e {study['tol']:g}, kernel cache "
+           f"{study['cache_mb']:g} MB per rank, RBF kernel, one single-threaded process per "
+           f"rank. Each P runs as one `mpiexec` launch that calls psvm-train's `main` once per "
+           f"run (after one discarded warm-up run), in repeat-major order; each record keeps "
+           f"its exact psvm-train command line. scikit-learn SVC is timed in the parent "
+           f"process with the same C, gamma, tol and cache.", ""]  # fmt: skip
+    body = [[d["name"], f"{d['n_train']:,}", f"{d['n_test']:,}",
+             d["test_file"] or "training rows", f"{d['C']:g}", f"{d['gamma']:g}",
+             str(d["n_features"])] for d in study["datasets"]]  # fmt: skip
+    out += _table(["data", "training rows", "test rows", "test file", "C", "gamma", "features"],
+                  body)  # fmt: skip
+    out += ["Training rows are the first rows of each file in `../shared/data` (the first "
+            "test rows for accuracy); subsets keep the default study short on this machine. "
+            "The full grid (every heuristic x single/multi/approximate x "
+            "first/second order) on the full files is:", "",
+            "    psvm-report heuristics --data a9a,w8a,ijcnn1 --ranks 1,2 --rows 0 "
+            "--test-rows 0 --grid full --repeats 3 --out heuristics-full/", "",
+            "(far longer: the run time of SMO grows faster than linearly with the rows).", ""]
+    return out
+
+
+def _svc_section(study, svc) -> list[str]:
+    body = []
+    for d in study["datasets"]:
+        for shr in (False, True):
+            s = svc.get((d["name"], shr))
+            if s:
+                body.append([d["name"], "on" if shr else "off", _f(s["seconds"]),
+                             f"{s['min']:.3f}-{s['max']:.3f}", str(s["n_iter"]),
+                             str(s["n_support"]), _f(s["objective"], ".6g"),
+                             _f(100 * s["accuracy"], ".2f")])  # fmt: skip
+    return ["## Reference: scikit-learn SVC", ""] + _table(
+        ["data", "shrinking", "fit s (median)", "min-max s", "iterations", "nSV", "objective",
+         "accuracy %"], body)  # fmt: skip
+
+
+def _per_dataset(study, rows, header, cells, only=None) -> list[str]:
+    out = []
+    for d in [x["name"] for x in study["datasets"]]:
+        rs = [r for r in rows if r["dataset"] == d and (only is None or only(r))]
+        if rs:
+            out += [f"### {d}", ""] + _table(header, [cells(r) for r in rs])
+    return out
+
+
+def _time(study, rows, figures) -> list[str]:
+    out = ["## Training time against `none` and scikit-learn SVC", ""] + _figure(figures, "time")
+    return out + _per_dataset(
+        study, rows,
+        ["configuration", "P", "train s", "min-max s", "vs none", "vs SVC h0", "vs SVC h1",
+         "speed-up", "wall s"],
+        lambda r: [r["label"], str(r["ranks"]), _f(r["train_s"]),
+                   f"{r['train_min']:.3f}-{r['train_max']:.3f}", _f(r["vs_none"], ".2f"),
+                   _f(r["vs_svc0"], ".2f"), _f(r["vs_svc1"], ".2f"), _f(r["speedup"], ".2f"),
+                   _f(r["wall_s"])],
+    )  # fmt: skip
+
+
+def _elimination(study, rows, figures) -> list[str]:
+    n, bad = p_invariance(rows)
+    same = (f"Iterations and objectives agree across P for all {n} configurations, so counts "
+            f"are shown once (smallest P); times are that P's medians." if not bad else
+            f"Iterations or objectives differ across P for: {', '.join(bad)}.")  # fmt: skip
+    out = ["## Iterations, active set, elimination and reconstruction", "", same, ""]
+    out += _figure(figures, "iterations") + _figure(figures, "active")
+    out += _figure(figures, "elimination") + _figure(figures, "reconstruction")
+    return out + _per_dataset(
+        study, _first_p(rows),
+        ["configuration", "iterations", "eliminated", "false positives", "reconstructions",
+         "reconstruct s", "reconstruct % of train", "kernel s", "cache hit %"],
+        lambda r: [r["label"], str(r["n_iter"]), str(r["n_eliminated"]),
+                   str(r["n_false_positive"]), str(r["n_reconstruct"]), _f(r["reconstruct_s"]),
+                   _f(100 * r["reconstruct_s"] / r["train_s"] if r["train_s"] else None, ".1f"),
+                   _f(r["kernel_s"]), _f(100 * (r["cache_hit_rate"] or 0), ".1f")],
+    )  # fmt: skip
+
+
+def _imbalance(study, rows, figures) -> list[str]:
+    out = ["## Load imbalance across ranks", "",
+           "Rows are split over the ranks by non-zeros; elimination can leave one rank with "
+           "more active rows than another. Peak RSS is each rank's high-water mark over its "
+           "whole launch (all runs of that P on that data set).", ""]  # fmt: skip
+    out += _figure(figures, "imbalance")
+    return out + _per_dataset(
+        study, rows,
+        ["configuration", "P", "busy s per rank", "max/mean", "eliminated per rank",
+         "comm s", "peak RSS MB per rank"],
+        lambda r: [r["label"], str(r["ranks"]), " / ".join(f"{b:.3f}" for b in r["busy_per_rank"]),
+                   _f(r["imbalance"], ".2f"), " / ".join(map(str, r["eliminated_per_rank"])),
+                   _f(r["comm_s"]), " / ".join(f"{m:.0f}" for m in r["peak_rss_mb"])],
+        only=lambda r: r["ranks"] > 1,
+    )  # fmt: skip
+
+
+def _quality(study, rows, figures) -> list[str]:
+    out = ["## Accuracy and objective gap", "",
+           "Gap vs none: against `none/single` at the smallest P; gap vs SVC: against "
+           "scikit-learn SVC (shrinking off), whose dual objective is recomputed from its "
+           "support vectors and dual coefficients.", ""]  # fmt: skip
+    out += _figure(figures, "quality")
+    return out + _per_dataset(
+        study, _first_p(rows),
+        ["configuration", "accuracy %", "nSV", "objective", "gap vs none", "gap vs SVC"],
+        lambda r: [r["label"], _f(100 * r["accuracy"], ".2f"), str(r["n_support"]),
+                   _f(r["objective"], ".6g"), _f(r["gap_none"], "+.1e"),
+                   _f(r["gap_svc"], "+.1e")],
+    )  # fmt: skip
+
+
+def _msf(out: Path) -> list[str]:
+    """Include ``psvm-msf-sweep`` output (CSV tables, PNGs) found under ``out/msf``."""
+    md = ["## Model synchronisation frequency (parallel SGD)", ""]
+    msf = out / "msf"
+    csvs = sorted(msf.glob("*.csv")) if msf.is_dir() else []
+    pngs = sorted(msf.glob("*.png")) if msf.is_dir() else []
+    if not csvs and not pngs:
+        return md + ["Not part of this run. `psvm-msf-sweep ... --out heuristics/msf` writes "
+                     "its CSV and plots there; `psvm-report heuristics --build-only` then "
+                     "includes them here.", ""]  # fmt: skip
+    for path in csvs:
+        with open(path, newline="") as f:
+            table = list(csv.reader(f))
+        if table:
+            md += [f"From `msf/{path.name}`:", ""] + _table(table[0], table[1:])
+    md += [f"![{p.stem}](msf/{p.name})" for p in pngs]
+    return md + [""]
+
+
+def body_sections(study, rows, svc, figures: dict, out: Path) -> list[str]:
+    md = _produced(study) + _svc_section(study, svc)
+    md += _time(study, rows, figures) + _elimination(study, rows, figures)
+    md += _imbalance(study, rows, figures) + _quality(study, rows, figures)
+    md += _msf(Path(out)) + ["## Columns", "", GLOSSARY, ""]
+    return md

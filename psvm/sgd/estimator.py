@@ -1,0 +1,296 @@
+"""scikit-learn face of the parallel SGD linear SVM: :class:`psvm.SGDSVC`."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from psvm._params import validate_sgd_params
+from psvm.comm import Comm, world
+from psvm.io.shard import nnz_balanced_offsets
+from psvm.sgd.model import LinearModel
+from psvm.sgd.msf import make_policy
+from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
+from psvm.stats import Stats, reduce_stats
+
+# scikit-learn's rule: the bias learns 100x slower on sparse input (fewer, larger updates).
+SPARSE_INTERCEPT_DECAY = 0.01
+
+
+class SGDSVC(ClassifierMixin, BaseEstimator):
+    """Linear SVM trained by parallel SGD with model averaging over MPI ranks.
+
+    Minimises ``alpha/2 |w|^2 + 1/n sum_t c_t max(0, 1 - y_t (w.x_t + b))``
+    (the bias is not regularised); one-vs-rest for more than two classes.
+    Each rank runs SGD on its block of rows and the ranks average their
+    models every ``sync_every`` local samples. ``alpha`` is lambda; the
+    :class:`sklearn.svm.LinearSVC` with the same solution has ``C = 1 / (n alpha)``.
+    Outside ``mpiexec`` it runs as one process: the sequential algorithm.
+
+    Parameters
+    ----------
+    alpha : float, default=1e-4
+        Regularisation strength lambda; must be > 0.
+    learning_rate : {'optimal', 'pegasos', 'constant', 'epoch'}, default='optimal'
+        Step size at local step t: 'optimal' ``1 / (alpha (t0 + t - 1))`` with
+        scikit-learn's t0 (Bottou's heuristic), 'pegasos' ``1 / (alpha t)``,
+        'constant' ``eta0``, 'epoch' ``1 / (alpha * epoch)`` (the schedule of
+        the MSF paper's code, for reproduction; its first epoch restarts w at
+        every step since ``eta alpha = 1``).
+    eta0 : float, default=0.01
+        Step size of the 'constant' schedule.
+    sync_every : int or 'auto', default='auto'
+        Local samples between model averages (one Allreduce each). 'auto'
+        measures the cost of a step and of an average, keeps averages under
+        ``msf_target`` of the time, and syncs more often when the averaged
+        model's objective gets worse between epochs.
+    msf_target : float, default=0.1
+        Target share of the time spent averaging models with 'auto'.
+    max_iter : int, default=1000
+        Maximum number of epochs (passes over the data).
+    tol : float or None, default=1e-3
+        Stop when the primal objective (on all training rows) has not
+        improved by ``tol`` for ``n_iter_no_change`` epochs; None: never.
+    n_iter_no_change : int, default=5
+    shuffle : bool, default=True
+        Shuffle rows once, then visit blocks of rows in a fresh order each epoch.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the shuffles (rank r uses the stream ``(seed, r)``).
+    average : bool or int, default=True
+        Return the average of the iterates, each weighted by its step number
+        (early, far-off iterates count little); an int n starts averaging at
+        local step n. False returns the last iterate.
+    class_weight : dict, 'balanced' or None, default=None
+        Weight of each class in the hinge loss (one-vs-rest: of the positive class).
+    fit_intercept : bool, default=True
+    verbose : int, default=0
+        Print per-epoch progress on rank 0.
+    comm : mpi4py communicator, default=None
+        None: the world communicator under ``mpiexec``, else one process.
+    distributed : {'replicated', 'sharded'}, default='replicated'
+        'replicated': every rank passes the whole data set and trains on its
+        block of rows; 'sharded': every rank passes only its own rows.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    classes_ : ndarray of shape (n_classes,)
+    n_iter_ : int
+        Epochs run.
+    t_ : int
+        Local SGD steps taken on rank 0.
+    fit_status_ : int
+        0 if the tolerance rule stopped training, 1 if ``max_iter`` did.
+    sync_every_ : int
+        The last sync period used (the tuned one with 'auto').
+    fit_stats_ : dict
+        Run statistics (:func:`psvm.stats.reduce_stats`): counts ``n_sync``,
+        ``bytes_sync``, ``n_steps``; seconds ``compute``, ``comm``,
+        ``objective``; per-epoch traces; ``values["msf"]``, the policy's choices.
+    n_features_in_ : int
+
+    See Also
+    --------
+    psvm.SVC : kernel SVM by a distributed SMO solver.
+    sklearn.linear_model.SGDClassifier : the sequential counterpart.
+
+    References
+    ----------
+    V. Abeykoon, G. Fox, M. Kim. Performance Optimization on Model
+    Synchronization in Parallel Stochastic Gradient Descent Based SVM.
+    arXiv:1905.01219, 2019.
+
+    Examples
+    --------
+    >>> from psvm import SGDSVC
+    >>> X = [[0.0, 1.0], [1.0, 0.0], [0.1, 0.9], [0.9, 0.2]]
+    >>> clf = SGDSVC(alpha=0.01, random_state=0).fit(X, [1, 0, 1, 0])
+    >>> clf.predict([[0.0, 2.0]]).tolist()
+    [1]
+    """
+
+    def __init__(
+        self,
+        alpha=1e-4,
+        learning_rate="optimal",
+        eta0=0.01,
+        sync_every="auto",
+        msf_target=0.1,
+        max_iter=1000,
+        tol=1e-3,
+        n_iter_no_change=5,
+        shuffle=True,
+        random_state=None,
+        average=True,
+        class_weight=None,
+        fit_intercept=True,
+        verbose=0,
+        comm=None,
+        distributed="replicated",
+    ):
+        self.alpha = alpha
+        self.learning_rate = learning_rate
+        self.eta0 = eta0
+        self.sync_every = sync_every
+        self.msf_target = msf_target
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.average = average
+        self.class_weight = class_weight
+        self.fit_intercept = fit_intercept
+        self.verbose = verbose
+        self.comm = comm
+        self.distributed = distributed
+
+    # -- fitting ----------------------------------------------------------------
+    def fit(self, X, y, sample_weight=None):
+        """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
+        check_classification_targets(y)
+        comm = self._comm()
+        classes = self._classes(comm, y)
+        self._setup(comm, X, classes)
+        self._train(comm, X, y, sample_weight, self.max_iter, stop_on_tol=True)
+        return self
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One epoch over (X, y), continuing the model and the step-size schedule."""
+        first = not hasattr(self, "_state")
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
+                             reset=first)  # fmt: skip
+        check_classification_targets(y)
+        comm = self._comm()
+        if first:
+            if classes is None:
+                raise ValueError("classes must be passed on the first call to partial_fit.")
+            classes = np.unique(np.asarray(classes))
+            if classes.size < 2:
+                raise ValueError(f"classes must hold at least two labels, got {classes!r}")
+            self._setup(comm, X, classes)
+        elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+            raise ValueError(f"classes {classes!r} differ from the first call's {self.classes_!r}")
+        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        if unknown.size:
+            raise ValueError(f"y holds labels {unknown.tolist()} that are not in classes")
+        self._train(comm, X, y, sample_weight, 1, stop_on_tol=False)
+        return self
+
+    def _comm(self) -> Comm:
+        if self.distributed not in ("replicated", "sharded"):
+            raise ValueError(
+                f"distributed must be 'replicated' or 'sharded', got {self.distributed!r}"
+            )
+        return world() if self.comm is None else Comm(self.comm)
+
+    def _classes(self, comm, y) -> np.ndarray:
+        if self.distributed == "sharded":
+            classes = np.unique(np.concatenate(comm.allgather_obj(np.unique(y))))
+        else:
+            classes = np.unique(y)
+        if classes.size < 2:
+            raise ValueError(
+                f"The number of classes has to be greater than one; got {classes.size} class"
+            )
+        return classes
+
+    def _setup(self, comm, X, classes) -> None:
+        """Validate parameters, draw the agreed seed, start a fresh model and MSF policy."""
+        self._cfg = validate_sgd_params(
+            alpha=self.alpha, learning_rate=self.learning_rate, eta0=self.eta0,
+            sync_every=self.sync_every, msf_target=self.msf_target, max_iter=self.max_iter,
+            tol=self.tol, n_iter_no_change=self.n_iter_no_change, shuffle=self.shuffle,
+            average=self.average, fit_intercept=self.fit_intercept,
+            intercept_decay=SPARSE_INTERCEPT_DECAY if sp.issparse(X) else 1.0,
+            verbose=self.verbose,
+        )  # fmt: skip
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        seed = comm.bcast_obj(seed)
+        self.classes_ = classes
+        n_models = 1 if classes.size == 2 else classes.size
+        self._state = SGDState.zeros(n_models, X.shape[1], seed, comm.rank)
+        self._policy = make_policy(self._cfg.sync_every, self._cfg.msf_target)
+        self.n_iter_ = 0
+
+    def _local_rows(self, comm, X):
+        if self.distributed == "sharded":
+            return slice(0, X.shape[0])
+        offsets = nnz_balanced_offsets(np.diff(X.indptr), comm.size)
+        return slice(int(offsets[comm.rank]), int(offsets[comm.rank + 1]))
+
+    def _class_weights(self, comm, y) -> np.ndarray:
+        classes, cw = self.classes_, self.class_weight
+        if cw == "balanced":  # from global class counts, so 'sharded' agrees with 'replicated'
+            counts = np.array([np.sum(y == c) for c in classes], dtype=np.int64)
+            if self.distributed == "sharded":
+                counts = comm.sum_(counts)
+            return counts.sum() / (classes.size * np.maximum(counts, 1))
+        if cw is not None and not isinstance(cw, dict):
+            raise ValueError(f"class_weight must be a dict, 'balanced' or None, got {cw!r}")
+        return compute_class_weight(cw, classes=classes, y=classes)
+
+    def _train(self, comm, X, y, sample_weight, n_epochs, *, stop_on_tol) -> None:
+        Xc = sp.csr_matrix(X, dtype=np.float64)
+        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        rows = self._local_rows(comm, Xc)
+        codes = np.searchsorted(self.classes_, y)
+        cw = self._class_weights(comm, y)
+        prob = make_problem(comm, Xc[rows], codes[rows], self.classes_.size,
+                            sample_weight=sw[rows], class_weight=cw)  # fmt: skip
+        stats = Stats()
+        log = print if self.verbose and comm.rank == 0 else None
+        trainer = SGDTrainer(comm, prob, self._cfg, self._state, self._policy, stats, log)
+        done = trainer.run(n_epochs, stop_on_tol=stop_on_tol)
+        W, w0 = trainer.weights()
+        self.coef_, self.intercept_ = W.copy(), w0.copy()
+        self.n_iter_ += done
+        self.t_ = int(self._state.st[0])
+        self.sync_every_ = int(trainer.period)
+        self.fit_status_ = 0 if trainer.converged or not stop_on_tol else 1
+        self.fit_stats_ = reduce_stats(comm, stats)
+        self.fit_stats_["values"].update(msf=self._policy.state(), n_samples=prob.n_samples)
+        if stop_on_tol and self._cfg.tol is not None and not trainer.converged:
+            warnings.warn(
+                f"Maximum number of epochs ({self.max_iter}) reached before the objective "
+                "stopped improving; consider increasing max_iter.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    # -- prediction ---------------------------------------------------------------
+    def decision_function(self, X):
+        """Signed scores: (n_samples,) for two classes (positive: classes_[1]), else per class."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        scores = np.asarray(X @ self.coef_.T) + self.intercept_
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict(self, X):
+        """Class labels: the sign of the score for two classes, else its argmax."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(np.intp)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def to_linear_model(self) -> LinearModel:
+        """The fitted model in LIBLINEAR's class order (see :mod:`psvm.sgd.model`)."""
+        check_is_fitted(self)
+        if self.classes_.size == 2:
+            return LinearModel(self.coef_, self.intercept_, self.classes_[::-1])
+        return LinearModel(self.coef_, self.intercept_, self.classes_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags

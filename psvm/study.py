@@ -1,0 +1,170 @@
+"""The heuristics study: every elimination heuristic x reconstruction x selection x data x P.
+
+:func:`run_study` executes the study and writes, under ``out/``:
+
+- ``study.json``: the resolved definition (data sets and subset sizes, grid,
+  ranks, repeats), the exact command, machine, versions and elapsed time;
+- ``records/<data>.svc.jsonl``: scikit-learn SVC (shrinking off and on),
+  timed in this process on the same rows with the same C, gamma, tol, cache;
+- ``records/<data>.P<P>.jsonl``: one record per psvm run, from
+  :mod:`psvm.bench_worker` under ``mpiexec -n P`` (the run's psvm-train
+  command, its statistics JSON, test accuracy, peak RSS per rank).
+
+Runs are ordered repeat-major (every configuration once, then again), so slow
+spells of a shared machine spread over all configurations instead of hitting
+one. The solver is deterministic, so traces are kept for the first repeat only.
+:mod:`psvm.report` turns these files into ``REPORT.md`` and PNGs.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from psvm._params import HEURISTICS, RECONSTRUCTIONS, SELECTIONS
+
+# heuristics that also run with first-order selection and with 'approximate' in the default grid
+FIRST_ORDER_SUBSET = ("none", "earliest", "percent-5", "libsvm")
+APPROXIMATE_SUBSET = ("earliest", "libsvm")
+
+
+def grid(kind: str = "default", heuristics=HEURISTICS, reconstructions=RECONSTRUCTIONS,
+         selections=tuple(SELECTIONS)) -> list[tuple[str, str, str]]:  # fmt: skip
+    """(heuristic, reconstruction, selection) triples, 'none' only with 'single'.
+
+    ``default``: second order x every heuristic x {single, multi}, plus
+    ``approximate`` for :data:`APPROXIMATE_SUBSET` and first order (single) for
+    :data:`FIRST_ORDER_SUBSET`. ``full``: the whole product.
+    """
+    if kind not in ("default", "full"):
+        raise ValueError(f"grid must be 'default' or 'full', got {kind!r}")
+    out = []
+    for sel in ("second", "first"):
+        for h in HEURISTICS:
+            for rec in RECONSTRUCTIONS:
+                if h == "none" and rec != "single":
+                    continue  # without elimination there is nothing to reconstruct
+                if kind == "default":
+                    if sel == "first" and (h not in FIRST_ORDER_SUBSET or rec != "single"):
+                        continue
+                    if rec == "approximate" and (sel == "first" or h not in APPROXIMATE_SUBSET):
+                        continue
+                out.append((h, rec, sel))
+    return [c for c in out
+            if c[0] in heuristics and c[1] in reconstructions and c[2] in selections]  # fmt: skip
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _append(path: Path, records: list[dict]) -> None:
+    with open(path, "a") as f:
+        for r in records:
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+
+
+def run_study(
+    out: str | Path,
+    *,
+    data: list[str],
+    ranks: list[int],
+    rows: int | None,
+    test_rows: int | None,
+    repeats: int,
+    combos: list[tuple[str, str, str]],
+    grid_name: str,
+    command: str,
+    tol: float = 1e-3,
+    cache_mb: float = 200.0,
+    log=_log,
+) -> dict:
+    """Run the study and write ``study.json`` and ``records/*.jsonl`` under ``out``."""
+    from psvm.bench import (
+        DATASETS,
+        count_lines,
+        dataset_paths,
+        load_csr,
+        machine,
+        run_worker,
+        sklearn_svc_fit,
+        versions,
+    )
+
+    out = Path(out)
+    rec_dir = out / "records"
+    rec_dir.mkdir(parents=True, exist_ok=True)
+    for old in rec_dir.glob("*.jsonl"):
+        old.unlink()
+    t_start = time.perf_counter()
+    study = {
+        "schema": 1,
+        "command": command,
+        "grid": grid_name,
+        "combos": [list(c) for c in combos],
+        "ranks": ranks,
+        "repeats": repeats,
+        "rows": rows,
+        "test_rows": test_rows,
+        "tol": tol,
+        "cache_mb": cache_mb,
+        "datasets": [],
+        "machine": machine(),
+        "versions": versions(),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    n_runs = len(data) * len(ranks) * len(combos) * repeats
+    log(f"{n_runs} psvm runs: {len(data)} data set(s) x P in {ranks} x {len(combos)} "
+        f"configurations x {repeats} repeats")  # fmt: skip
+    for name in data:
+        ds = DATASETS[name]
+        train, test = dataset_paths(ds, rows, test_rows)
+        info = {"name": name, "train_file": ds.train, "test_file": ds.test, "C": ds.C,
+                "gamma": ds.gamma, "n_features": ds.n_features,
+                "n_train": count_lines(train), "n_test": count_lines(test)}  # fmt: skip
+        study["datasets"].append(info)
+        log(f"{name}: {info['n_train']} training rows, {info['n_test']} test rows")
+        X, y = load_csr(train, ds.n_features)
+        Xt, yt = load_csr(test, ds.n_features)
+        svc = []
+        for rep in range(repeats):
+            for shrinking in (False, True):
+                r = sklearn_svc_fit(X, y, Xt, yt, ds, shrinking=shrinking, tol=tol, cache=cache_mb)
+                svc.append({"schema": 1, "kind": "sklearn-svc", "dataset": name,
+                            "shrinking": shrinking, "repeat": rep, **r})  # fmt: skip
+        _append(rec_dir / f"{name}.svc.jsonl", svc)
+        log(f"{name}: scikit-learn SVC done")
+        base = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-e", f"{tol:g}", "-m", f"{cache_mb:g}"]
+        for P in ranks:
+            runs = [
+                {"flags": [*base, "--heuristic", h, "--reconstruction", rec, "--selection", sel],
+                 "meta": {"dataset": name, "heuristic": h, "reconstruction": rec,
+                          "selection": sel, "repeat": rep},
+                 "traces": rep == 0, "exact_objective": rec == "approximate"}
+                for rep in range(repeats)
+                for h, rec, sel in combos
+            ]  # fmt: skip
+            plan = {"train": train, "test": test, "n_features": ds.n_features, "runs": runs,
+                    "warmup": [*base, "--heuristic", "earliest", "--reconstruction", "multi"]}
+            t = time.perf_counter()
+            with tempfile.TemporaryDirectory(prefix="psvm-study-") as work:
+                records = run_worker(P, plan, work)
+            _append(rec_dir / f"{name}.P{P}.jsonl", records)
+            log(f"{name} P={P}: {len(records)} runs in {time.perf_counter() - t:.0f}s")
+    study["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    study["elapsed_seconds"] = round(time.perf_counter() - t_start, 1)
+    (out / "study.json").write_text(json.dumps(study, indent=1) + "\n")
+    return study
+
+
+def load_records(out: str | Path) -> tuple[dict, list[dict]]:
+    """``study.json`` and every record under ``out/records`` (file order kept)."""
+    out = Path(out)
+    study = json.loads((out / "study.json").read_text())
+    records = []
+    for path in sorted((out / "records").glob("*.jsonl")):
+        records.extend(json.loads(ln) for ln in path.read_text().splitlines() if ln.strip())
+    return study, records

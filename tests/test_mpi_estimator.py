@@ -1,0 +1,62 @@
+"""psvm.SVC under mpiexec: the same script gives the same model for 1, 2 and 3 ranks.
+
+tests/mpi/run_estimator.py runs every case (replicated and sharded data, dense
+multiclass and sparse binary, an empty shard, a bad shard) in one launch and
+asserts collectively that every rank holds the same fitted model; here the
+ranks' results are compared with the same script run as one plain process.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _helpers import MPI_DIR, run_mpi
+
+SCRIPT = os.path.join(MPI_DIR, "run_estimator.py")
+TIMEOUT = 180
+EXACT = ("predict", "support", "n_support", "support_vectors", "n_iter", "shape_fit")
+CLOSE = ("dual_coef", "intercept", "decision_ovr", "decision_ovo")
+
+
+def _result(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def serial(shared_data) -> dict:
+    """The script as one process, outside mpiexec."""
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, SCRIPT, "--shared-data", str(shared_data)],
+                          capture_output=True, text=True, timeout=TIMEOUT, env=env)  # fmt: skip
+    out = _result(proc)
+    assert out["ranks"] == 1
+    return out["cases"]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_same_model_as_one_process(serial, shared_data, n):
+    out = _result(run_mpi(SCRIPT, ["--shared-data", shared_data], n, timeout=TIMEOUT))
+    assert out["ranks"] == n
+    cases = out["cases"]
+    # one process: replicated and sharded are the same fit
+    for key in EXACT + CLOSE:
+        np.testing.assert_array_equal(
+            serial["digits-sharded"][key], serial["digits-replicated"][key]
+        )
+    for name, got in cases.items():
+        if name == "grid":
+            assert got == serial["grid"]
+            continue
+        if name == "digits-nan-on-last-rank":
+            assert got["error"].startswith(f"rank {n - 1}: Input X contains NaN"), got
+            continue
+        ref = serial[name.replace("empty-rank", "sharded")]
+        for key in EXACT:
+            np.testing.assert_array_equal(got[key], ref[key], err_msg=f"{name} {key}")
+        for key in CLOSE:
+            np.testing.assert_allclose(got[key], ref[key], rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{name} {key}")  # fmt: skip

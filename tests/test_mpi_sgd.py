@@ -1,0 +1,93 @@
+"""Parallel SGD under mpiexec: sequential equivalence, reproducibility, MSF counters, accuracy."""
+
+import json
+
+import numpy as np
+import pytest
+
+from psvm.sgd.model import read_linear_model
+from tests._svm import load_head, run_cli, write_head
+
+TRAIN = "psvm.cli.train"
+PREDICT = "psvm.cli.predict"
+
+
+def train(tmp_path, data, n, flags, tag):
+    """psvm-train --solver sgd under mpiexec -n n (None: no launcher); (model path, stats)."""
+    model = tmp_path / f"{tag}-{n}.model"
+    stats = tmp_path / f"{tag}-{n}.json"
+    r = run_cli(TRAIN, ["--solver", "sgd", *flags, "-q", "--stats", stats, data, model], n)
+    assert r.returncode == 0, r.stderr
+    return model, json.loads(stats.read_text())
+
+
+def accuracy(model, X, y) -> float:
+    return float(np.mean(read_linear_model(model).predict(X) == y))
+
+
+@pytest.fixture(scope="module")
+def a9a_small(shared_data, tmp_path_factory):
+    d = tmp_path_factory.mktemp("a9a")
+    return (write_head(shared_data / "a9a.xz", d / "train.txt", 6000),
+            write_head(shared_data / "a9a.t.xz", d / "test.txt", 6000))  # fmt: skip
+
+
+def test_p1_under_mpiexec_is_the_sequential_run(tmp_path, a9a_small):
+    data, test = a9a_small
+    flags = ["--epochs", "4", "--sync-every", "8", "--seed", "3"]
+    plain, _ = train(tmp_path, data, None, flags, "plain")
+    one, stats = train(tmp_path, data, 1, flags, "mpi")
+    auto, _ = train(tmp_path, data, 1, ["--epochs", "4", "--seed", "3"], "auto")
+    assert plain.read_bytes() == one.read_bytes() == auto.read_bytes()
+    assert stats["counts"].get("n_sync", 0) == 0 and stats["counts"]["n_iter"] == 4
+    # psvm-predict reads the LIBLINEAR file under mpiexec and agrees with the in-process model
+    out = tmp_path / "pred.txt"
+    r = run_cli(PREDICT, [test, one, out], 2)
+    assert r.returncode == 0, r.stderr
+    X, y = load_head(test, n_features=123)
+    np.testing.assert_array_equal(np.loadtxt(out), read_linear_model(one).predict(X))
+    assert r.stdout.startswith(f"Accuracy = {100 * accuracy(one, X, y):g}%")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_reproducible_run_to_run(tmp_path, a9a_small, n):
+    data, _ = a9a_small
+    flags = ["--epochs", "3", "--sync-every", "64", "--seed", "1"]
+    first, stats = train(tmp_path, data, n, flags, "a")
+    second, _ = train(tmp_path, data, n, flags, "b")
+    assert first.read_bytes() == second.read_bytes()
+    assert stats["counts"]["n_sync"] >= 3 * (6000 // n // 64)  # averaged every 64 samples
+    seq, _ = train(tmp_path, data, 1, flags, "seq")
+    assert seq.read_bytes() != first.read_bytes()
+
+
+@pytest.mark.parametrize("n, rows", [(2, 6000), (3, 3000)])
+def test_auto_cuts_communication_by_90_percent(tmp_path, shared_data, n, rows):
+    """Counters, not wall times: syncs and bytes (deterministic), then seconds of Allreduce."""
+    data = write_head(shared_data / "a9a.xz", tmp_path / "train.txt", rows)
+    flags = ["--epochs", "3", "--tol", "0", "--seed", "0"]
+    every, s1 = train(tmp_path, data, n, [*flags, "--sync-every", "1"], "every")
+    auto, sa = train(tmp_path, data, n, [*flags, "--sync-every", "auto"], "auto")
+    c1, ca = s1["counts"], sa["counts"]
+    assert c1["n_sync"] >= 3 * (rows // n)
+    assert ca["n_sync"] <= 0.1 * c1["n_sync"]
+    assert ca["bytes_sync"] <= 0.1 * c1["bytes_sync"]
+    assert sa["seconds_max"]["comm"] <= 0.1 * s1["seconds_max"]["comm"]
+    assert sa["values"]["msf"]["policy"] == "auto" and sa["values"]["period"] >= 16
+    X, y = load_head(shared_data / "a9a.t.xz", n_features=123)
+    assert abs(accuracy(auto, X, y) - accuracy(every, X, y)) <= 0.005
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("name, n_features", [("a9a", 123), ("w8a", 300), ("ijcnn1", 22)])
+def test_accuracy_within_half_a_point_of_linearsvc(tmp_path, shared_data, name, n_features):
+    """P = 2, lambda = 1/n (the default) against LinearSVC(C = 1/(n lambda) = 1, hinge)."""
+    from sklearn.svm import LinearSVC
+
+    model, stats = train(tmp_path, shared_data / f"{name}.xz", 2, ["--seed", "0"], name)
+    assert stats["values"]["C"] == pytest.approx(1.0)
+    X, y = load_head(shared_data / f"{name}.xz", n_features=n_features)
+    Xt, yt = load_head(shared_data / f"{name}.t.xz", n_features=n_features)
+    ref = LinearSVC(C=1.0, loss="hinge", max_iter=5000, tol=1e-4).fit(X, y)
+    ours = accuracy(model, Xt, yt)
+    assert ours >= ref.score(Xt, yt) - 0.005, (ours, ref.score(Xt, yt))

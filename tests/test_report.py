@@ -1,0 +1,94 @@
+"""The heuristics report pipeline end to end on a tiny real data set, and its pure parts."""
+
+import json
+
+from psvm.cli.report import main as psvm_report
+from psvm.study import grid, load_records
+
+
+def _tables(md: str, heading: str) -> dict[str, list[list[str]]]:
+    """Markdown tables after ``heading``: data set name -> rows of cells (header included)."""
+    part = md.split(heading, 1)[1].split("\n## ", 1)[0]
+    out, name = {}, None
+    for line in part.splitlines():
+        if line.startswith("### "):
+            name = line[4:].strip()
+            out[name] = []
+        elif line.startswith("|") and name and not line.startswith("|---"):
+            out[name].append([c.strip() for c in line.strip("|").split("|")])
+    return out
+
+
+def _label(r):
+    return f"{r['heuristic']}/{r['reconstruction']}" + ("/1st" if r["selection"] == "first" else "")
+
+
+def test_grid_sizes():
+    default = grid("default")
+    assert len(default) == 23 and len(set(default)) == 23
+    assert ("none", "multi", "second") not in default  # nothing to reconstruct without elimination
+    assert len(grid("full")) == 2 * (1 + 8 * 3)
+    assert grid("default", heuristics=["none", "libsvm"], selections=["second"]) == [
+        ("none", "single", "second"), ("libsvm", "single", "second"),
+        ("libsvm", "multi", "second"), ("libsvm", "approximate", "second")]  # fmt: skip
+
+
+def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, capsys):
+    monkeypatch.setenv("PSVM_SHARED_DATA", str(shared_data))
+    monkeypatch.setenv("PSVM_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "heuristics"
+    argv = ["heuristics", "--data", "heart_scale", "--ranks", "1,2", "--heuristics",
+            "none,libsvm", "--reconstructions", "single,approximate", "--repeats", "1",
+            "--out", str(out)]  # fmt: skip
+    assert psvm_report(argv) == 0
+    study, records = load_records(out)
+    assert study["command"] == "psvm-report " + " ".join(argv)
+    psvm = [r for r in records if r["kind"] == "psvm"]
+    assert len(psvm) == 2 * 5  # P in {1, 2} x (3 second-order + 2 first-order configurations)
+    assert all(r["returncode"] == 0 and r["command"].startswith("mpiexec -n ") for r in psvm)
+    assert {r["ranks"] for r in psvm} == {1, 2}
+    assert len([r for r in records if r["kind"] == "sklearn-svc"]) == 2
+
+    md = (out / "REPORT.md").read_text()
+    for heading in ("## Conclusions", "## Default heuristic", "## How this report was produced",
+                    "## Reference: scikit-learn SVC", "## Training time",
+                    "## Iterations, active set", "## Load imbalance", "## Accuracy and objective",
+                    "## Model synchronisation frequency"):  # fmt: skip
+        assert heading in md, heading
+    assert study["command"] in md and "`--heuristic libsvm" in md
+    for name in ("time", "iterations", "active", "elimination", "reconstruction", "imbalance",
+                 "quality"):  # fmt: skip
+        png = out / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        assert f"]({name}.png)" in md
+
+    # every number in the tables is the one the JSON records give
+    time_rows = _tables(md, "## Training time")["heart_scale"]
+    assert time_rows[0][:3] == ["configuration", "P", "train s"]
+    assert len(time_rows) - 1 == len(psvm)
+    for cells in time_rows[1:]:
+        (rec,) = [r for r in psvm if _label(r) == cells[0] and r["ranks"] == int(cells[1])]
+        assert cells[2] == f"{rec['stats']['seconds_max']['train']:.3f}"
+        assert cells[8] == f"{rec['wall_seconds']:.3f}"
+    elim_rows = _tables(md, "## Iterations, active set")["heart_scale"]
+    for cells in elim_rows[1:]:
+        (rec,) = [r for r in psvm if _label(r) == cells[0] and r["ranks"] == 1]
+        c = rec["stats"]["counts"]
+        assert cells[1:5] == [str(c["n_iter"]), str(c.get("n_eliminated", 0)),
+                              str(c.get("n_false_positive", 0)), str(c.get("n_reconstruct", 0))]
+    quality = _tables(md, "## Accuracy and objective")["heart_scale"]
+    for cells in quality[1:]:
+        (rec,) = [r for r in psvm if _label(r) == cells[0] and r["ranks"] == 1]
+        assert cells[1] == f"{100 * rec['accuracy']:.2f}"
+    svc_rows = [line for line in md.split("## Reference: scikit-learn SVC")[1].split("\n## ")[0]
+                .splitlines() if line.startswith("| heart_scale")]  # fmt: skip
+    fits = {r["shrinking"]: r for r in records if r["kind"] == "sklearn-svc"}
+    for line in svc_rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[2] == f"{fits[cells[1] == 'on']['seconds']:.3f}"
+
+    # the report is a pure function of the records: --build-only gives the same bytes
+    (out / "REPORT.md").unlink()
+    assert psvm_report(["heuristics", "--build-only", "--out", str(out)]) == 0
+    assert (out / "REPORT.md").read_text() == md
+    json.loads((out / "study.json").read_text())  # still valid after a rebuild

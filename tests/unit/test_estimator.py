@@ -1,0 +1,347 @@
+"""psvm.SVC as a scikit-learn estimator, in one process.
+
+scikit-learn's estimator checks, meta-estimators (GridSearchCV, Pipeline,
+CalibratedClassifierCV, clone), persistence, LIBSVM model files, and agreement
+with sklearn.svm.SVC on breast_cancer, digits and a9a.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+from pathlib import Path
+
+import joblib
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn import svm
+from sklearn.base import clone
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import psvm
+from tests._svm import load_head, write_head
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "estimator_checks.md"
+# Listed with their reasons in docs/estimator_checks.md (a test below keeps the two in step).
+EXPECTED_FAILED_CHECKS = {
+    "check_sample_weight_equivalence_on_dense_data": (
+        "sample_weight is not equivalent to removing/repeating samples."
+    ),
+    "check_sample_weight_equivalence_on_sparse_data": (
+        "sample_weight is not equivalent to removing/repeating samples."
+    ),
+}
+
+
+def _dense(a):
+    return a.toarray() if sp.issparse(a) else np.asarray(a)
+
+
+@pytest.fixture(scope="module")
+def breast_cancer():
+    return load_breast_cancer(return_X_y=True)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X / 16.0, y
+
+
+# -- scikit-learn's estimator checks --------------------------------------------------------------
+@parametrize_with_checks(
+    [psvm.SVC(), psvm.SVC(kernel="linear", heuristic="earliest", reconstruction="multi")],
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_expected_failures_are_documented():
+    text = DOCS.read_text()
+    documented = set(re.findall(r"^\| `(check_\w+)` \|", text, flags=re.M))
+    assert documented == set(EXPECTED_FAILED_CHECKS)
+
+
+# -- meta-estimators ------------------------------------------------------------------------------
+def test_pipeline_in_grid_search_matches_sklearn(breast_cancer):
+    X, y = breast_cancer
+    grid = {"svc__C": [0.1, 1.0, 10.0], "svc__gamma": ["scale", 0.01]}
+    ours = GridSearchCV(make_pipeline(StandardScaler(), psvm.SVC()), grid, cv=3).fit(X, y)
+    ref = GridSearchCV(make_pipeline(StandardScaler(), svm.SVC()), grid, cv=3).fit(X, y)
+    assert ours.best_params_ == ref.best_params_
+    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
+                               ref.cv_results_["mean_test_score"], atol=0.01)  # fmt: skip
+    assert np.mean(ours.predict(X) == ref.predict(X)) >= 0.999
+
+
+def test_clone_keeps_params_and_drops_the_fit(breast_cancer):
+    X, y = breast_cancer
+    est = psvm.SVC(C=3.0, heuristic="lazy", reconstruction="multi", n_jobs=1).fit(X, y)
+    new = clone(est)
+    assert new.get_params() == est.get_params()
+    assert not hasattr(new, "support_")
+
+
+def test_clone_and_pickle_with_a_communicator(breast_cancer):
+    from mpi4py import MPI
+
+    comm = MPI.COMM_SELF.Dup()  # user communicators cannot be pickled or deep-copied
+    try:
+        est = psvm.SVC(comm=comm)
+        assert clone(est).comm is comm
+        est.fit(*breast_cancer)
+        loaded = pickle.loads(pickle.dumps(est))
+        assert loaded.comm is None and est.comm is comm
+        np.testing.assert_array_equal(loaded.predict(breast_cancer[0]),
+                                      est.predict(breast_cancer[0]))  # fmt: skip
+    finally:
+        comm.Free()
+
+
+def test_calibrated_probabilities(breast_cancer):
+    X, y = breast_cancer
+    ours = CalibratedClassifierCV(make_pipeline(StandardScaler(), psvm.SVC()), ensemble=False)
+    ref = CalibratedClassifierCV(make_pipeline(StandardScaler(), svm.SVC()), ensemble=False)
+    p = ours.fit(X, y).predict_proba(X)
+    assert p.shape == (len(y), 2)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    np.testing.assert_allclose(p, ref.fit(X, y).predict_proba(X), atol=0.02)
+
+
+# -- persistence ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("how", ["pickle", "joblib"])
+def test_persistence_predicts_identically(tmp_path, digits, how):
+    X, y = digits
+    est = psvm.SVC(C=10).fit(X[:500], y[:500])
+    if how == "pickle":
+        loaded = pickle.loads(pickle.dumps(est))
+    else:
+        joblib.dump(est, tmp_path / "m.joblib")
+        loaded = joblib.load(tmp_path / "m.joblib")
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))
+    assert loaded.fit_stats_ == est.fit_stats_
+
+
+def test_fit_stats_are_json(breast_cancer):
+    est = psvm.SVC().fit(*breast_cancer)
+    stats = json.loads(json.dumps(est.fit_stats_))
+    assert stats["schema"] == 1 and stats["ranks"] == 1
+    assert stats["counts"]["n_iter"] == est.n_iter_.sum()
+    assert stats["values"]["heuristic"] == "libsvm"
+
+
+# -- LIBSVM model files ---------------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["digits", "a9a"])
+def test_libsvm_model_round_trip(tmp_path, shared_data, digits, case):
+    from libsvm import svmutil
+
+    if case == "digits":
+        X, y = digits
+        est = psvm.SVC(C=10, kernel="poly", coef0=1.0).fit(X[:400], y[:400])
+    else:
+        X, y = load_head(shared_data / "a9a.xz", 1000)
+        est = psvm.SVC().fit(X, y)
+    path = tmp_path / "m.model"
+    est.to_libsvm_model(path)
+    loaded = psvm.SVC.from_libsvm_model(path)
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    np.testing.assert_array_equal(loaded.decision_function(X), est.decision_function(X))
+    for name in ("support_", "n_support_", "intercept_", "n_iter_", "shape_fit_"):
+        np.testing.assert_array_equal(getattr(loaded, name), getattr(est, name), err_msg=name)
+    np.testing.assert_array_equal(_dense(loaded.dual_coef_), _dense(est.dual_coef_))
+    theirs, _, _ = svmutil.svm_predict(np.zeros(X.shape[0]), sp.csr_matrix(X),
+                                       svmutil.svm_load_model(str(path)), "-q")  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(theirs), est.predict(X))
+
+
+@pytest.mark.parametrize("name, n_rows", [("heart_scale.xz", None), ("usps.t.xz", 600)])
+def test_model_trained_by_libsvm(tmp_path, shared_data, name, n_rows):
+    """Labels in LIBSVM's first-appearance order come back sorted, with the same values."""
+    from libsvm import svmutil
+
+    data = write_head(shared_data / name, tmp_path / "train.txt", n_rows)
+    y, x = svmutil.svm_read_problem(data, return_scipy=True)
+    m = svmutil.svm_train(y, x, "-c 2 -g 0.1 -q")
+    svmutil.svm_save_model(str(tmp_path / "l.model"), m)
+    theirs, _, dec = svmutil.svm_predict(y, x, m, "-q")
+    est = psvm.SVC.from_libsvm_model(tmp_path / "l.model", decision_function_shape="ovo")
+    assert list(est.classes_) == sorted(m.get_labels())
+    assert (est.support_ == -1).all()
+    X = sp.csr_matrix(x)[:, : est.n_features_in_]
+    np.testing.assert_array_equal(est.predict(X), np.asarray(theirs))
+    if len(est.classes_) == 2:  # positive means classes_[1]; LIBSVM's means its first label
+        sign = 1.0 if m.get_labels()[0] == est.classes_[1] else -1.0
+        np.testing.assert_allclose(est.decision_function(X), sign * np.ravel(dec), atol=1e-9)
+
+
+def test_non_integer_labels_cannot_go_to_libsvm(tmp_path, breast_cancer):
+    X, y = breast_cancer
+    est = psvm.SVC().fit(X, np.where(y == 1, "yes", "no"))
+    with pytest.raises(ValueError, match="integer labels"):
+        est.to_libsvm_model(tmp_path / "m.model")
+    assert not (tmp_path / "m.model").exists()
+
+
+# -- agreement with sklearn.svm.SVC ---------------------------------------------------------------
+@pytest.mark.parametrize("shape", ["ovr", "ovo"])
+@pytest.mark.parametrize("dataset", ["breast_cancer", "digits"])
+def test_matches_sklearn(request, dataset, shape):
+    X, y = request.getfixturevalue(dataset)
+    kw = dict(decision_function_shape=shape)
+    ours, ref = psvm.SVC(**kw).fit(X, y), svm.SVC(**kw).fit(X, y)
+    assert np.mean(ours.predict(X) == ref.predict(X)) >= 0.999
+    assert ours._gamma == pytest.approx(ref._gamma, rel=1e-12)
+    np.testing.assert_array_equal(ours.classes_, ref.classes_)
+    # decision values, once both solvers are converged well below 1e-3
+    ours, ref = psvm.SVC(tol=1e-5, **kw).fit(X, y), svm.SVC(tol=1e-5, **kw).fit(X, y)
+    assert ours.decision_function(X).shape == ref.decision_function(X).shape
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=1e-3)
+    np.testing.assert_array_equal(ours.support_, ref.support_)
+    np.testing.assert_allclose(ours.dual_coef_, ref.dual_coef_, atol=1e-3)
+    np.testing.assert_allclose(ours.intercept_, ref.intercept_, atol=1e-3)
+
+
+def test_matches_sklearn_on_a9a(shared_data):
+    X, y = load_head(shared_data / "a9a.xz", 3000)
+    Xt, _ = load_head(shared_data / "a9a.t.xz", 2000, n_features=X.shape[1])
+    ours, ref = psvm.SVC().fit(X, y), svm.SVC().fit(X, y)
+    assert np.mean(ours.predict(Xt) == ref.predict(Xt)) >= 0.999
+    assert sp.issparse(ours.support_vectors_) and sp.issparse(ours.dual_coef_)
+    ours, ref = psvm.SVC(tol=1e-5).fit(X, y), svm.SVC(tol=1e-5).fit(X, y)
+    np.testing.assert_allclose(ours.decision_function(Xt), ref.decision_function(Xt), atol=1e-3)
+
+
+def test_sample_weight_matches_sklearn(breast_cancer):
+    X, y = breast_cancer
+    X = StandardScaler().fit_transform(X)
+    sw = np.random.default_rng(0).uniform(0, 2, size=y.size)
+    sw[::7] = 0.0
+    ours = psvm.SVC(tol=1e-5).fit(X, y, sample_weight=sw)
+    ref = svm.SVC(tol=1e-5).fit(X, y, sample_weight=sw)
+    np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=1e-3)
+    # sklearn's support_ indexes the rows left after dropping zero weights; psvm's indexes X
+    np.testing.assert_array_equal(ours.support_, np.flatnonzero(sw > 0)[ref.support_])
+
+
+@pytest.mark.parametrize("class_weight", ["balanced", {0: 3.0, 7: 0.5}])
+def test_class_weight_matches_sklearn(digits, class_weight):
+    X, y = digits
+    rows = np.flatnonzero((y != 0) | (np.arange(y.size) % 4 == 0))  # class 0 rarer
+    X, y = X[rows], y[rows]
+    ours = psvm.SVC(tol=1e-5, class_weight=class_weight).fit(X, y)
+    ref = svm.SVC(tol=1e-5, class_weight=class_weight).fit(X, y)
+    np.testing.assert_allclose(ours.class_weight_, ref.class_weight_, rtol=1e-12)
+    np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=1e-3)
+
+
+@pytest.mark.parametrize("dataset", ["breast_cancer", "digits"])
+def test_linear_coef_matches_sklearn(request, dataset):
+    X, y = request.getfixturevalue(dataset)
+    X = StandardScaler().fit_transform(X)[:300]
+    y = y[:300]
+    ours = psvm.SVC(kernel="linear", tol=1e-5).fit(X, y)
+    ref = svm.SVC(kernel="linear", tol=1e-5).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, atol=1e-3)
+    with pytest.raises(AttributeError, match="linear kernel"):
+        _ = psvm.SVC().fit(X, y).coef_
+
+
+# -- parameters -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "params, expected",
+    [
+        ({}, "libsvm"),
+        ({"shrinking": False}, "none"),
+        ({"shrinking": "earliest"}, "earliest"),
+        ({"shrinking": False, "heuristic": "lazy"}, "lazy"),  # heuristic wins
+        ({"shrinking": True, "heuristic": "none"}, "none"),
+    ],
+)
+def test_shrinking_and_heuristic(breast_cancer, params, expected):
+    X, y = breast_cancer
+    est = psvm.SVC(**params).fit(X, y)
+    assert est.fit_stats_["values"]["heuristic"] == expected
+    np.testing.assert_array_equal(est.predict(X), psvm.SVC().fit(X, y).predict(X))
+
+
+def test_random_state_and_n_jobs_do_not_change_the_model(digits):
+    import numba
+
+    X, y = digits[0][:400], digits[1][:400]
+    a = psvm.SVC(random_state=0).fit(X, y)
+    threads = numba.get_num_threads()
+    b = psvm.SVC(random_state=np.random.RandomState(1), n_jobs=1).fit(X, y)
+    assert numba.get_num_threads() == threads  # restored after fit
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+
+
+@pytest.mark.parametrize(
+    "params, name",
+    [
+        (dict(C=-1.0), "C"),
+        (dict(C="big"), "C"),
+        (dict(kernel="precomputed"), "kernel"),
+        (dict(degree=-1), "degree"),
+        (dict(gamma="bad"), "gamma"),
+        (dict(gamma=0.0), "gamma"),
+        (dict(coef0=np.inf), "coef0"),
+        (dict(shrinking="maybe"), "shrinking"),
+        (dict(heuristic="fast"), "heuristic"),
+        (dict(reconstruction="often"), "reconstruction"),
+        (dict(selection="third"), "selection"),
+        (dict(tol=0.0), "tol"),
+        (dict(cache_size=0), "cache_size"),
+        (dict(max_iter=0), "max_iter"),
+        (dict(max_iter=1.5), "max_iter"),
+        (dict(class_weight="auto"), "class_weight"),
+        (dict(class_weight={0: -1.0}), "class_weight"),
+        (dict(class_weight={5: 1.0}), "class_weight"),
+        (dict(decision_function_shape="ovx"), "decision_function_shape"),
+        (dict(n_jobs=0), "n_jobs"),
+        (dict(random_state="seed"), "random_state"),
+        (dict(distributed="scattered"), "distributed"),
+    ],
+)
+def test_bad_params_are_named(params, name):
+    X, y = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]]), np.array([0, 1, 1, 0])
+    with pytest.raises(ValueError, match=rf"^{name}\b"):
+        psvm.SVC(**params).fit(X, y)
+
+
+def test_bad_fit_and_predict_inputs(breast_cancer):
+    X, y = breast_cancer
+    with pytest.raises(ValueError, match="sample_weight"):
+        psvm.SVC().fit(X, y, sample_weight=-np.ones(y.size))
+    with pytest.raises(ValueError, match="sample_weight has shape"):
+        psvm.SVC().fit(X, y, sample_weight=np.ones(3))
+    sw = np.where(y == 0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="one class"):
+        psvm.SVC().fit(X, y, sample_weight=sw)
+    y3 = y + (np.arange(y.size) % 5 == 0) * 2  # a third class, given zero weight below
+    with pytest.raises(ValueError, match=r"class \[2\] has no sample with positive"):
+        psvm.SVC().fit(X, y3, sample_weight=(y3 != 2).astype(float))
+    est = psvm.SVC(decision_function_shape="ovo", break_ties=True).fit(X, y)
+    with pytest.raises(ValueError, match="break_ties"):
+        est.predict(X)
+
+
+def test_break_ties_predicts_the_ovr_argmax(digits):
+    X, y = digits
+    est = psvm.SVC(break_ties=True).fit(X[:500], y[:500])
+    np.testing.assert_array_equal(
+        est.predict(X), est.classes_[np.argmax(est.decision_function(X), axis=1)]
+    )
+    ref = svm.SVC(break_ties=True).fit(X[:500], y[:500])
+    assert np.mean(est.predict(X) == ref.predict(X)) >= 0.999

@@ -1,0 +1,400 @@
+"""Parallel SGD linear SVM, serial parts: kernels against numpy, estimator, model file, CLI."""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from psvm._params import SGD_SCHEDULES, ParameterError, validate_sgd_params
+from psvm.comm import Comm
+from psvm.sgd import steps
+from psvm.sgd.estimator import SGDSVC
+from psvm.sgd.model import (
+    LinearModel,
+    is_linear_model_file,
+    read_linear_model,
+    write_linear_model,
+)
+from psvm.sgd.msf import AutoMSF, FixedPeriod, make_policy
+from psvm.sgd.trainer import SGDState, block_order
+
+# -- a plain numpy reference of the SGD steps ------------------------------------------
+
+
+def reference_sgd(X, codes, sw, order, schedule, hp, pos_code, pos_w, neg_w):
+    """Dense textbook SGD on lambda/2|w|^2 + hinge, with t-weighted averaging."""
+    lam, eta0, t0, epoch, bias_lr, avg_start = hp[:6]
+    k, d = len(pos_code), X.shape[1]
+    w, b = np.zeros((k, d)), np.zeros(k)
+    S, Sb, navg, t = np.zeros((k, d)), np.zeros(k), 0.0, 0.0
+    for i in order:
+        t += 1
+        eta = {0: 1 / (lam * t), 1: 1 / (lam * (t0 + t - 1)), 2: eta0, 3: 1 / (lam * epoch)}
+        eta = eta[schedule]
+        avg_on = avg_start > 0 and t >= avg_start
+        a = t - avg_start + 1
+        for c in range(k):
+            y = 1.0 if codes[i] == pos_code[c] else -1.0
+            wc = sw[i] * (pos_w[c] if y > 0 else neg_w[c])
+            margin = y * (w[c] @ X[i] + b[c])
+            w[c] *= max(0.0, 1 - eta * lam)
+            if margin < 1 and wc != 0:
+                w[c] += eta * wc * y * X[i]
+                b[c] += bias_lr * eta * wc * y
+            if avg_on:
+                S[c] += a * w[c]
+                Sb[c] += a * b[c]
+        if avg_on:
+            navg += a
+    return w, b, S, Sb, navg
+
+
+def toy(seed=0, n=40, d=7, n_classes=2):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.4, random_state=seed, format="csr") * 3
+    X = X.tolil()
+    X[3, :] = 0  # an empty row
+    X[5, :] = X[4, :]  # a duplicate row
+    X = X.tocsr()
+    X.sort_indices()
+    codes = rng.integers(0, n_classes, n).astype(np.int64)
+    return X.tocsr(), codes
+
+
+def run_kernel(X, codes, sw, order, schedule, hp, pos_code, pos_w, neg_w, chunks=1):
+    k, d = len(pos_code), X.shape[1]
+    s = SGDState.zeros(k, d, 0, 0)
+    bounds = np.linspace(0, len(order), chunks + 1).astype(int)
+    ip, ind, dat = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        steps.sgd_steps(ip, ind, dat, codes, sw, order, lo, hi, schedule, hp, s.V, s.scale, s.b,
+                        s.U, s.csum, s.bsum, pos_code, pos_w, neg_w, s.st)  # fmt: skip
+    return s
+
+
+def make_hp(lam=0.05, eta0=0.1, epoch=1, bias_lr=1.0, avg_start=1):
+    hp = np.zeros(steps.N_HP)
+    hp[:6] = [lam, eta0, steps.optimal_t0(lam), epoch, bias_lr, avg_start]
+    return hp
+
+
+@pytest.mark.parametrize("schedule", list(steps.SCHEDULES.values()))
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("avg_start", [0, 1, 17])
+def test_steps_match_numpy_reference(schedule, n_classes, avg_start):
+    X, codes = toy(schedule + 10 * n_classes, n_classes=n_classes)
+    rng = np.random.default_rng(1)
+    sw = rng.uniform(0.5, 2.0, X.shape[0])
+    order = np.concatenate([rng.permutation(X.shape[0]), rng.permutation(X.shape[0])])
+    if n_classes == 2:
+        pos_code, pos_w, neg_w = np.array([1]), np.array([1.5]), np.array([0.7])
+    else:
+        pos_code, pos_w, neg_w = np.arange(3), np.array([1.0, 2.0, 0.5]), np.ones(3)
+    hp = make_hp(avg_start=avg_start, epoch=2)
+    s = run_kernel(X, codes, sw, order, schedule, hp, pos_code, pos_w, neg_w, chunks=5)
+    w, b, S, Sb, navg = reference_sgd(X.toarray(), codes, sw, order, schedule, hp, pos_code,
+                                      pos_w, neg_w)  # fmt: skip
+    np.testing.assert_allclose(s.scale[:, None] * s.V, w, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(s.b, b, rtol=1e-9, atol=1e-12)
+    assert s.st[steps.S_T] == len(order) and s.st[steps.S_NAVG] == navg
+    if avg_start:  # U + csum V cancels terms: compare at the sums' own scale
+        scale = np.abs(S).max()
+        np.testing.assert_allclose(s.U + s.csum[:, None] * s.V, S, rtol=0, atol=1e-7 * scale)
+        np.testing.assert_allclose(s.bsum, Sb, rtol=1e-9, atol=1e-9)
+
+
+def test_renormalisation_keeps_the_model():
+    """A constant schedule with eta*lambda near 1 shrinks the scale below MIN_SCALE often."""
+    X, codes = toy(3)
+    order = np.tile(np.arange(X.shape[0]), 5)
+    hp = make_hp(lam=0.9, eta0=1.0, avg_start=1)
+    one = np.ones(1)
+    s = run_kernel(X, codes, np.ones(40), order, steps.CONSTANT, hp, np.array([1]), one, one)
+    w, b, S, _, _ = reference_sgd(X.toarray(), codes, np.ones(40), order, steps.CONSTANT, hp,
+                                  [1], one, one)  # fmt: skip
+    np.testing.assert_allclose(s.scale[:, None] * s.V, w, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(s.U + s.csum[:, None] * s.V, S, atol=1e-7 * np.abs(S).max())
+
+
+def test_learning_rates():
+    hp = make_hp(lam=0.01, eta0=0.3, epoch=4)
+    assert steps.learning_rate(steps.PEGASOS, 5.0, hp) == pytest.approx(1 / (0.01 * 5))
+    assert steps.learning_rate(steps.CONSTANT, 5.0, hp) == 0.3
+    assert steps.learning_rate(steps.EPOCH, 5.0, hp) == pytest.approx(1 / (0.01 * 4))
+    # optimal: eta at the first step is lambda^-1/4, as in scikit-learn
+    assert steps.learning_rate(steps.OPTIMAL, 1.0, hp) == pytest.approx(0.01**-0.25)
+    assert tuple(steps.SCHEDULES) == SGD_SCHEDULES
+
+
+def test_pack_unpack_is_a_weighted_average():
+    rng = np.random.default_rng(0)
+    models = [(rng.normal(size=(2, 4)), rng.uniform(0.5, 2, 2), rng.normal(size=2)) for _ in "ab"]
+    weights = [3.0, 1.0]
+    total = np.zeros(2 * 5 + 1)
+    for (V, scale, b), wt in zip(models, weights, strict=True):
+        buf = np.empty_like(total)
+        steps.pack_model(V, scale, b, wt, buf)
+        total += buf
+    V, scale, b = models[0][0].copy(), models[0][1].copy(), models[0][2].copy()
+    U, csum = np.zeros((2, 4)), np.array([2.0, 0.0])
+    S_before = U + csum[:, None] * V
+    steps.unpack_model(total, V, scale, b, U, csum)
+    want = sum(wt * s[:, None] * v for (v, s, _), wt in zip(models, weights, strict=True)) / 4
+    np.testing.assert_allclose(scale[:, None] * V, want)
+    np.testing.assert_allclose(b, (3 * models[0][2] + models[1][2]) / 4)
+    np.testing.assert_allclose(U + csum[:, None] * V, S_before + 0 * V)  # sums folded exactly
+    V2 = V.copy()
+    steps.unpack_model(np.zeros_like(total), V, scale, b, U, csum)  # nobody stepped: unchanged
+    np.testing.assert_array_equal(V, V2)
+
+
+def test_hinge_sums_and_count_correct_match_numpy():
+    X, codes = toy(4, n_classes=3)
+    rng = np.random.default_rng(2)
+    W, w0, sw = rng.normal(size=(3, 7)), rng.normal(size=3), rng.uniform(0.5, 2, 40)
+    pos_w, neg_w = np.array([1.0, 2.0, 3.0]), np.ones(3)
+    out = np.empty(3)
+    ip, ind = X.indptr.astype(np.int64), X.indices.astype(np.int32)
+    steps.hinge_sums(ip, ind, X.data, codes, sw, W, w0, np.arange(3), pos_w, neg_w, out)
+    dec = X @ W.T + w0
+    Y = np.where(codes[:, None] == np.arange(3), 1.0, -1.0)
+    weight = sw[:, None] * np.where(Y > 0, pos_w, neg_w)
+    np.testing.assert_allclose(out, (weight * np.maximum(0, 1 - Y * dec)).sum(0))
+    correct = steps.count_correct(ip, ind, X.data, codes, W, w0, np.arange(3))
+    assert correct == int((dec.argmax(1) == codes).sum())
+    binary = (codes > 0).astype(np.int64)
+    got = steps.count_correct(ip, ind, X.data, binary, W[:1], w0[:1], np.array([1]))
+    assert got == int(((dec[:, 0] > 0).astype(int) == binary).sum())
+
+
+def test_block_order_is_a_permutation():
+    order = block_order(np.random.default_rng(0), 103, 8)
+    assert sorted(order.tolist()) == list(range(103))
+    assert order.dtype == np.int64
+
+
+# -- the estimator ------------------------------------------------------------------
+
+
+def blobs(n=300, n_classes=2, seed=0):
+    from sklearn.datasets import make_blobs
+
+    return make_blobs(n_samples=n, centers=n_classes, n_features=5, random_state=seed,
+                      cluster_std=2.0)  # fmt: skip
+
+
+def test_same_seed_same_model_and_p1_ignores_the_period():
+    X, y = blobs()
+    a = SGDSVC(alpha=1e-3, random_state=3, sync_every=1).fit(X, y)
+    b = SGDSVC(alpha=1e-3, random_state=3, sync_every="auto").fit(X, y)
+    c = SGDSVC(alpha=1e-3, random_state=4).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert not np.array_equal(a.coef_, c.coef_)
+    assert a.fit_stats_["counts"].get("n_sync", 0) == 0  # one process: nothing to average
+
+
+def test_fit_equals_the_reference_run():
+    """One epoch through the estimator is the numpy reference on the same row order."""
+    X, y = blobs(60)
+    est = SGDSVC(alpha=0.01, shuffle=False, max_iter=1, tol=None, average=True).fit(X, y)
+    hp = make_hp(lam=0.01, bias_lr=1.0, avg_start=1)
+    codes = np.searchsorted(est.classes_, y)
+    _, _, S, Sb, navg = reference_sgd(X, codes, np.ones(60), np.arange(60), steps.OPTIMAL, hp,
+                                      [1], np.ones(1), np.ones(1))  # fmt: skip
+    np.testing.assert_allclose(est.coef_, S / navg, rtol=1e-9)
+    np.testing.assert_allclose(est.intercept_, Sb / navg, rtol=1e-9)
+    last = SGDSVC(alpha=0.01, shuffle=False, max_iter=1, tol=None, average=False).fit(X, y)
+    w, b, *_ = reference_sgd(X, codes, np.ones(60), np.arange(60), steps.OPTIMAL, hp, [1],
+                             np.ones(1), np.ones(1))  # fmt: skip
+    np.testing.assert_allclose(last.coef_, w, rtol=1e-9)
+
+
+def test_averaging_smooths_the_model():
+    X, y = blobs(400, seed=1)
+    kw = dict(alpha=1e-4, random_state=0, max_iter=3, tol=None)
+    avg = SGDSVC(average=True, **kw).fit(X, y)
+    last = SGDSVC(average=False, **kw).fit(X, y)
+    assert avg.score(X, y) >= last.score(X, y) - 0.02
+    assert avg.fit_stats_["traces"]["objective"][-1] < last.fit_stats_["traces"]["objective"][0]
+
+
+def test_multiclass_one_vs_rest():
+    X, y = blobs(450, n_classes=3, seed=2)
+    est = SGDSVC(alpha=1e-3, random_state=0).fit(X, y)
+    assert est.coef_.shape == (3, 5) and est.intercept_.shape == (3,)
+    assert est.decision_function(X).shape == (450, 3)
+    assert est.score(X, y) > 0.9
+    np.testing.assert_array_equal(est.predict(X), est.classes_[est.decision_function(X).argmax(1)])
+
+
+def test_stopping_and_partial_fit():
+    X, y = blobs()
+    est = SGDSVC(alpha=1e-2, random_state=0, tol=1e-3, n_iter_no_change=2).fit(X, y)
+    assert est.fit_status_ == 0 and 3 <= est.n_iter_ < 1000
+    from sklearn.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        bad = SGDSVC(alpha=1e-2, random_state=0, max_iter=1).fit(X, y)
+    assert bad.fit_status_ == 1
+    p = SGDSVC(alpha=1e-2, random_state=0, shuffle=False)
+    with pytest.raises(ValueError, match="classes must be passed"):
+        p.partial_fit(X, y)
+    p.partial_fit(X, y, classes=[0, 1])
+    t1 = p.t_
+    p.partial_fit(X, y)
+    assert p.n_iter_ == 2 and p.t_ == 2 * t1
+    ref = SGDSVC(alpha=1e-2, random_state=0, shuffle=False, max_iter=2, tol=None).fit(X, y)
+    np.testing.assert_allclose(p.coef_, ref.coef_)  # two partial fits = two epochs
+    with pytest.raises(ValueError, match="not in classes"):
+        p.partial_fit(X, y + 5)
+
+
+def test_parameter_errors_name_the_parameter():
+    X, y = blobs(50)
+    for kw, name in [(dict(alpha=0), "alpha"), (dict(sync_every=0), "sync_every"),
+                     (dict(sync_every="often"), "sync_every"),
+                     (dict(learning_rate="adam"), "learning_rate"), (dict(max_iter=0), "max_iter"),
+                     (dict(average=-2), "average"), (dict(msf_target=1.0), "msf_target"),
+                     (dict(learning_rate="constant", eta0=0), "eta0"),
+                     (dict(tol=-1), "tol")]:  # fmt: skip
+        with pytest.raises(ParameterError, match=name):
+            SGDSVC(**kw).fit(X, y)
+    with pytest.raises(ValueError, match="distributed"):
+        SGDSVC(distributed="both").fit(X, y)
+    with pytest.raises(ValueError, match="class_weight"):
+        SGDSVC(class_weight="heavy").fit(X, y)
+    with pytest.raises(ValueError, match="greater than one"):
+        SGDSVC().fit(X, np.zeros(50))
+    assert validate_sgd_params(sync_every=8, average=False).average == 0
+
+
+def test_check_estimator():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    expected = {
+        "check_sample_weight_equivalence_on_dense_data":
+            "SGD visits a row of weight 2 once, a repeated row twice (as SGDClassifier)",
+        "check_sample_weight_equivalence_on_sparse_data":
+            "SGD visits a row of weight 2 once, a repeated row twice (as SGDClassifier)",
+    }  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_estimator(SGDSVC(), expected_failed_checks=expected)
+
+
+def test_lazy_export():
+    import psvm
+
+    assert psvm.SGDSVC is SGDSVC
+
+
+# -- MSF policies ---------------------------------------------------------------------
+
+
+def test_auto_msf_cost_period_and_backoff():
+    pol = AutoMSF(target=0.1, costs=(1e-7, 1e-5))  # sync = 100 steps: need p >= 900
+    assert pol.start(100_000) == 1024
+    assert pol.end_epoch(1, 0.5) == 1024
+    assert pol.end_epoch(2, 0.4) == 1024
+    assert pol.end_epoch(3, 0.45) == 512 and pol.n_backoff == 1  # worse: sync more often
+    assert pol.end_epoch(4, 0.44) == 512  # better again: the ceiling stays
+    assert pol.end_epoch(5, 0.43, val_accuracy=0.9) == 512
+    assert pol.end_epoch(6, 0.42, val_accuracy=0.8) == 256  # validation accuracy fell
+    assert AutoMSF(costs=(1e-7, 1e-5)).start(300) == 300  # never more than one epoch
+    assert AutoMSF(costs=(1e-6, 1e-9)).start(300) == 1
+    assert FixedPeriod(8).start(4) == 4 and FixedPeriod(8).start(100) == 8
+    assert isinstance(make_policy("auto"), AutoMSF) and isinstance(make_policy(3), FixedPeriod)
+
+
+def test_comm_sum_inplace_single_process():
+    buf = np.arange(3.0)
+    assert Comm().sum_inplace(buf) is buf and buf.tolist() == [0.0, 1.0, 2.0]
+
+
+# -- LIBLINEAR model file -----------------------------------------------------------------
+
+
+def test_liblinear_round_trip(tmp_path):
+    X, y = blobs(200, n_classes=3)
+    y = y * 2 - 1  # labels -1, 1, 3
+    est = SGDSVC(alpha=1e-3, random_state=0).fit(X, y)
+    path = tmp_path / "m.model"
+    write_linear_model(path, est.to_linear_model())
+    assert os.listdir(tmp_path) == ["m.model"]  # no temporary file left
+    text = path.read_text().splitlines()
+    assert text[:6] == ["solver_type L2R_L1LOSS_SVC_DUAL", "nr_class 3", "label -1 1 3",
+                        "nr_feature 5", "bias 1", "w"]  # fmt: skip
+    assert len(text) == 6 + 6 and is_linear_model_file(path)
+    m = read_linear_model(path)
+    np.testing.assert_array_equal(m.coef, est.coef_)
+    np.testing.assert_array_equal(m.intercept, est.intercept_)
+    np.testing.assert_array_equal(m.predict(X), est.predict(X))
+    Xb, yb = blobs(100)
+    bin_est = SGDSVC(alpha=1e-3, random_state=0).fit(Xb, yb)
+    write_linear_model(path, bin_est.to_linear_model())
+    assert path.read_text().splitlines()[2] == "label 1 0"  # positive class first
+    np.testing.assert_array_equal(read_linear_model(path).predict(Xb), bin_est.predict(Xb))
+
+
+def test_reads_liblinear_written_models(tmp_path):
+    path = tmp_path / "l.model"
+    path.write_text("solver_type L2R_L2LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feature 2\n"
+                    "bias -1\nw\n0.5 \n-1 \n")  # fmt: skip
+    m = read_linear_model(path)
+    assert m.predict(np.array([[1.0, 0.0], [0.0, 1.0]])).tolist() == [1, -1]
+    assert m.intercept.tolist() == [0.0]
+
+
+@pytest.mark.parametrize("text, line, match", [
+    ("solver_type L2R_L2LOSS_SVR\nnr_class 2\n", 1, "not a classification"),
+    ("solver_type L2R_LR\nnr_class 2\nlabel 1 2\nnr_feature 1\nbias 1\nw\n0.1\n", 8, "ends after"),
+    ("solver_type L2R_LR\nnr_class 2\nlabel 1 2\nnr_feature 1\nbias -1\nw\nx\n", 7, "a weight"),
+    ("solver_type L2R_LR\nnr_class 2\nlabel 1\nnr_feature 1\nbias -1\nw\n1\n", 3, "label"),
+    ("solver_type L2R_LR\nnr_class 2\nfoo 1\n", 3, "unknown header"),
+    ("solver_type L2R_LR\nnr_class 2\nlabel 1 2\nnr_feature 1\nbias -1\nw\n1\n2\n", 8, "more"),
+])  # fmt: skip
+def test_bad_linear_models_name_the_line(tmp_path, text, line, match):
+    path = tmp_path / "bad.model"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=match) as e:
+        read_linear_model(path)
+    assert e.value.line == line and str(path) in str(e.value)
+
+
+def test_non_integer_labels_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="integer labels"):
+        write_linear_model(tmp_path / "m", LinearModel(np.ones((1, 2)), [0.0], [0.5, 1.5]))
+    assert not os.listdir(tmp_path)
+
+
+# -- command lines ------------------------------------------------------------------------
+
+
+def test_cli_train_sgd_and_predict(tmp_path, capsys):
+    from psvm.cli import predict, train
+
+    X, y = blobs(200)
+    from sklearn.datasets import dump_svmlight_file
+
+    data = tmp_path / "train.txt"
+    dump_svmlight_file(X + 10, y * 2 - 1, str(data), zero_based=False)
+    model = tmp_path / "m.model"
+    assert train.main(["--solver", "sgd", "-q", "--sync-every", "16", "--epochs", "3",
+                       "--lambda", "1e-3", str(data), str(model)]) == 0  # fmt: skip
+    assert is_linear_model_file(model)
+    assert predict.main([str(data), str(model), str(tmp_path / "out")]) == 0
+    acc = float(capsys.readouterr().out.split("= ")[1].split("%")[0])
+    assert acc > 90
+    for bad in (["--solver", "sgd", "--sync-every", "x", str(data)],
+                ["--solver", "sgd", "-c", "1", str(data)],
+                ["--solver", "sgd", "--epochs", "0", str(data)],
+                ["--solver", "cg", str(data)]):  # fmt: skip
+        assert train.main(bad) == 1
+    err = capsys.readouterr().err
+    assert "--sync-every expects an integer" in err and "unknown option -c" in err
+    assert "max_iter must be >= 1" in err and "--solver cg" in err
+    assert train.solver_of(["-q", "-c", "1", "--solver", "sgd", "f"]) == "sgd"
+    assert train.solver_of(["-c", "--solver", "f"]) == "smo"  # '--solver' is -c's value
