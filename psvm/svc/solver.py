@@ -176,8 +176,16 @@ class Solver:
     def _column(self, packet: np.ndarray, slot: int, full: bool = False) -> np.ndarray:
         """K(x, local rows) for the packet's row x, from the cache when possible."""
         gidx = int(packet[GIDX])
-        col, hit, complete = self.cache.get(gidx)
+        col, hit, complete, missing = self.cache.get(gidx)
         if hit and (complete or not full):
+            if missing is not None:  # rows revived since: fill in just those
+                idx, val = self._row(packet, slot)
+                with self.stats.timer("kernel"):
+                    kernel_column(
+                        idx, val, packet[SQ], self.indptr, self.indices, self.data, self.sq,
+                        missing, *self.kparams, self.work, col,
+                    )  # fmt: skip
+                self.cache.refresh(gidx)
             return col
         idx, val = self._row(packet, slot)
         rows = self.all_rows if full else self.active_rows
@@ -356,7 +364,7 @@ class Solver:
                 self.streak[back] = 0
                 self.active_rows = np.flatnonzero(self.active_mask)
                 self.active_nnz = int(self.row_nnz[self.active_rows].sum())
-                self.cache.clear()
+                self.cache.revive(back)
             self.eliminated_any = self.active_rows.size < self.y.size
             cand = select_candidates(self.active_rows, self.y, self.alpha, self.C, self.G)
         return float(m + minus_M), cand
