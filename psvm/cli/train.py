@@ -98,6 +98,23 @@ def libsvm_class_order(labels):
     return labels
 
 
+def integer_classes(comm, path: str, labels):
+    """The classes in LIBSVM's order; a non-integer label fails on every rank before training.
+
+    Model files store labels with ``%d``: without this check the run would fail
+    only when rank 0 writes the model, after the whole training.
+    """
+    import numpy as np
+
+    from psvm.io.libsvm_format import LibsvmFormatError
+
+    fractional = [float(c) for c in labels if not float(c).is_integer()]
+    if fractional:  # every rank holds the same labels: all raise alike
+        reason = f"label {fractional[0]!r} is not an integer (model files hold integer labels)"
+        comm.agree(LibsvmFormatError(path, None, reason))
+    return np.array(libsvm_class_order(labels))
+
+
 def solver_of(argv: list[str]) -> str:
     """The ``--solver`` value, read with parse_args's token rules (-q alone, flags in pairs)."""
     k = 0
@@ -113,7 +130,6 @@ def _body(argv: list[str]) -> int:
         from psvm.cli.train_sgd import body
 
         return body(argv)
-    import numpy as np
 
     from psvm._params import validate_svc_params
     from psvm.comm import world
@@ -141,7 +157,7 @@ def _body(argv: list[str]) -> int:
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classes = np.array(libsvm_class_order(labels_in_order(comm, shard.y)))
+    classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
     stats = Stats()
     stats.seconds["load"] = time.perf_counter() - t0
     with stats.timer("train"):

@@ -90,7 +90,7 @@ def body(argv: list[str]) -> int:
     import numpy as np
 
     from psvm._params import validate_sgd_params
-    from psvm.cli.train import _write_json, libsvm_class_order
+    from psvm.cli.train import _write_json, integer_classes
     from psvm.comm import world
     from psvm.io.shard import labels_in_order, load_shard
     from psvm.sgd.model import LinearModel, write_linear_model
@@ -111,7 +111,7 @@ def body(argv: list[str]) -> int:
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classes = np.array(libsvm_class_order(labels_in_order(comm, shard.y)))
+    classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
     lam = opts.get("alpha", 1.0 / shard.n_samples)
     cfg = validate_sgd_params(alpha=lam, **cfg_args)
     # codes so that, with two classes, the first label is the positive one (LIBLINEAR)

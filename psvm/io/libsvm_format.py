@@ -181,22 +181,26 @@ def parse_block(buf: bytes, *, n_features_limit: int | None = None) -> ParsedBlo
     n_rows, nnz, slow, n_slow, code, eline, es, ee, ea, eb = parse_bytes(
         arr, limit, y, indptr, indices, data
     )
-    if code != OK:
-        return _failed(n_lines, int(eline), _reason(code, _token(buf, es, ee), ea, eb))
-    # Tokens off the exact fast path go through float(); none is bad syntax.
+    # Tokens off the exact fast path go through float(); none is bad syntax, but
+    # one may overflow (1e999). They precede any syntax error the kernel stopped
+    # at, so they are checked first: the error reported is the first bad line's.
     for target, s, e, line in slow[:n_slow].tolist():
         v = float(buf[s:e])
-        if not np.isfinite(v):  # e.g. 1e999 overflows
+        if not np.isfinite(v):
             if target < 0:
                 reason = _reason(ERR_NONFINITE_LABEL, _token(buf, s, e), 0, 0)
             else:
                 tok = f"{indices[target] + 1}:".encode() + buf[s:e]
                 reason = _reason(ERR_NONFINITE, _token(tok, 0, len(tok)), 0, 0)
             return _failed(n_lines, line, reason)
+        if code != OK:
+            continue
         if target >= 0:
             data[target] = v
         else:
             y[-target - 1] = v
+    if code != OK:
+        return _failed(n_lines, int(eline), _reason(code, _token(buf, es, ee), ea, eb))
     return ParsedBlock(
         y[:n_rows], indptr[: n_rows + 1], indices[:nnz], data[:nnz], n_lines, None, None
     )

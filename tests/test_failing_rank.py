@@ -1,0 +1,134 @@
+"""A failing rank (issue 7): every rank exits non-zero within seconds, the error is
+reported once, and the output folder holds no model file, partial or temporary.
+
+Failures: an unexpected exception on one rank (injected by a scenario script,
+``tests/mpi/run_train_fault.py``), an I/O error while rank 0 writes the model,
+and ``kill -9`` of one rank in the middle of training a9a.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests._helpers import mpiexec, run_mpi
+from tests.test_cli import GOOD
+
+
+def _only_input_left(folder, data):
+    assert sorted(os.listdir(folder)) == [os.path.basename(data)]
+
+
+@pytest.mark.parametrize("n, rank", [(2, 1), (3, 2), (3, 0)])
+def test_exception_on_one_rank_aborts_every_rank(tmp_path, n, rank):
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD * 3)
+    t0 = time.perf_counter()
+    r = run_mpi("run_train_fault.py", ["fit", rank, "-q", data, model], n, timeout=60)
+    assert time.perf_counter() - t0 < 30
+    assert r.returncode != 0
+    assert r.stderr.count("unexpected error") == 1, r.stderr  # the failing rank only
+    assert f"psvm-train: rank {rank}: unexpected error" in r.stderr
+    assert f"RuntimeError: injected failure on rank {rank}" in r.stderr
+    assert "psvm-train: error:" not in r.stderr  # not mistaken for a collective error
+    _only_input_left(tmp_path, data)
+
+
+def test_write_failure_leaves_no_partial_model(tmp_path):
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD * 3)
+    r = run_mpi("run_train_fault.py", ["fsync", 0, "-q", data, model], 2, timeout=60)
+    assert r.returncode != 0
+    assert r.stderr.count("unexpected error") == 1 and "No space left" in r.stderr, r.stderr
+    _only_input_left(tmp_path, data)  # the temporary file was removed, none renamed
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (mpiexec -> hydra proxy -> ranks), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _rank_pids(pid: int, n: int, timeout: float = 60) -> dict[int, int]:
+    """rank -> PID of the Python ranks under mpiexec ``pid`` (PMI_RANK in their environment)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ranks = {}
+        for c in _descendants(pid):
+            try:
+                with open(f"/proc/{c}/environ", "rb") as f:
+                    env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+                with open(f"/proc/{c}/cmdline", "rb") as f:
+                    is_python = b"psvm.cli.train" in f.read()
+            except OSError:
+                continue
+            if is_python and b"PMI_RANK" in env:
+                ranks[int(env[b"PMI_RANK"])] = c
+        if len(ranks) == n:
+            return ranks
+        time.sleep(0.1)
+    pytest.fail("the ranks did not start")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("n, victim", [(2, 1), (3, 0)])
+def test_kill_9_of_one_rank_mid_training(tmp_path, shared_data, n, victim):
+    out = tmp_path / "out"
+    out.mkdir()
+    model = out / "a9a.model"
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               PSVM_CACHE_DIR=str(tmp_path / "cache"))  # fmt: skip
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "psvm.cli.train", "-c", "4",
+           "-g", "0.5", str(shared_data / "a9a.xz"), str(model)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        ranks = _rank_pids(proc.pid, n)
+        training = threading.Event()  # the first progress line: the solver is running
+        lines: list[bytes] = []
+
+        def read():
+            for line in proc.stdout:
+                lines.append(line)
+                training.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        assert training.wait(90), "no progress line from rank 0"
+        os.kill(ranks[victim], signal.SIGKILL)
+        t0 = time.monotonic()
+        rc = proc.wait(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc != 0
+    assert elapsed < 10, elapsed
+    deadline = time.monotonic() + 5
+    while not all(_gone(p) for p in ranks.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(p) for p in ranks.values())  # no rank left waiting in a collective
+    assert os.listdir(out) == []  # no model, no temporary file
