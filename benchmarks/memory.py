@@ -32,9 +32,10 @@ def _status_kb(key: str) -> int:
 def rank_main(argv: list[str]) -> int:
     """Inside mpiexec: run psvm-train, print one JSON line with this rank's memory."""
     import numba  # noqa: F401  (everything the run imports, for the baseline)
+    import scipy.sparse  # noqa: F401
+
     import psvm.io.shard
     import psvm.svc.multiclass  # noqa: F401
-    import scipy.sparse  # noqa: F401
     from psvm.cli import train
     from psvm.comm import world
 

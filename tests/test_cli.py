@@ -86,7 +86,8 @@ def test_bad_options_name_the_parameter(tmp_path, argv, fragment):
 
 def test_flags_map_to_parameters():
     o = parse_args(["-t", "1", "-d", "2", "-g", "0.5", "-r", "1", "-c", "3", "-e", "0.01",
-                    "-m", "50", "-w1", "2", "-w-1", "0.5", "-h", "0", "-q", "tr", "out"])  # fmt: skip
+                    "-m", "50", "-w1", "2", "-w-1", "0.5", "-h", "0", "-q",
+                    "tr", "out"])  # fmt: skip
     assert o["kernel"] == "poly" and o["degree"] == 2 and o["gamma"] == 0.5 and o["coef0"] == 1
     assert o["C"] == 3 and o["tol"] == 0.01 and o["cache_size"] == 50
     assert o["class_weight"] == {1.0: 2.0, -1.0: 0.5} and o["heuristic"] == "none"

@@ -91,3 +91,17 @@ def test_accuracy_within_half_a_point_of_linearsvc(tmp_path, shared_data, name, 
     ref = LinearSVC(C=1.0, loss="hinge", max_iter=5000, tol=1e-4).fit(X, y)
     ours = accuracy(model, Xt, yt)
     assert ours >= ref.score(Xt, yt) - 0.005, (ours, ref.score(Xt, yt))
+
+
+def test_msf_sweep_writes_csv_and_plots(tmp_path, a9a_small):
+    import csv
+
+    data, test = a9a_small
+    out = tmp_path / "sweep"
+    r = run_cli("psvm.cli.msf_sweep", ["--ranks", "1,2", "--periods", "1,64", "--epochs", "1",
+                                       "--validation", test, "--out", out, data], None)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(open(out / "msf_sweep.csv")))
+    assert [(row["ranks"], row["period"]) for row in rows] == [("1", "1"), ("2", "1"), ("2", "64")]
+    assert int(rows[1]["n_sync"]) > 10 * int(rows[2]["n_sync"]) > 0
+    assert (out / "msf_time_split.png").stat().st_size and (out / "msf_accuracy.png").stat().st_size

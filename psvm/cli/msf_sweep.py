@@ -210,7 +210,7 @@ def plot(rows: list[dict], out: str, title: str) -> list[str]:
     ax1.set_title(f"{title}: accuracy and communication share per period")
     h1, l1 = ax1.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax1.legend(h1 + h2, l1 + l2, fontsize=8, loc="center right")
+    ax1.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower left")
     fig.tight_layout()
     files.append(os.path.join(out, "msf_accuracy.png"))
     fig.savefig(files[-1], dpi=120)

@@ -27,9 +27,9 @@ from psvm.sgd import steps
 from psvm.stats import Stats
 
 # Samples timed on a scratch copy of the model to measure the cost of one step.
-PROBE_STEPS = 512
+PROBE_STEPS = 256
 # Allreduces timed to measure the cost of one model average.
-PROBE_SYNCS = 8
+PROBE_SYNCS = 5
 # Rows per block of the per-epoch shuffle (see SGDTrainer): 1 would be a full permutation.
 SHUFFLE_BLOCK = 32
 
