@@ -113,16 +113,17 @@ def dual_objective(SV, coef, gamma: float, block: int = 512) -> float:
 
 
 def sklearn_svc_fit(X, y, Xt, yt, ds: Dataset, *, shrinking: bool, tol: float, cache: float):
-    """Fit scikit-learn's SVC (LIBSVM inside); the time covers ``fit`` only."""
+    """Fit scikit-learn's SVC (LIBSVM inside); wall and CPU times cover ``fit`` only."""
     from sklearn.svm import SVC
 
     clf = SVC(C=ds.C, gamma=ds.gamma, tol=tol, cache_size=cache, shrinking=shrinking)
-    t = time.perf_counter()
+    c, t = time.process_time(), time.perf_counter()
     clf.fit(X, y)
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
     binary = len(clf.classes_) == 2
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "accuracy": float(np.mean(clf.predict(Xt) == yt)),
         "n_support": int(clf.n_support_.sum()),
         "n_iter": int(np.sum(clf.n_iter_)),
@@ -165,7 +166,7 @@ def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | Non
 def versions() -> dict:
     from importlib import metadata
 
-    out = {"python": platform.python_version()}
+    out = {"psvm git": git_state(), "python": platform.python_version()}
     for pkg in ("psvm", "numpy", "scipy", "numba", "mpi4py", "mpich", "scikit-learn",
                 "libsvm-official", "matplotlib"):  # fmt: skip
         try:
@@ -173,6 +174,20 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             out[pkg] = None
     return out
+
+
+def git_state() -> str | None:
+    """``<commit>`` of the repository, ``+ N modified files`` when the tree is not clean."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10, check=True)
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
+                                "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    n = len(dirty.stdout.splitlines())
+    return head.stdout.strip() + (f" + {n} modified files" if n else "")
 
 
 def machine() -> dict:

@@ -2,7 +2,8 @@
 
     mpiexec -n P python -m psvm.bench_worker plan.json
 
-Each run calls :func:`psvm.cli.train.main` with its argv: the same code path
+Each run calls :func:`psvm.cli.train.main` with its argv (wall and CPU
+seconds of that call are recorded per rank): the same code path
 as the ``psvm-train`` command, without paying interpreter start-up and the
 numba cache load once per run (an optional warm-up run, discarded, pays it
 once). Before each run the communicator's per-verb counters are cleared and
@@ -33,6 +34,13 @@ def peak_rss_mb() -> float:
     """This process's high-water resident set size (Linux: ru_maxrss is in KiB)."""
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(kb / (1 if sys.platform != "darwin" else 1024) / 1024, 1)
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process: unlike wall time, barely moved by other jobs
+    competing for the cores (MPICH polls while it waits, so a waiting rank still counts)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def sample_traces(traces: dict, limit: int = MAX_TRACE) -> dict:
@@ -92,10 +100,10 @@ def main(plan_path: str) -> int:
         argv = ["-q", *run["flags"], *tail]
         comm.allgather_obj(None)  # start together
         comm.counters.clear()
-        t0 = time.perf_counter()
+        c0, t0 = cpu_seconds(), time.perf_counter()
         rc = train.main(argv)
-        wall = time.perf_counter() - t0
-        rss = comm.allgather_obj(peak_rss_mb())
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        rss, cpu = zip(*comm.allgather_obj((peak_rss_mb(), cpu)), strict=True)
         if comm.rank != 0:
             continue
         record = {
@@ -106,7 +114,8 @@ def main(plan_path: str) -> int:
             "command": f"mpiexec -n {comm.size} psvm-train {shlex.join(argv)}",
             "returncode": rc,
             "wall_seconds": wall,
-            "peak_rss_mb": rss,
+            "cpu_seconds": list(cpu),
+            "peak_rss_mb": list(rss),
         }
         if rc == 0:
             with open(stats_path) as f:

@@ -64,12 +64,16 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
 
     # every number in the tables is the one the JSON records give
     time_rows = _tables(md, "## Training time")["heart_scale"]
-    assert time_rows[0][:3] == ["configuration", "P", "train s"]
+    assert time_rows[0][:5] == ["configuration", "P", "CPU s", "CPU min-max", "train s"]
     assert len(time_rows) - 1 == len(psvm)
     for cells in time_rows[1:]:
         (rec,) = [r for r in psvm if _label(r) == cells[0] and r["ranks"] == int(cells[1])]
-        assert cells[2] == f"{rec['stats']['seconds_max']['train']:.3f}"
-        assert cells[8] == f"{rec['wall_seconds']:.3f}"
+        assert len(rec["cpu_seconds"]) == rec["ranks"]
+        assert cells[2] == f"{max(rec['cpu_seconds']):.3f}"
+        assert cells[4] == f"{rec['stats']['seconds_max']['train']:.3f}"
+        (none,) = [r for r in psvm if r["heuristic"] == "none" and r["ranks"] == rec["ranks"]
+                   and r["selection"] == rec["selection"]]  # fmt: skip
+        assert cells[6] == f"{max(rec['cpu_seconds']) / max(none['cpu_seconds']):.2f}"
     elim_rows = _tables(md, "## Iterations, active set")["heart_scale"]
     for cells in elim_rows[1:]:
         (rec,) = [r for r in psvm if _label(r) == cells[0] and r["ranks"] == 1]
@@ -85,10 +89,20 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
     fits = {r["shrinking"]: r for r in records if r["kind"] == "sklearn-svc"}
     for line in svc_rows:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[2] == f"{fits[cells[1] == 'on']['seconds']:.3f}"
+        fit = fits[cells[1] == "on"]
+        assert cells[2] == f"{fit['cpu_seconds']:.3f}" and cells[4] == f"{fit['seconds']:.3f}"
 
     # the report is a pure function of the records: --build-only gives the same bytes
     (out / "REPORT.md").unlink()
     assert psvm_report(["heuristics", "--build-only", "--out", str(out)]) == 0
     assert (out / "REPORT.md").read_text() == md
     json.loads((out / "study.json").read_text())  # still valid after a rebuild
+
+    # the hook for psvm-msf-sweep's output: its CSV becomes a table, its plots are linked
+    (out / "msf").mkdir()
+    (out / "msf" / "msf_sweep.csv").write_text("ranks,period,comm_share\n2,1,0.9\n2,64,0.1\n")
+    (out / "msf" / "msf_time_split.png").write_bytes((out / "time.png").read_bytes())
+    assert psvm_report(["heuristics", "--build-only", "--no-plots", "--out", str(out)]) == 0
+    msf = (out / "REPORT.md").read_text().split("## Model synchronisation frequency")[1]
+    assert "| ranks | period | comm_share |" in msf and "| 2 | 64 | 0.1 |" in msf
+    assert "](msf/msf_time_split.png)" in msf

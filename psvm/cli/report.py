@@ -17,7 +17,7 @@ import shlex
 import sys
 
 DEFAULTS = {"data": "a9a,w8a,ijcnn1", "ranks": "1,2", "rows": 10000, "test_rows": 5000,
-            "repeats": 3}  # fmt: skip
+            "repeats": 5}  # fmt: skip
 
 
 def _csv(text: str) -> list[str]:

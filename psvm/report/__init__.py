@@ -4,7 +4,9 @@ Pure: it reads the records that :mod:`psvm.study` wrote and never runs a
 solver. Every figure in the text is computed here from those records:
 medians over repeats for times, first-repeat values for the deterministic
 counts, ratios against the ``none`` heuristic (same data, P and selection)
-and against scikit-learn's SVC timed in the same study.
+and against scikit-learn's SVC timed in the same study. Ratios compare CPU
+seconds (of the slowest rank): on a machine shared with other jobs they vary
+far less between repeats than wall times, which are reported alongside.
 
     from psvm.report import write_report
     write_report("heuristics")            # reads heuristics/study.json, records/*.jsonl
@@ -50,6 +52,9 @@ def summarize_psvm(records: list[dict]) -> list[dict]:
         st = [r["stats"] for r in rs]
         counts = st[0]["counts"]
         train = [s["seconds_max"].get("train", 0.0) for s in st]
+        # the compared time: CPU seconds of the slowest rank (wall time if not recorded)
+        cpu = [max(r["cpu_seconds"]) if r.get("cpu_seconds") else t for r, t in zip(rs, train,
+                                                                                     strict=True)]
         busy = [[sum(p["seconds"].get(k, 0.0) for k in BUSY) for p in s["per_rank"]] for s in st]
         traced = next((s for s in st if s.get("traces")), {})
         rows.append({
@@ -60,6 +65,9 @@ def summarize_psvm(records: list[dict]) -> list[dict]:
             "train_min": min(train),
             "train_max": max(train),
             "wall_s": _med(r["wall_seconds"] for r in rs),
+            "cpu_s": _med(cpu),
+            "cpu_min": min(cpu),
+            "cpu_max": max(cpu),
             "n_iter": int(counts.get("n_iter", 0)),
             "n_eliminated": int(counts.get("n_eliminated", 0)),
             "n_false_positive": int(counts.get("n_false_positive", 0)),
@@ -93,7 +101,9 @@ def summarize_svc(records: list[dict]) -> dict:
     out = {}
     for key, rs in groups.items():
         secs = [r["seconds"] for r in rs]
+        cpu = [r.get("cpu_seconds", r["seconds"]) for r in rs]
         out[key] = {"seconds": _med(secs), "min": min(secs), "max": max(secs),
+                    "cpu": _med(cpu), "cpu_min": min(cpu), "cpu_max": max(cpu),
                     "repeats": len(rs), "objective": rs[0]["objective"],
                     "accuracy": rs[0]["accuracy"], "n_support": rs[0]["n_support"],
                     "n_iter": rs[0]["n_iter"], "command": rs[0]["command"]}  # fmt: skip
@@ -112,15 +122,17 @@ def derive(rows: list[dict], svc: dict) -> None:
         d, P, h, rec, sel = (r[k] for k in KEY)
         none = by.get((d, P, "none", "single", sel))
         ref = by.get((d, p_min, "none", "single", "second"))
-        r["vs_none"] = r["train_s"] / none["train_s"] if none and none["train_s"] else None
+        r["vs_none"] = r["cpu_s"] / none["cpu_s"] if none and none["cpu_s"] else None
+        r["vs_none_wall"] = r["train_s"] / none["train_s"] if none and none["train_s"] else None
         for shr in (False, True):
             s = svc.get((d, shr))
-            r[f"vs_svc{int(shr)}"] = r["train_s"] / s["seconds"] if s and s["seconds"] else None
+            r[f"vs_svc{int(shr)}"] = r["cpu_s"] / s["cpu"] if s and s["cpu"] else None
         r["gap_none"] = _rel(r["objective"], ref["objective"] if ref else None)
         s0 = svc.get((d, False))
         r["gap_svc"] = _rel(r["objective"], s0["objective"] if s0 else None)
         base = by.get((d, p_min, h, rec, sel))
         r["speedup"] = base["train_s"] / r["train_s"] if base and r["train_s"] else None
+        r["speedup_cpu"] = base["cpu_s"] / r["cpu_s"] if base and r["cpu_s"] else None
 
 
 def build(study: dict, records: list[dict]) -> tuple[list[dict], dict]:
@@ -160,10 +172,14 @@ def gmean(xs) -> float | None:
     return float(math.exp(np.mean(np.log(xs)))) if xs else None
 
 
-def noise(rows: list[dict]) -> float:
-    """Median relative spread (max - min) / median of the repeats: the study's noise level."""
-    return _med((r["train_max"] - r["train_min"]) / r["train_s"]
-                for r in rows if r["repeats"] > 1 and r["train_s"]) or 0.0  # fmt: skip
+def noise(rows: list[dict], metric: str = "cpu") -> float:
+    """Median relative spread (max - min) / median of the repeats: the study's noise level.
+
+    ``metric``: "cpu" (the compared time) or "train" (wall time of the solver).
+    """
+    med = "cpu_s" if metric == "cpu" else "train_s"
+    return _med((r[f"{metric}_max"] - r[f"{metric}_min"]) / r[med]
+                for r in rows if r["repeats"] > 1 and r[med]) or 0.0  # fmt: skip
 
 
 def ranking(rows: list[dict], selection: str = "second") -> list[tuple[str, float, int]]:

@@ -6,6 +6,7 @@ listed in the study's order (second order first, ``none`` on top).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -41,11 +42,31 @@ def _labels(rows):
     return seen
 
 
+def _legend_below(fig, ax) -> None:
+    """One legend under the panels, sized to the figure (it never covers a bar)."""
+    handles, labels = ax.get_legend_handles_labels()
+    width, height = fig.get_size_inches()
+    ncol = max(1, min(len(labels), int(width // 3.2)))
+    rows = -(-len(labels) // ncol)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8)
+    fig._legend_space = (0.25 * rows + 0.1) / height
+
+
 def _save(plt, fig, out: Path, name: str, title: str) -> str:
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(out / f"{name}.png", dpi=90)
+    fig.tight_layout(rect=(0, getattr(fig, "_legend_space", 0.0), 1, 0.97))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
+    try:  # a 128-colour palette keeps the committed PNGs small; Pillow comes with matplotlib
+        from PIL import Image
+
+        buf.seek(0)
+        img = Image.open(buf).convert("RGB").convert("P", palette=Image.Palette.ADAPTIVE,
+                                                     colors=128)  # fmt: skip
+        img.save(out / f"{name}.png", optimize=True)
+    except ImportError:
+        (out / f"{name}.png").write_bytes(buf.getvalue())
     return f"{name}.png"
 
 
@@ -78,20 +99,21 @@ def plot_time(study, rows, svc, out):
         series, errs = [], []
         for P in study["ranks"]:
             rs = {r["label"]: r for r in rows if r["dataset"] == d and r["ranks"] == P}
-            med = [rs[lab]["train_s"] if lab in rs else None for lab in labels]
-            lo = [med[k] - rs[lab]["train_min"] if lab in rs else 0 for k, lab in enumerate(labels)]
-            hi = [rs[lab]["train_max"] - med[k] if lab in rs else 0 for k, lab in enumerate(labels)]
-            series.append((f"psvm P={P}", med))
+            med = [rs[lab]["cpu_s"] if lab in rs else None for lab in labels]
+            lo = [med[k] - rs[lab]["cpu_min"] if lab in rs else 0 for k, lab in enumerate(labels)]
+            hi = [rs[lab]["cpu_max"] - med[k] if lab in rs else 0 for k, lab in enumerate(labels)]
+            series.append((f"psvm P={P}, CPU", med))
             errs.append(np.array([lo, hi], dtype=float))
-        _hbars(ax, labels, series, f"training time [s], median of {study['repeats']} "
-               "(error bar: min-max)", xerr=errs)  # fmt: skip
+        _hbars(ax, labels, series, f"CPU s of the slowest rank, median of {study['repeats']} "
+               "(bars: min-max)", xerr=errs)  # fmt: skip
         for shr, style in ((False, "--"), (True, ":")):
             s = svc.get((d, shr))
             if s:
-                ax.axvline(s["seconds"], color="red", ls=style,
-                           label=f"sklearn SVC shrinking={'on' if shr else 'off'}")  # fmt: skip
+                on = "on" if shr else "off"
+                ax.axvline(s["cpu"], color="red", ls=style,
+                           label=f"sklearn SVC shrinking={on}, CPU")
         ax.set_title(d)
-        ax.legend(fontsize=7, loc="lower right")
+    _legend_below(fig, axes[0][0])
     return _save(plt, fig, out, "time", "Training time per configuration (lower is better)")
 
 
@@ -107,7 +129,7 @@ def plot_iterations(study, rows, svc, out):
         if s:
             ax.axvline(s["n_iter"], color="red", ls=":", label="sklearn SVC (shrinking on)")
         ax.set_title(d)
-        ax.legend(fontsize=7, loc="lower right")
+    _legend_below(fig, axes[0][0])
     return _save(plt, fig, out, "iterations", "Iterations to m - M < tol (same for every P)")
 
 
@@ -115,18 +137,21 @@ def plot_active(study, rows, svc, out):
     rows = [r for r in _first_p(rows) if r["traces"].get("iter")
             and r["selection"] == "second" and r["reconstruction"] != "approximate"]  # fmt: skip
     plt, fig, axes, names = _panels(study, height=4.2)
-    cmap = plt.get_cmap("tab20")
+    cmap = plt.get_cmap("tab10")
     labels = _labels(rows)
+    heuristics = list(dict.fromkeys(r["heuristic"] for r in rows))
     for ax, d in zip(axes[0], names, strict=True):
-        for k, lab in enumerate(labels):
+        for lab in labels:
             r = next((r for r in rows if r["dataset"] == d and r["label"] == lab), None)
             if r is None:
                 continue
             t = r["traces"]
             n = r["n_samples"] or max(t["active"])
-            ax.step(t["iter"], 100.0 * np.asarray(t["active"]) / n, where="post", lw=1.2,
-                    color=cmap(k % 20), ls="-" if "single" in lab else "--", label=lab)  # fmt: skip
-        ax.set_xlabel("iteration")
+            color = cmap(heuristics.index(r["heuristic"]) % 10)
+            ax.step(t["iter"], 100.0 * np.asarray(t["active"]) / n, where="post", lw=1.3,
+                    color=color, ls="-" if r["reconstruction"] == "single" else "--",
+                    label=lab)  # fmt: skip
+        ax.set_xlabel("iteration (sampled by the solver every min(1000, n/20) iterations)")
         ax.set_ylabel("active rows [% of training rows]")
         ax.set_ylim(0, 105)
         ax.set_title(d)
@@ -145,7 +170,7 @@ def plot_elimination(study, rows, svc, out):
                             ("false positives", _col(rs, labels, "n_false_positive"))],
                "rows [count, symlog scale]", log=True)  # fmt: skip
         ax.set_title(d)
-        ax.legend(fontsize=7, loc="lower right")
+    _legend_below(fig, axes[0][0])
     return _save(plt, fig, out, "elimination", "Eliminations and false positives (revived rows)")
 
 
@@ -163,7 +188,8 @@ def plot_reconstruction(study, rows, svc, out):
                "reconstruction time [% of training time]")  # fmt: skip
         axes[0][col].set_title(d)
         for ax in axes[:, col]:
-            ax.legend(fontsize=7, loc="lower right")
+            if len(ax.get_legend_handles_labels()[0]) > 1:
+                ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
     return _save(plt, fig, out, "reconstruction", "Gradient reconstructions: count and cost")
 
 
@@ -180,7 +206,7 @@ def plot_imbalance(study, rows, svc, out):
                                  for lab in labels]) for k in range(P)]  # fmt: skip
         _hbars(ax, labels, series, "busy time per rank [s] (kernel+select+update+reconstruct)")
         ax.set_title(d)
-        ax.legend(fontsize=7, loc="lower right")
+    _legend_below(fig, axes[0][0])
     return _save(plt, fig, out, "imbalance", f"Work per rank at P={P} (equal bars: balanced)")
 
 
@@ -206,7 +232,8 @@ def plot_quality(study, rows, svc, out):
             axes[1][col].set_xscale("log")
         axes[0][col].set_title(d)
         for ax in axes[:, col]:
-            ax.legend(fontsize=7, loc="lower right")
+            if len(ax.get_legend_handles_labels()[0]) > 1:
+                ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
     return _save(plt, fig, out, "quality", "Test accuracy and objective gap")
 
 
