@@ -16,12 +16,12 @@ import json
 import numbers
 import os
 import re
-import secrets
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from psvm.io.atomic import write_atomic
 from psvm.model import SVCModel
 
 # LIBSVM's kernel_type_table names; psvm's names are sklearn's.
@@ -142,45 +142,15 @@ def write_model(path: str | os.PathLike, model: SVCModel) -> None:
     model.validate()
     # Everything that can fail on bad input happens before a file exists.
     header, trailer = _header_lines(model), _trailer_lines(model)
-    path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
-    # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for a plain open().
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as f:
-            f.write("\n".join(header) + "\n")
-            sv = model.support_vectors
-            coef = model.dual_coef.T.tolist()
-            for r in range(sv.shape[0]):
-                lo, hi = sv.indptr[r], sv.indptr[r + 1]
-                f.write(_sv_line(coef[r], sv.indices[lo:hi], sv.data[lo:hi]) + "\n")
-            for line in trailer:
-                f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make the rename durable where the OS allows it (POSIX); best effort."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with write_atomic(path, encoding="ascii", newline="\n") as f:
+        f.write("\n".join(header) + "\n")
+        sv = model.support_vectors
+        coef = model.dual_coef.T.tolist()
+        for r in range(sv.shape[0]):
+            lo, hi = sv.indptr[r], sv.indptr[r + 1]
+            f.write(_sv_line(coef[r], sv.indices[lo:hi], sv.data[lo:hi]) + "\n")
+        for line in trailer:
+            f.write(line + "\n")
 
 
 class _Reader:

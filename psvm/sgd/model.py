@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import numbers
 import os
-import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
+from psvm.io.atomic import write_atomic
 from psvm.io.model_file import ModelFormatError
 
 SOLVER_TYPE = "L2R_L1LOSS_SVC_DUAL"
@@ -111,22 +111,8 @@ def write_linear_model(path: str | os.PathLike, model: LinearModel) -> None:
              "label " + " ".join(labels), f"nr_feature {model.n_features}",
              "bias 1", "w"]  # fmt: skip
     lines += ["".join(_g(v) + " " for v in row) for row in W.tolist()]
-    path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with write_atomic(path, encoding="ascii", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def is_linear_model_file(path: str | os.PathLike) -> bool:
