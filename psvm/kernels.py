@@ -111,6 +111,29 @@ def kernel_column_csc(
 
 
 @njit(cache=True, nogil=True)
+def kernel_column_dense(
+    x_idx, x_val, x_sq, XT, sq_norms, rows, kernel_id, gamma, coef0, degree, dots, out,
+):  # fmt: skip
+    """out[r] = K(x, x_r) for r in ``rows``, through a dense feature-major copy ``XT``.
+
+    For dense, low-dimensional shards (ijcnn1, usps): each of x's features
+    adds one contiguous, vectorised pass over all local rows. Terms are added
+    in ascending feature order as in the CSR path, so results are bitwise
+    equal to it (the extra terms are exact zeros).
+    """
+    dots[:] = 0.0
+    for p in range(x_idx.size):
+        xf = XT[x_idx[p]]
+        v = x_val[p]
+        for t in range(dots.size):
+            dots[t] += xf[t] * v
+    for q in range(rows.size):
+        r = rows[q]
+        out[r] = _k(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
+    return out
+
+
+@njit(cache=True, nogil=True)
 def csc_cost(x_idx, colptr):
     """Work of :func:`kernel_column_csc` for x: non-zeros in x's columns."""
     c = 0

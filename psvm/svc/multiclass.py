@@ -118,4 +118,3 @@ def fit_ovo(
         },
     )
     return model, sv_gidx[order]
-

@@ -36,11 +36,12 @@ from psvm.kernels import (
     csr_arrays,
     kernel_column,
     kernel_column_csc,
+    kernel_column_dense,
     kernel_diag,
     row_sq_norms,
 )
 from psvm.stats import Stats
-from psvm.svc.reconstruct import reconstruct_gradient, violators
+from psvm.svc.reconstruct import DeferredGBar, add_kernel_sums, violators
 from psvm.svc.select import select_candidates, select_second_order
 from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
 from psvm.svc.update import (
@@ -97,14 +98,21 @@ class Solver:
         n = self.y.size
         self.alpha = np.zeros(n)
         self.G = -np.ones(n)
-        self.G_bar = np.zeros(n)
+        self.G_bar = np.zeros(n)  # sum over upper-bound variables; only reconstruction reads it
         self.sq = row_sq_norms(self.indptr, self.data, np.empty(n))
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
         self.kparams = kp
         self.QD = kernel_diag(self.indptr, self.data, self.sq, *kp, np.empty(n))
-        Xc = problem.X.tocsc()
-        Xc.sort_indices()
-        self.colptr, self.rowidx, self.cdata = csr_arrays(Xc)  # same dtypes, column-major
+        # A second, column-major copy for columns of x with few features: dense
+        # when it is at most 1.5x the size of the CSR arrays (12 bytes per non-zero)
+        n_feat = problem.X.shape[1]
+        self.XT = None
+        if 8 * n * n_feat <= 18 * problem.X.nnz:
+            self.XT = np.ascontiguousarray(problem.X.T.toarray())
+        else:
+            Xc = problem.X.tocsc()
+            Xc.sort_indices()
+            self.colptr, self.rowidx, self.cdata = csr_arrays(Xc)  # same dtypes as CSR
         self.dots = np.zeros(n)
         self.row_nnz = np.diff(self.indptr)
         self.nnz_total = self.active_nnz = int(self.indptr[-1])
@@ -112,13 +120,18 @@ class Solver:
         self.active_rows = self.all_rows
         self.active_mask = np.ones(n, dtype=bool)
         self.policy = make_policy(config.heuristic)
+        self.keep_g_bar = self.policy.active and config.reconstruction != "approximate"
+        self.pending = DeferredGBar()
         self.streak = np.zeros(n, dtype=np.int64)
         self._scratch = np.empty(n, dtype=np.int64)
         self.eliminated_any = False
         self._unshrunk = False
         multi = config.reconstruction == "multi" and self.policy.active
-        self._gaps = sorted(set(MULTI_GAPS if multi else ()) | (
-            {self.policy.unshrink_gap} if self.policy.unshrink_gap else set()), reverse=True)
+        self._gaps = sorted(
+            set(MULTI_GAPS if multi else ())
+            | ({self.policy.unshrink_gap} if self.policy.unshrink_gap else set()),
+            reverse=True,
+        )
         self.trace_every = max(1, min(1000, self.n_samples // 20))
         self.cache = ColumnCache(n, self.n_samples, config.cache_size)
         self.W = max(problem.max_row_nnz, 1)
@@ -173,11 +186,11 @@ class Solver:
         return best
 
     # -- kernel columns ----------------------------------------------------
-    def _column(self, packet: np.ndarray, slot: int, full: bool = False) -> np.ndarray:
-        """K(x, local rows) for the packet's row x, from the cache when possible."""
+    def _column(self, packet: np.ndarray, slot: int) -> np.ndarray:
+        """K(x, active local rows) for the packet's row x, from the cache when possible."""
         gidx = int(packet[GIDX])
         col, hit, complete, missing = self.cache.get(gidx)
-        if hit and (complete or not full):
+        if hit:
             if missing is not None:  # rows revived since: fill in just those
                 idx, val = self._row(packet, slot)
                 with self.stats.timer("kernel"):
@@ -188,11 +201,15 @@ class Solver:
                 self.cache.refresh(gidx)
             return col
         idx, val = self._row(packet, slot)
-        rows = self.all_rows if full else self.active_rows
-        csr_work = self.nnz_total if full else self.active_nnz
+        rows, csr_work, n = self.active_rows, self.active_nnz, self.y.size
         with self.stats.timer("kernel"):
-            # CSC reads only x's feature columns (all rows); CSR reads the rows' non-zeros
-            if csc_cost(idx, self.colptr) + self.y.size // 2 < csr_work:
+            # the column-major copy reads only x's features (all rows, dense: vectorised);
+            # CSR reads the non-zeros of the active rows
+            if self.XT is not None and idx.size * n // 4 < csr_work:
+                kernel_column_dense(
+                    idx, val, packet[SQ], self.XT, self.sq, rows, *self.kparams, self.dots, col
+                )
+            elif self.XT is None and csc_cost(idx, self.colptr) + n // 2 < csr_work:
                 kernel_column_csc(
                     idx, val, packet[SQ], self.colptr, self.rowidx, self.cdata, self.sq, rows,
                     *self.kparams, self.dots, col,
@@ -202,7 +219,7 @@ class Solver:
                     idx, val, packet[SQ], self.indptr, self.indices, self.data, self.sq, rows,
                     *self.kparams, self.work, col,
                 )  # fmt: skip
-        if rows.size == self.all_rows.size:
+        if rows.size == n:
             self.cache.mark_complete(gidx)
         return col
 
@@ -297,6 +314,8 @@ class Solver:
 
     def _eliminate(self, m: float, M: float) -> None:
         """Drop the rows the policy's rule selects, keeping ``active_rows`` sorted."""
+        with self.stats.timer("reconstruct"):
+            self._flush_g_bar()  # rows eliminated earlier; the new ones are up to date
         with self.stats.timer("select"):
             rows = self.active_rows
             n_keep = eliminate_rows(
@@ -344,15 +363,16 @@ class Solver:
         st = self.stats
         with st.timer("reconstruct"):
             st.add("n_reconstruct")
+            self._flush_g_bar()
             out = np.flatnonzero(~self.active_mask)
             free = np.flatnonzero((self.alpha > 0) & (self.alpha < self.C))
             F = gather_rows(self.comm, self._local_rows(free))
             f_coef = self.comm.allgatherv(self.y[free] * self.alpha[free])
             fi, fx, fd = csr_arrays(F)
             f_sq = row_sq_norms(fi, fd, np.empty(F.shape[0]))
-            reconstruct_gradient(
+            add_kernel_sums(
                 fi, fx, fd, f_sq, f_coef, self.indptr, self.indices, self.data, self.sq,
-                self.y, self.G_bar, out, self.work.size, *self.kparams, self.G,
+                self.y, self.G_bar, -1.0, out, self.work.size, *self.kparams, self.G,
             )  # fmt: skip
             m, _, minus_M, _ = select_candidates(self.all_rows, self.y, self.alpha, self.C, self.G)
             m, minus_M = self.comm.max_(np.array([m, minus_M]))
@@ -394,13 +414,28 @@ class Solver:
                 self.active_rows, self.y, self.alpha, self.C, self.G, col_i, col_j,
                 y_i * (a_i - old_i), y_j * (a_j - old_j),
             )  # fmt: skip
-            for p, old, new in ((p_i, old_i, a_i), (p_j, old_j, a_j)):
-                was_upper, is_upper = old >= p[CAP], new >= p[CAP]
-                if was_upper != is_upper:
-                    col = self._column(p, 0 if p is p_i else 1, full=True)
-                    sign = -1.0 if was_upper else 1.0
-                    update_gradient_bar(self.y, self.G_bar, col, sign * p[CAP] * p[Y])
+            if self.keep_g_bar:
+                self._update_g_bar(p_i, old_i, a_i, col_i, 0)
+                self._update_g_bar(p_j, old_j, a_j, col_j, 1)
         return cand
+
+    def _update_g_bar(self, p, old: float, new: float, col: np.ndarray, slot: int) -> None:
+        """A bound change: G_bar of active rows now, of eliminated rows at the next flush."""
+        was_upper, is_upper = old >= p[CAP], new >= p[CAP]
+        if was_upper == is_upper:
+            return
+        c = (-1.0 if was_upper else 1.0) * p[CAP] * p[Y]
+        update_gradient_bar(self.active_rows, self.y, self.G_bar, col, c)
+        if self.active_rows.size < self.y.size:
+            self.pending.record(int(p[GIDX]), c, *self._row(p, slot), p[SQ])
+
+    def _flush_g_bar(self) -> None:
+        """Bring G_bar of the eliminated rows up to date (local; no communication)."""
+        out = np.flatnonzero(~self.active_mask)
+        self.pending.flush(
+            out, self.indptr, self.indices, self.data, self.sq, self.y, self.work.size,
+            self.kparams, self.G_bar,
+        )  # fmt: skip
 
     def _rho(self, rows: np.ndarray) -> float:
         """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""

@@ -73,7 +73,8 @@ def update_gradient_and_select(rows, y, alpha, C, G, K_i, K_j, c_i, c_j):
 
 
 @njit(cache=True, nogil=True)
-def update_gradient_bar(y, G_bar, K_col, c):
-    """G_bar_t += y_t c K_t over all local rows (a variable entered or left its upper bound)."""
-    for t in range(G_bar.size):
+def update_gradient_bar(rows, y, G_bar, K_col, c):
+    """G_bar_t += y_t c K_t over ``rows`` (a variable entered or left its upper bound)."""
+    for q in range(rows.size):
+        t = rows[q]
         G_bar[t] += y[t] * c * K_col[t]

@@ -7,8 +7,11 @@ from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kerne
 
 from psvm.kernels import (
     KERNELS,
+    csc_cost,
     csr_arrays,
     kernel_column,
+    kernel_column_csc,
+    kernel_column_dense,
     kernel_diag,
     kernel_matrix,
     sq_norms_of,
@@ -63,6 +66,31 @@ def test_column_only_touches_given_rows(data):
                   KERNELS["rbf"], 0.3, 0.0, 3, np.zeros(26), out)  # fmt: skip
     assert (np.delete(out, rows) == -7.0).all()
     assert (out[rows] != -7.0).all()
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_column_major_paths_are_bitwise_equal_to_csr(data, name):
+    """The solver picks CSR, CSC or dense per column and rank: values must not depend on it."""
+    n, d = data.shape
+    indptr, indices, values = csr_arrays(data)
+    Xc = data.tocsc()
+    Xc.sort_indices()
+    colptr, rowidx, cdata = csr_arrays(Xc)
+    XT = np.ascontiguousarray(data.T.toarray())
+    sq = sq_norms_of(data)
+    kp = (KERNELS[name], PARAMS["gamma"], PARAMS["coef0"], PARAMS["degree"])
+    rows = np.array([0, 2, 3, 8, 39], dtype=np.int64)
+    for i in range(n):
+        x_idx, x_val = indices[indptr[i] : indptr[i + 1]], values[indptr[i] : indptr[i + 1]]
+        csr, csc, dense = (np.full(n, -7.0) for _ in range(3))
+        kernel_column(x_idx, x_val, sq[i], indptr, indices, values, sq, rows, *kp,
+                      np.zeros(d + 1), csr)  # fmt: skip
+        kernel_column_csc(x_idx, x_val, sq[i], colptr, rowidx, cdata, sq, rows, *kp,
+                          np.zeros(n), csc)  # fmt: skip
+        kernel_column_dense(x_idx, x_val, sq[i], XT, sq, rows, *kp, np.zeros(n), dense)
+        assert np.array_equal(csr, csc) and np.array_equal(csr, dense)
+        assert (np.delete(csr, rows) == -7.0).all()
+        assert csc_cost(x_idx, colptr) == sum(np.diff(colptr)[x_idx])
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))

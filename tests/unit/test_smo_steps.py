@@ -2,7 +2,10 @@
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
+from psvm.kernels import RBF, csr_arrays, kernel_matrix, sq_norms_of
+from psvm.svc.reconstruct import DeferredGBar
 from psvm.svc.select import select_candidates, select_second_order
 from psvm.svc.update import two_variable_step
 
@@ -76,3 +79,25 @@ def test_step_minimises_the_two_variable_problem(seed):
     feasible = (gj >= 0) & (gj <= C_j)
     best = min(f(b, c) for b, c in zip(grid[feasible], gj[feasible], strict=True))
     assert f(new_i, new_j) <= best + 1e-7
+
+
+def test_deferred_g_bar_equals_immediate_updates():
+    """Logged bound changes, flushed in one batch, give G_bar as if applied one by one."""
+    X = sp.random(20, 6, density=0.5, random_state=3, format="csr")
+    y = np.where(np.arange(20) % 3 == 0, -1.0, 1.0)
+    K = kernel_matrix(X, X, RBF, 0.5, 0.0, 3)
+    indptr, indices, data = csr_arrays(X)
+    log, expected = DeferredGBar(), np.zeros(20)
+    # variable 4 enters and leaves its bound (cancels); 7 and 11 enter, 11 twice over
+    for g, c in ((4, 1.5), (7, -2.0), (4, -1.5), (11, 0.5), (11, -0.5), (11, 0.5)):
+        row = X[g]
+        log.record(g, c, row.indices.astype(np.int32), row.data, float(row.multiply(row).sum()))
+        expected += y * c * K[g]
+    rows = np.array([0, 4, 5, 19], dtype=np.int64)
+    G_bar = np.zeros(20)
+    n = log.flush(rows, indptr, indices, data, sq_norms_of(X), y, 6, (RBF, 0.5, 0.0, 3), G_bar)
+    assert n == 2  # only 7 and 11 are left after cancelling
+    np.testing.assert_allclose(G_bar[rows], expected[rows], rtol=1e-12, atol=1e-14)
+    assert not np.delete(G_bar, rows).any()
+    assert not log.coef and log.flush(rows, indptr, indices, data, sq_norms_of(X), y, 6,
+                                      (RBF, 0.5, 0.0, 3), G_bar) == 0  # fmt: skip
