@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from psvm.cli._common import SWITCH, WEIGHTS, UsageError, parse_options, usage
 from psvm.cli.train import parse_args
 from tests._svm import run_cli
 
@@ -93,6 +94,25 @@ def test_flags_map_to_parameters():
     assert o["class_weight"] == {1.0: 2.0, -1.0: 0.5} and o["heuristic"] == "none"
     assert o["quiet"] and (o["train"], o["model"]) == ("tr", "out")
     assert parse_args(["dir/a9a"])["model"] == "a9a.model"  # LIBSVM's default name
+
+
+def test_option_table_kinds():
+    """One table row per option: valued, switch (no value) and LIBSVM's -w<label> <weight>."""
+    flags = {"--every": ("every", int, "period"), "--resume": ("resume", SWITCH, "continue"),
+             "-wi": ("class_weight", WEIGHTS, "weight of class i"),
+             "-q": ("quiet", SWITCH, "quiet mode")}  # fmt: skip
+    opts, rest = parse_options(["--resume", "-w2", "0.5", "--every", "3", "f", "-q"], flags)
+    assert opts == {"resume": True, "quiet": False, "class_weight": {2.0: 0.5}, "every": 3}
+    assert rest == ["f", "-q"]  # options end at the first positional
+    assert usage("Usage: x", flags).splitlines() == [
+        "Usage: x", "options:", "--every every: period", "--resume : continue",
+        "-wi weight: weight of class i", "-q : quiet mode",
+    ]  # fmt: skip
+    bad = {"--every": "--every needs a value", "-w 1": "unknown option -w",
+           "-wx 1": "-wx expects a number, got 'x'"}  # fmt: skip
+    for argv, message in bad.items():
+        with pytest.raises(UsageError, match=message):
+            parse_options(argv.split(), flags)
 
 
 def test_train_and_predict_in_one_process(tmp_path):

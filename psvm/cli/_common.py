@@ -1,10 +1,23 @@
-"""What both command lines share: strict option parsing and the error/exit protocol."""
+"""What the command lines share: strict option parsing and the error/exit protocol.
+
+A command's options are one table, ``flag -> (name, kind, help)``, that drives
+both parsing (:func:`parse_options`) and the usage text (:func:`usage`). The
+kind is ``int``, ``float`` or ``str`` (how the one value is parsed), or:
+
+- ``SWITCH``: a flag without a value, ``opts[name]`` True when given, else False;
+- ``WEIGHTS``: the ``-wi`` row, LIBSVM's ``-w<label> <weight>`` pairs collected
+  in the dict ``opts[name]`` (argparse cannot express it).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable
+
+SWITCH = "switch"  # table kinds besides int, float and str: see the module docstring
+WEIGHTS = "weights"
 
 
 class UsageError(ValueError):
@@ -20,6 +33,76 @@ def number(flag: str, text: str, kind=float):
     except ValueError:
         what = "an integer" if kind is int else "a number"
         raise UsageError(f"option {flag} expects {what}, got {text!r}") from None
+
+
+def usage(head: str, flags: dict) -> str:
+    """``head``, then one line per table row, in table order."""
+    lines = []
+    for flag, (name, kind, text) in flags.items():
+        what = "" if kind is SWITCH else "weight" if kind is WEIGHTS else name
+        lines.append(f"{flag} {what}: {text}")
+    return head + "\noptions:\n" + "\n".join(lines)
+
+
+def switches(flags: dict) -> set[str]:
+    """The flags of a table that take no value."""
+    return {flag for flag, (_, kind, _) in flags.items() if kind is SWITCH}
+
+
+def split_options(argv: list[str], no_value: set[str]) -> tuple[list[tuple[str, str | None]], list]:
+    """LIBSVM's token rules: (flag, value) pairs up to the first positional, then the positionals.
+
+    Every option takes the next token as its value, except those in ``no_value``;
+    their value is None, as is that of a last option missing its value.
+    """
+    pairs = []
+    k = 0
+    while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
+        if argv[k] in no_value or k + 1 >= len(argv):
+            pairs.append((argv[k], None))
+            k += 1
+        else:
+            pairs.append((argv[k], argv[k + 1]))
+            k += 2
+    return pairs, argv[k:]
+
+
+def parse_options(argv: list[str], flags: dict, *, context: str = "") -> tuple[dict, list]:
+    """Strict parsing by a flag table: (values by name, positionals); errors in argv order.
+
+    ``context`` ends the message of an unknown option.
+    """
+    opts: dict = {name: False for name, kind, _ in flags.values() if kind is SWITCH}
+    weights = next((name for name, kind, _ in flags.values() if kind is WEIGHTS), None)
+    if weights is not None:
+        opts[weights] = {}
+    pairs, rest = split_options(argv, switches(flags))
+    for flag, value in pairs:
+        name, kind, _ = flags.get(flag, (None, None, None))
+        if kind is SWITCH:
+            opts[name] = True
+        elif value is None:
+            raise UsageError(f"option {flag} needs a value")
+        elif kind in (None, WEIGHTS) and weights and flag.startswith("-w") and len(flag) > 2:
+            label = number(flag, flag[2:])
+            opts[weights][label] = number(flag, value)
+        elif kind in (int, float):
+            opts[name] = number(flag, value, kind)
+        elif kind is str:
+            opts[name] = value
+        else:
+            raise UsageError(f"unknown option {flag}{context}")
+    return opts, rest
+
+
+def parse_train_args(argv: list[str], flags: dict, *, context: str = "") -> dict:
+    """Options by ``flags``, then ``training_set_file [model_file]`` as LIBSVM's svm-train."""
+    opts, rest = parse_options(argv, flags, context=context)
+    if len(rest) not in (1, 2):
+        raise UsageError("expected training_set_file [model_file]")
+    opts["train"] = rest[0]
+    opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
+    return opts
 
 
 def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> int:

@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from psvm.cli._common import UsageError, number, run_main
+from psvm.cli._common import UsageError, number, run_main, usage
 
 FLAGS = {
     "--ranks": ("ranks", str, "comma-separated process counts (default 1,2)"),
@@ -33,9 +33,7 @@ FLAGS = {
     "--validation": ("validation", str, "LIBSVM test file for the accuracy column"),
     "--out": ("out", str, "output directory (default msf_sweep)"),
 }
-USAGE = "Usage: psvm-msf-sweep [options] training_set_file\noptions:\n" + "\n".join(
-    f"{flag} {name}: {text}" for flag, (name, _, text) in FLAGS.items()
-)
+USAGE = usage("Usage: psvm-msf-sweep [options] training_set_file", FLAGS)
 COLUMNS = ["ranks", "period", "epochs", "n_sync", "bytes_sync", "compute_s", "pack_s", "comm_s",
            "comm_min_s", "eval_s", "train_s", "comm_share", "objective", "accuracy"]  # fmt: skip
 

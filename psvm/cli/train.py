@@ -10,12 +10,22 @@ import os
 import sys
 import time
 
-from psvm.cli._common import UsageError, number, run_main
+from psvm.cli._common import (
+    SWITCH,
+    WEIGHTS,
+    UsageError,
+    parse_train_args,
+    run_main,
+    split_options,
+    switches,
+    usage,
+)
+from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
 KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
 
-# flag -> (parameter name, parser, help). One table drives parsing and usage.
+# flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 FLAGS = {
     "-s": ("svm_type", int, "svm_type: 0 -- C-SVC (the only type psvm trains)"),
     "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid"),
@@ -34,43 +44,17 @@ FLAGS = {
     "--n-features": ("n_features", int, "number of features (default: largest index in the file)"),
     "--stats": ("stats", str, "write run statistics as JSON to this file"),
     "--solver": ("solver", str, "smo (default: kernel SVM) or sgd (linear SVM, see below)"),
+    "-wi": ("class_weight", WEIGHTS, "set the parameter C of class i to weight*C (default 1)"),
+    "-q": ("quiet", SWITCH, "quiet mode (no outputs)"),
 }
 USAGE = (
-    "Usage: psvm-train [options] training_set_file [model_file]\noptions:\n"
-    + "\n".join(f"{flag} {name}: {text}" for flag, (name, _, text) in FLAGS.items())
-    + "\n-wi weight: set the parameter C of class i to weight*C (default 1)"
-    + "\n-q : quiet mode (no outputs)"
-    + "\n\n" + SGD_USAGE
+    usage("Usage: psvm-train [options] training_set_file [model_file]", FLAGS) + "\n\n" + SGD_USAGE
 )
 
 
 def parse_args(argv: list[str]) -> dict:
-    """Strict LIBSVM-style parsing: every flag takes one value; ``-w<label> <weight>``."""
-    opts: dict = {"class_weight": {}, "quiet": False}
-    k = 0
-    while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
-        flag = argv[k]
-        if flag == "-q":
-            opts["quiet"] = True
-            k += 1
-            continue
-        if k + 1 >= len(argv):
-            raise UsageError(f"option {flag} needs a value")
-        value = argv[k + 1]
-        if flag.startswith("-w") and flag not in FLAGS:
-            label = number(flag, flag[2:])
-            opts["class_weight"][label] = number(flag, value)
-        elif flag in FLAGS:
-            name, kind, _ = FLAGS[flag]
-            opts[name] = number(flag, value, kind) if kind in (int, float) else value
-        else:
-            raise UsageError(f"unknown option {flag}")
-        k += 2
-    rest = argv[k:]
-    if len(rest) not in (1, 2):
-        raise UsageError("expected training_set_file [model_file]")
-    opts["train"] = rest[0]
-    opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
+    """Strict LIBSVM-style parsing by FLAGS, then the checks of the smo path."""
+    opts = parse_train_args(argv, FLAGS)
     if opts.get("solver", "smo") != "smo":
         raise UsageError(f"--solver {opts['solver']}: must be smo or sgd")
     if opts.get("svm_type", 0) != 0:
@@ -116,13 +100,9 @@ def integer_classes(comm, path: str, labels):
 
 
 def solver_of(argv: list[str]) -> str:
-    """The ``--solver`` value, read with parse_args's token rules (-q alone, flags in pairs)."""
-    k = 0
-    while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
-        if argv[k] == "--solver" and k + 1 < len(argv):
-            return argv[k + 1]
-        k += 1 if argv[k] == "-q" else 2
-    return "smo"
+    """The first ``--solver`` value, read with parse_args's token rules."""
+    pairs, _ = split_options(argv, switches(FLAGS) | switches(SGD_FLAGS))
+    return next((value for flag, value in pairs if flag == "--solver" and value is not None), "smo")
 
 
 def _body(argv: list[str]) -> int:

@@ -9,73 +9,39 @@ at import: this module is imported by ``psvm-train`` for its usage text.
 
 from __future__ import annotations
 
-import os
 import time
 
-from psvm.cli._common import UsageError, number
+from psvm.cli._common import SWITCH, WEIGHTS, UsageError, number, parse_train_args, usage
 
-# flag -> (parameter name, parser, help). One table drives parsing and usage.
+# flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
+# fmt: off
 FLAGS = {
     "--solver": ("solver", str, "smo (default) or sgd; the flags below are for sgd"),
-    "--lambda": (
-        "alpha",
-        float,
-        "regularisation lambda; LIBLINEAR's C = 1/(n lambda) (default 1/n, i.e. C = 1)",
-    ),  # fmt: skip
+    "--lambda": ("alpha", float, "regularisation lambda; LIBLINEAR's C = 1/(n lambda) "
+                 "(default 1/n, i.e. C = 1)"),
     "--epochs": ("max_iter", int, "maximum number of epochs (default 1000)"),
-    "--sync-every": (
-        "sync_every",
-        str,
-        "local samples between model averages, or auto (default auto)",
-    ),  # fmt: skip
+    "--sync-every": ("sync_every", str, "local samples between model averages, or auto "
+                     "(default auto)"),
     "--msf-target": ("msf_target", float, "auto: target share of time in averages (0.1)"),
     "--schedule": ("learning_rate", str, "optimal (default), pegasos, constant or epoch"),
     "--eta0": ("eta0", float, "step size of the constant schedule (default 0.01)"),
     "--average": ("average", int, "1: weighted average of the iterates (default), 0: last"),
-    "--tol": (
-        "tol",
-        float,
-        "stop when the objective improves < tol for 5 epochs (1e-3); 0 never stops early",
-    ),  # fmt: skip
+    "--tol": ("tol", float, "stop when the objective improves < tol for 5 epochs (1e-3); "
+              "0 never stops early"),
     "--seed": ("random_state", int, "seed of the shuffles (default 0)"),
     "--validation": ("validation", str, "LIBSVM file scored after every epoch"),
     "--n-features": ("n_features", int, "number of features (default: largest index)"),
     "--stats": ("stats", str, "write run statistics as JSON to this file"),
+    "-wi": ("class_weight", WEIGHTS, "weight of class i in the hinge loss (default 1)"),
+    "-q": ("quiet", SWITCH, "quiet mode (no outputs)"),
 }
-USAGE = (
-    "psvm-train --solver sgd [options] training_set_file [model_file]\noptions:\n"
-    + "\n".join(f"{flag} {name}: {text}" for flag, (name, _, text) in FLAGS.items())
-    + "\n-wi weight: weight of class i in the hinge loss (default 1)"
-    + "\n-q : quiet mode (no outputs)"
-)
+# fmt: on
+USAGE = usage("psvm-train --solver sgd [options] training_set_file [model_file]", FLAGS)
 
 
 def parse_args(argv: list[str]) -> dict:
-    """Strict parsing: every flag takes one value; ``-w<label> <weight>``."""
-    opts: dict = {"class_weight": {}, "quiet": False}
-    k = 0
-    while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
-        flag = argv[k]
-        if flag == "-q":
-            opts["quiet"] = True
-            k += 1
-            continue
-        if k + 1 >= len(argv):
-            raise UsageError(f"option {flag} needs a value")
-        value = argv[k + 1]
-        if flag.startswith("-w") and flag not in FLAGS and len(flag) > 2:
-            opts["class_weight"][number(flag, flag[2:])] = number(flag, value)
-        elif flag in FLAGS:
-            name, kind, _ = FLAGS[flag]
-            opts[name] = number(flag, value, kind) if kind in (int, float) else value
-        else:
-            raise UsageError(f"unknown option {flag} for --solver sgd")
-        k += 2
-    rest = argv[k:]
-    if len(rest) not in (1, 2):
-        raise UsageError("expected training_set_file [model_file]")
-    opts["train"] = rest[0]
-    opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
+    """Strict parsing by FLAGS, then the sgd-only rules."""
+    opts = parse_train_args(argv, FLAGS, context=" for --solver sgd")
     if opts.get("solver") != "sgd":
         raise UsageError(f"--solver {opts.get('solver')!r}: this path trains sgd only")
     se = opts.get("sync_every", "auto")
