@@ -12,6 +12,7 @@ shape, labels and class counts.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from psvm._params import HEURISTICS, ParameterError
+from psvm.comm import Comm, world
 from psvm.io.shard import Shard, nnz_balanced_offsets
 
 DISTRIBUTED = ("replicated", "sharded")
@@ -80,7 +82,36 @@ def numba_threads(n_jobs):
         numba.set_num_threads(old)
 
 
+@contextmanager
+def fit_comm(comm) -> Iterator[Comm]:
+    """The Comm of one fit: the world for None, else a duplicate of ``comm``, freed afterwards."""
+    if comm is None:
+        yield world()
+        return
+    dup = Comm(comm)
+    try:
+        yield dup
+    finally:
+        dup.free()
+
+
 # -- fit input ---------------------------------------------------------------------------------
+def agree_on_input(comm, sharded: bool, check: Callable, *args, **kwargs):
+    """``check(*args, **kwargs)`` on every rank, its ValueError agreed (collective).
+
+    Every rank raises the lowest failing rank's error before any other
+    collective; with 'sharded' input the ranks check different rows, so the
+    message names that rank.
+    """
+    error = result = None
+    try:
+        result = check(*args, **kwargs)
+    except ValueError as e:
+        error = e if comm.size == 1 or not sharded else type(e)(f"rank {comm.rank}: {e}")
+    comm.agree(error)
+    return result
+
+
 @dataclass
 class FitInput:
     """This rank's rows and the globally agreed facts about the whole training set."""
@@ -123,6 +154,13 @@ def _check_sample_weight(sample_weight, n: int) -> np.ndarray:
     return sw
 
 
+def _check_fit_input(est, X, y, sample_weight, sharded: bool):
+    X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C",
+                         ensure_min_samples=0 if sharded else 1)  # fmt: skip
+    check_classification_targets(y)
+    return X, y, _check_sample_weight(sample_weight, X.shape[0])
+
+
 def _same_input(a: tuple, b: tuple) -> bool:
     """Same shape, labels and label counts, and data sums equal to rounding (replicated X)."""
     return (a[0] == b[0] and np.array_equal(a[2], b[2]) and np.array_equal(a[3], b[3])
@@ -136,15 +174,7 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
     Sets ``est.n_features_in_`` to the global number of features.
     """
     sharded = distributed == "sharded"
-    error = None
-    try:
-        X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C",
-                             ensure_min_samples=0 if sharded else 1)  # fmt: skip
-        check_classification_targets(y)
-        sw = _check_sample_weight(sample_weight, X.shape[0])
-    except ValueError as e:
-        error = e if comm.size == 1 or not sharded else type(e)(f"rank {comm.rank}: {e}")
-    comm.agree(error)
+    X, y, sw = agree_on_input(comm, sharded, _check_fit_input, est, X, y, sample_weight, sharded)
     sparse = sp.issparse(X)
     Xc = _canonical_csr(X)
     labels, counts = np.unique(y, return_counts=True)

@@ -7,7 +7,8 @@ same error before any collective starts. The solver trusts the frozen config.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from types import SimpleNamespace
 
 from psvm.kernels import KERNELS
 
@@ -164,47 +165,43 @@ class SGDConfig:
         return SCHEDULES[self.learning_rate]
 
 
-def validate_sgd_params(
-    *,
-    alpha=1e-4,
-    learning_rate="optimal",
-    eta0=0.01,
-    sync_every="auto",
-    msf_target=0.1,
-    max_iter=1000,
-    tol=1e-3,
-    n_iter_no_change=5,
-    shuffle=True,
-    average=True,
-    fit_intercept=True,
-    intercept_decay=1.0,
-    verbose=False,
-) -> SGDConfig:
+_SGD_DEFAULTS = {f.name: f.default for f in fields(SGDConfig)}
+
+
+def validate_sgd_params(**params) -> SGDConfig:
     """Check the SGD parameters once (every rank alike) and freeze them into an SGDConfig.
 
+    Takes SGDConfig's fields by name (keywords only); missing ones get its
+    defaults, which :class:`psvm.SGDSVC` repeats in its signature.
     ``average`` follows scikit-learn: True starts averaging at the first step,
     an integer n at local step n, False (or 0) disables it.
     """
+    unknown = sorted(params.keys() - _SGD_DEFAULTS.keys())
+    if unknown:
+        raise TypeError(f"validate_sgd_params() got unexpected keyword arguments {unknown}")
+    p = SimpleNamespace(**{**_SGD_DEFAULTS, **params})
+    average, tol, msf_target, eta0 = p.average, p.tol, p.msf_target, p.eta0
     if not isinstance(average, (bool, numbers.Integral)) or average < 0:
         raise ParameterError(f"average must be a bool or an integer >= 0, got {average!r}")
     if tol is not None:
         tol = float(_number("tol", tol, low=0))
-    period = _number("sync_every", sync_every, kind=numbers.Integral, low=1, allowed=("auto",))
+    period = _number("sync_every", p.sync_every, kind=numbers.Integral, low=1, allowed=("auto",))
     out = SGDConfig(
-        alpha=float(_number("alpha", alpha, low=0, low_open=True)),
-        learning_rate=_choice("learning_rate", learning_rate, SGD_SCHEDULES),
+        alpha=float(_number("alpha", p.alpha, low=0, low_open=True)),
+        learning_rate=_choice("learning_rate", p.learning_rate, SGD_SCHEDULES),
         eta0=float(_number("eta0", eta0, low=0)),
         sync_every=period if period == "auto" else int(period),
         msf_target=float(_number("msf_target", msf_target, low=0, low_open=True)),
-        max_iter=int(_number("max_iter", max_iter, kind=numbers.Integral, low=1)),
+        max_iter=int(_number("max_iter", p.max_iter, kind=numbers.Integral, low=1)),
         tol=tol,
-        n_iter_no_change=int(_number("n_iter_no_change", n_iter_no_change,
-                                     kind=numbers.Integral, low=1)),  # fmt: skip
-        shuffle=bool(shuffle),
+        n_iter_no_change=int(
+            _number("n_iter_no_change", p.n_iter_no_change, kind=numbers.Integral, low=1)
+        ),
+        shuffle=bool(p.shuffle),
         average=int(average),
-        fit_intercept=bool(fit_intercept),
-        intercept_decay=float(_number("intercept_decay", intercept_decay, low=0, low_open=True)),
-        verbose=bool(verbose),
+        fit_intercept=bool(p.fit_intercept),
+        intercept_decay=float(_number("intercept_decay", p.intercept_decay, low=0, low_open=True)),
+        verbose=bool(p.verbose),
     )
     if out.msf_target >= 1:
         raise ParameterError(f"msf_target must be < 1 (a share of the time), got {msf_target!r}")

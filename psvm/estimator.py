@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from psvm._face import (
     check_face_params,
     class_weight_vector,
+    fit_comm,
     fit_input,
     fit_report,
     linear_coef,
@@ -24,7 +25,6 @@ from psvm._face import (
     resolve_heuristic,
 )
 from psvm._params import validate_svc_params
-from psvm.comm import Comm, world
 from psvm.model import SVCModel
 from psvm.stats import Stats, reduce_stats
 
@@ -219,13 +219,8 @@ class SVC(ClassifierMixin, BaseEstimator):
             reconstruction=self.reconstruction, verbose=self.verbose,
             class_weight=cw if isinstance(cw, dict) else None,
         )  # fmt: skip
-        comm, owned = (world(), False) if self.comm is None else (Comm(self.comm), True)
-        try:
-            with numba_threads(self.n_jobs):
-                self._fit(comm, params, X, y, sample_weight)
-        finally:
-            if owned:
-                comm.free()
+        with fit_comm(self.comm) as comm, numba_threads(self.n_jobs):
+            self._fit(comm, params, X, y, sample_weight)
         if self.fit_status_:
             warnings.warn(f"Solver terminated early (max_iter={self.max_iter}). Consider "
                           "pre-processing your data with StandardScaler or MinMaxScaler.",

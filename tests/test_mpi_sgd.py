@@ -105,3 +105,18 @@ def test_msf_sweep_writes_csv_and_plots(tmp_path, a9a_small):
     assert [(row["ranks"], row["period"]) for row in rows] == [("1", "1"), ("2", "1"), ("2", "64")]
     assert int(rows[1]["n_sync"]) > 10 * int(rows[2]["n_sync"]) > 0
     assert (out / "msf_time_split.png").stat().st_size and (out / "msf_accuracy.png").stat().st_size
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_estimator_agrees_on_input_errors_and_frees_its_comm(n):
+    """SGDSVC(distributed='sharded'): one rank's bad rows fail every rank, none hangs."""
+    from tests._helpers import run_mpi
+
+    r = run_mpi("run_sgd_estimator.py", [], n, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["same_model"]
+    errors = out["errors"]
+    assert errors["nan"].startswith(f"rank {n - 1}: Input X contains NaN"), errors
+    assert errors["unknown label"] == f"rank {n - 1}: y holds labels [7] that are not in classes"
+    assert out["freed"] == [n, n, n]  # one duplicate per fit, each freed

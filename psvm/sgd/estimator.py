@@ -13,8 +13,8 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from psvm._face import agree_on_input, fit_comm
 from psvm._params import validate_sgd_params
-from psvm.comm import Comm, world
 from psvm.io.shard import nnz_balanced_offsets
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
@@ -157,42 +157,60 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     # -- fitting ----------------------------------------------------------------
     def fit(self, X, y, sample_weight=None):
         """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C")
-        check_classification_targets(y)
-        comm = self._comm()
-        classes = self._classes(comm, y)
-        self._setup(comm, X, classes)
-        self._train(comm, X, y, sample_weight, self.max_iter, stop_on_tol=True)
+        with self._comm() as comm:
+            X, y, sw = agree_on_input(comm, self.distributed == "sharded", self._check_input,
+                                      X, y, sample_weight)  # fmt: skip
+            classes = self._classes(comm, y)
+            self._setup(comm, X, classes)
+            self._train(comm, X, y, sw, self.max_iter, stop_on_tol=True)
         return self
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One epoch over (X, y), continuing the model and the step-size schedule."""
         first = not hasattr(self, "_state")
+        with self._comm() as comm:
+            X, y, sw, classes = agree_on_input(comm, self.distributed == "sharded",
+                                               self._check_partial_input, X, y, classes,
+                                               sample_weight, first)  # fmt: skip
+            if first:
+                self._setup(comm, X, classes)
+            self._train(comm, X, y, sw, 1, stop_on_tol=False)
+        return self
+
+    def _comm(self):
+        """A context giving the Comm of one fit (see :func:`psvm._face.fit_comm`)."""
+        if self.distributed not in ("replicated", "sharded"):
+            raise ValueError(
+                f"distributed must be 'replicated' or 'sharded', got {self.distributed!r}"
+            )
+        return fit_comm(self.comm)
+
+    def _check_input(self, X, y, sample_weight, *, reset=True):
+        """This rank's checks of its input; fit agrees on their errors over the ranks."""
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
-                             reset=first)  # fmt: skip
+                             reset=reset)  # fmt: skip
         check_classification_targets(y)
-        comm = self._comm()
+        return X, y, _check_sample_weight(sample_weight, X, dtype=np.float64)
+
+    def _check_partial_input(self, X, y, classes, sample_weight, first: bool):
+        """_check_input plus the classes of partial_fit: given on the first call, then fixed."""
+        X, y, sw = self._check_input(X, y, sample_weight, reset=first)
         if first:
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit.")
             classes = np.unique(np.asarray(classes))
             if classes.size < 2:
                 raise ValueError(f"classes must hold at least two labels, got {classes!r}")
-            self._setup(comm, X, classes)
-        elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
-            raise ValueError(f"classes {classes!r} differ from the first call's {self.classes_!r}")
-        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        else:
+            if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+                raise ValueError(
+                    f"classes {classes!r} differ from the first call's {self.classes_!r}"
+                )
+            classes = self.classes_
+        unknown = np.setdiff1d(np.unique(y), classes)
         if unknown.size:
             raise ValueError(f"y holds labels {unknown.tolist()} that are not in classes")
-        self._train(comm, X, y, sample_weight, 1, stop_on_tol=False)
-        return self
-
-    def _comm(self) -> Comm:
-        if self.distributed not in ("replicated", "sharded"):
-            raise ValueError(
-                f"distributed must be 'replicated' or 'sharded', got {self.distributed!r}"
-            )
-        return world() if self.comm is None else Comm(self.comm)
+        return X, y, sw, classes
 
     def _classes(self, comm, y) -> np.ndarray:
         if self.distributed == "sharded":
@@ -240,9 +258,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             raise ValueError(f"class_weight must be a dict, 'balanced' or None, got {cw!r}")
         return compute_class_weight(cw, classes=classes, y=classes)
 
-    def _train(self, comm, X, y, sample_weight, n_epochs, *, stop_on_tol) -> None:
+    def _train(self, comm, X, y, sw, n_epochs, *, stop_on_tol) -> None:
         Xc = sp.csr_matrix(X, dtype=np.float64)
-        sw = _check_sample_weight(sample_weight, X, dtype=np.float64)
         rows = self._local_rows(comm, Xc)
         codes = np.searchsorted(self.classes_, y)
         cw = self._class_weights(comm, y)

@@ -271,6 +271,22 @@ def test_parameter_errors_name_the_parameter():
     assert validate_sgd_params(sync_every=8, average=False).average == 0
 
 
+def test_estimator_defaults_are_the_config_defaults():
+    """SGDSVC's signature (sklearn needs it spelled out) repeats SGDConfig's defaults."""
+    import dataclasses
+    import inspect
+
+    from psvm._params import SGDConfig
+
+    signature = inspect.signature(SGDSVC).parameters
+    shared = [f for f in dataclasses.fields(SGDConfig) if f.name in signature]
+    assert len(shared) >= 12
+    for f in shared:
+        assert signature[f.name].default == f.default, f.name
+    with pytest.raises(TypeError, match="random_state"):
+        validate_sgd_params(random_state=0)
+
+
 def test_check_estimator():
     from sklearn.utils.estimator_checks import check_estimator
 
