@@ -128,6 +128,24 @@ class Comm:
         self._tick("allgatherv", local.nbytes, t0)
         return out
 
+    def gatherv(self, local: np.ndarray, root: int = 0) -> np.ndarray | None:
+        """Concatenate 1-D arrays from all ranks in rank order on ``root``; None elsewhere."""
+        local = np.ascontiguousarray(local)
+        if self._c is None:
+            return local.copy()
+        t0 = time.perf_counter()
+        counts = self._c.gather(local.size, root=root)
+        out = None
+        if self.rank == root:
+            counts = np.array(counts, dtype=np.int64)
+            out = np.empty(int(counts.sum()), dtype=local.dtype)
+            displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
+            self._c.Gatherv(local, [out, counts, displs, _mpi_type(local.dtype)], root=root)
+        else:
+            self._c.Gatherv(local, None, root=root)
+        self._tick("gatherv", local.nbytes, t0)
+        return out
+
     def alltoallv(self, send: np.ndarray, send_counts: np.ndarray) -> np.ndarray:
         """Send ``send_counts[r]`` consecutive items of ``send`` to rank r."""
         send = np.ascontiguousarray(send)

@@ -51,7 +51,7 @@ class Stats:
 
 
 # Counters every rank keeps identically (the loop runs in lockstep): not summed.
-SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct", "n_sync", "n_msf_backoff"})
+SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct", "n_sync", "n_msf_backoff", "n_checkpoint"})
 # Traces of per-rank quantities whose global value is the sum over ranks.
 SUMMED_TRACES = frozenset({"active"})
 
@@ -91,13 +91,19 @@ def reduce_stats(comm, stats: Stats) -> dict:
         "values": mine["values"],
         # traces are sampled at the same iterations on every rank (the loop is lockstep)
         "traces": {
-            k: (np.sum([r["traces"][k] for r in ranks], axis=0).tolist() if k in SUMMED_TRACES
-                else v)
+            k: (
+                np.sum([r["traces"][k] for r in ranks], axis=0).tolist()
+                if k in SUMMED_TRACES
+                else v
+            )
             for k, v in mine["traces"].items()
         },  # fmt: skip
         "per_rank": [
-            {"counts": r["counts"], "seconds": r["seconds"],
-             "traces": {k: r["traces"][k] for k in SUMMED_TRACES if k in r["traces"]}}
+            {
+                "counts": r["counts"],
+                "seconds": r["seconds"],
+                "traces": {k: r["traces"][k] for k in SUMMED_TRACES if k in r["traces"]},
+            }
             for r in ranks
         ],  # fmt: skip
     }

@@ -1,6 +1,6 @@
 """psvm-train: LIBSVM's svm-train, on one process or under ``mpiexec -n P``.
 
-    mpiexec -n 2 psvm-train -c 1 -g 0.05 a9a a9a.model
+mpiexec -n 2 psvm-train -c 1 -g 0.05 a9a a9a.model
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ FLAGS = {
     "--max-iter": ("max_iter", int, "iteration limit per binary problem (default: no limit)"),
     "--n-features": ("n_features", int, "number of features (default: largest index in the file)"),
     "--stats": ("stats", str, "write run statistics as JSON to this file"),
+    "--checkpoint": ("checkpoint", str, "save the solver state to this file now and then"),
+    "--checkpoint-seconds": ("checkpoint_seconds", float, "seconds between checkpoints (600)"),
+    "--checkpoint-iters": ("checkpoint_iters", int, "also every that many iterations (0: off)"),
+    "--resume": ("resume", SWITCH, "continue from the --checkpoint file if it exists"),
     "--solver": ("solver", str, "smo (default: kernel SVM) or sgd (linear SVM, see below)"),
     "-wi": ("class_weight", WEIGHTS, "set the parameter C of class i to weight*C (default 1)"),
     "-q": ("quiet", SWITCH, "quiet mode (no outputs)"),
@@ -116,6 +120,7 @@ def _body(argv: list[str]) -> int:
     from psvm.io.model_file import write_model
     from psvm.io.shard import labels_in_order, load_shard
     from psvm.stats import Stats, reduce_stats
+    from psvm.svc.checkpoint import make_checkpoint_config
     from psvm.svc.multiclass import fit_ovo
 
     opts = parse_args(argv)
@@ -134,6 +139,12 @@ def _body(argv: list[str]) -> int:
         reconstruction=opts.get("reconstruction", "single"),
         class_weight=opts["class_weight"],
     )
+    checkpoint = make_checkpoint_config(
+        opts.get("checkpoint"),
+        opts.get("checkpoint_seconds", 600.0),
+        opts.get("checkpoint_iters", 0),
+        opts["resume"],
+    )
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
@@ -141,7 +152,9 @@ def _body(argv: list[str]) -> int:
     stats = Stats()
     stats.seconds["load"] = time.perf_counter() - t0
     with stats.timer("train"):
-        model, _ = fit_ovo(comm, shard, params, classes, stats=stats, log=log)
+        model, _ = fit_ovo(
+            comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
+        )
     report = reduce_stats(comm, stats)
     report["values"].update(
         n_samples=shard.n_samples,

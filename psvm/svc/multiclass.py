@@ -16,7 +16,8 @@ import scipy.sparse as sp
 from psvm._params import SVCConfig, make_svc_config
 from psvm.model import SVCModel
 from psvm.stats import Stats
-from psvm.svc.solver import BinaryProblem, Solver
+from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
+from psvm.svc.solver import BinaryProblem, BinaryResult, Solver
 from psvm.svc.state import gather_rows
 
 
@@ -42,6 +43,7 @@ def fit_ovo(
     sample_weight: np.ndarray | None = None,
     stats: Stats | None = None,
     log: Callable[[str], None] | None = None,
+    checkpoint: CheckpointConfig | None = None,
 ) -> tuple[SVCModel, np.ndarray]:
     """Train one-vs-one C-SVC on a shard; collective, same model on every rank.
 
@@ -49,6 +51,8 @@ def fit_ovo(
 
     ``classes`` fixes the class order (LIBSVM: first appearance; sklearn: sorted).
     ``params`` are validated parameters (:func:`psvm._params.validate_svc_params`).
+    ``checkpoint`` saves the solver state now and then and, to resume, reads it
+    back (:mod:`psvm.svc.checkpoint`).
     """
     stats = Stats() if stats is None else stats
     X, y = shard.X, shard.y
@@ -63,11 +67,16 @@ def fit_ovo(
         cls[y == label] = c
     weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
     C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
+    ck = None
+    if checkpoint is not None:
+        ck = Checkpoint(comm, checkpoint, fingerprint(comm, shard, C_row, cfg, classes))
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
     rho, n_iter, objective, status, approximate = [], [], [], 0, False
+    pair = -1
     for a in range(k):
         for b in range(a + 1, k):
+            pair += 1
             rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
             problem = BinaryProblem(
                 X=X[rows],
@@ -77,7 +86,14 @@ def fit_ovo(
                 n_samples=comm.sum_(int(rows.size)),
                 max_row_nnz=shard.max_row_nnz,
             )
-            res = Solver(comm, problem, cfg, stats, log).solve()
+            done = None if ck is None else ck.finished_pair(pair, problem.offset, rows.size)
+            if done is not None:
+                res = BinaryResult(**done)
+            else:
+                res = Solver(comm, problem, cfg, stats, log, ck, pair).solve()
+                if ck is not None:
+                    scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
+                    ck.pair_solved(pair, res.alpha, scalars)
             sv = res.alpha > 0
             is_sv[rows[sv]] = True
             ya = problem.y * res.alpha

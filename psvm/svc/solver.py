@@ -41,6 +41,7 @@ from psvm.kernels import (
     row_sq_norms,
 )
 from psvm.stats import Stats
+from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.reconstruct import DeferredGBar, add_kernel_sums, violators
 from psvm.svc.select import select_candidates, select_second_order
 from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
@@ -51,7 +52,8 @@ from psvm.svc.update import (
 )
 
 # Packet layout (float64): header fields, then W indices, then W values.
-KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
+# FLAG (rank 0, first slot): its clock says a checkpoint is due.
+KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, FLAG, ROW = range(11)
 
 
 @dataclass
@@ -87,6 +89,8 @@ class Solver:
         config: SVCConfig,
         stats: Stats | None = None,
         log: Callable[[str], None] | None = None,
+        checkpoint: Checkpoint | None = None,
+        pair: int = 0,
     ):
         self.comm, self.cfg = comm, config
         self.stats = Stats() if stats is None else stats
@@ -146,6 +150,11 @@ class Solver:
         self._pair_indptr = np.zeros(2, dtype=np.int64)
         self._one = np.zeros(1, dtype=np.int64)
         self._kij = np.zeros(1)
+        self.checkpoint, self.pair = checkpoint, pair
+        self._start = (0, None)  # (n_iter, gap0)
+        state = None if checkpoint is None else checkpoint.solver_state(pair, self.offset, n)
+        if state is not None:
+            self._restore(state)
 
     # -- packets -----------------------------------------------------------
     def _pack(self, buf: np.ndarray, key: float, lidx: int, with_row: bool) -> None:
@@ -239,7 +248,9 @@ class Solver:
         cfg, comm, st = self.cfg, self.comm, self.stats
         first_order = cfg.selection_id == FIRST_ORDER
         max_iter = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * self.n_samples)
-        S, n_iter, status, gap, gap0 = self.S, 0, 0, 0.0, None
+        S, status, gap = self.S, 0, 0.0
+        n_iter, gap0 = self._start
+        ck = self.checkpoint
         t_start = time.perf_counter()
         with st.timer("select"):
             cand = select_candidates(self.active_rows, self.y, self.alpha, self.C, self.G)
@@ -248,7 +259,10 @@ class Solver:
             with st.timer("select"):
                 self._pack(self.send1[:S], m, i, True)
                 self._pack(self.send1[S:], minus_M, j, first_order)
+                self.send1[FLAG] = 0.0 if ck is None else ck.clock_flag()
             comm.allgather_into(self.send1, self.recv1)
+            if ck is not None and n_iter > self._start[0] and ck.due(n_iter, self.recv1[0, FLAG]):
+                self._save(n_iter, gap0)
             r_i = self._winner(self.recv1, 0, True)
             r_j = self._winner(self.recv1, S, True)
             p_i = self.recv1[r_i, :S]
@@ -304,6 +318,31 @@ class Solver:
         rho = self._rho(self.active_rows if approximate else self.all_rows)
         obj = 0.5 * comm.sum_(float(dual_objective_terms(self.alpha, self.G)))
         return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate)
+
+    # -- checkpoints -------------------------------------------------------
+    def _save(self, n_iter: int, gap0: float | None) -> None:
+        """Write the state between two iterations (collective)."""
+        with self.stats.timer("checkpoint"):
+            if self.keep_g_bar:
+                self._flush_g_bar()
+            active = self.active_mask.astype(np.int8)
+            arrays = {"alpha": self.alpha, "G": self.G, "G_bar": self.G_bar, "active": active,
+                      "streak": self.streak}  # fmt: skip
+            scalars = {"n_iter": n_iter, "gap0": gap0, "gaps": self._gaps,
+                       "unshrunk": self._unshrunk}  # fmt: skip
+            self.checkpoint.save(self.pair, arrays, scalars)
+        self.stats.add("n_checkpoint")
+
+    def _restore(self, s: dict) -> None:
+        self.alpha[:], self.G[:], self.G_bar[:] = s["alpha"], s["G"], s["G_bar"]
+        self.active_mask[:] = s["active"] != 0
+        self.streak[:] = s["streak"]
+        self.active_rows = np.flatnonzero(self.active_mask)
+        self.active_nnz = int(self.row_nnz[self.active_rows].sum())
+        self.eliminated_any = self.active_rows.size < self.y.size
+        self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
+        self._start = (int(s["n_iter"]), s["gap0"])
+        self.stats.values["resumed_at_iter"] = int(s["n_iter"])
 
     # -- elimination and reconstruction ------------------------------------
     def _trace(self, n_iter: int, gap: float) -> None:

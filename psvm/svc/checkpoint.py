@@ -1,0 +1,195 @@
+"""Checkpoint and resume of a C-SVC training run (``--checkpoint``, ``--resume``).
+
+A checkpoint holds the state of the binary problem being solved (alpha, G,
+G_bar, active set, streaks, iteration count, the gap thresholds still ahead),
+the alphas and results of the class pairs already solved, and a fingerprint
+of the data and parameters. Arrays are stored in global row order, so a run
+can resume with any number of ranks. Rank 0 writes the file atomically: a
+kill leaves the previous checkpoint whole. The state is saved between two
+iterations and restored exactly, so the resumed run takes the same steps as
+an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import numbers
+import os
+import time
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from psvm.io.atomic import write_atomic
+
+# per-row arrays of the solver state, saved in global order
+STATE_ARRAYS = ("alpha", "G", "G_bar", "active", "streak")
+
+
+class CheckpointError(ValueError):
+    """The checkpoint file cannot be read or belongs to another run."""
+
+    collective = True  # every rank reads the same file and agrees before raising
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Where and how often to checkpoint.
+
+    ``seconds``: rank 0's wall clock since the last write; ``iters``: every
+    that many solver iterations (0: off). ``resume``: continue from ``path``
+    if it exists, else start afresh.
+    """
+
+    path: str
+    seconds: float = 600.0
+    iters: int = 0
+    resume: bool = False
+
+
+def make_checkpoint_config(
+    path: str | os.PathLike | None, seconds: float = 600.0, iters: int = 0, resume: bool = False
+) -> CheckpointConfig | None:
+    """Validated settings; None when ``path`` is None (no checkpoints)."""
+    from psvm._params import ParameterError, _number
+
+    _number("checkpoint_seconds", seconds, low=0)
+    _number("checkpoint_iters", iters, kind=numbers.Integral, low=0)
+    if path is None:
+        if resume:
+            raise ParameterError("resume needs a checkpoint path, got checkpoint=None")
+        return None
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ParameterError(f"checkpoint must be a file path or None, got {path!r}")
+    return CheckpointConfig(os.fspath(path), float(seconds), int(iters), bool(resume))
+
+
+def _row_hash(gidx: np.ndarray, values: np.ndarray) -> int:
+    """Order-free integer hash of (row, value) pairs; int64 sums wrap, so any split gives it."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+    with np.errstate(over="ignore"):
+        return int(np.sum(bits * (gidx.astype(np.int64) * 2 + 1), dtype=np.int64))
+
+
+def fingerprint(comm, shard, C_row: np.ndarray, cfg, classes) -> str:
+    """The run's identity: parameters that change the result and a hash of X, y and C_t."""
+    X = shard.X
+    gidx = shard.offset + np.arange(X.shape[0])
+    row_of_nz = np.repeat(gidx, np.diff(X.indptr))
+    local = (
+        _row_hash(row_of_nz * (shard.n_features + 1) + X.indices, X.data),
+        _row_hash(gidx, shard.y),
+        _row_hash(gidx, C_row),
+    )
+    hashes = [sum(h) % 2**64 for h in zip(*comm.allgather_obj(local), strict=True)]  # any P
+    ignored = ("cache_size", "verbose")  # they do not change the result
+    params = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ignored}
+    ident = {
+        "params": params,
+        "classes": [float(c) for c in classes],
+        "n_samples": int(shard.n_samples),
+        "n_features": int(shard.n_features),
+        "hash": hashes,
+    }
+    return json.dumps(ident, sort_keys=True, default=str)
+
+
+class Checkpoint:
+    """One training run's checkpoint file: what it resumes from and when it writes.
+
+    Collective: every method that reads or writes state is called by all ranks
+    at the same point of the loop.
+    """
+
+    def __init__(self, comm, config: CheckpointConfig, identity: str):
+        self.comm, self.cfg, self.identity = comm, config, identity
+        self.finished: list[dict] = []  # results of solved pairs (global alpha on rank 0)
+        self.saved: dict | None = None
+        self._last = time.monotonic()
+        if config.resume:
+            self.saved = self._load()
+            if self.saved is not None:
+                self.finished = [
+                    dict(r, alpha=self.saved[f"pair{p}_alpha"]) for p, r in
+                    enumerate(json.loads(str(self.saved["finished"])))
+                ]  # fmt: skip
+
+    def _load(self) -> dict | None:
+        error, saved = None, None
+        try:
+            if os.path.exists(self.cfg.path):
+                with np.load(self.cfg.path, allow_pickle=False) as z:
+                    saved = {k: z[k] for k in z.files}
+                if str(saved.get("identity")) != self.identity:
+                    raise CheckpointError(
+                        f"checkpoint {self.cfg.path!r} was written by a run with other data or "
+                        "parameters; remove it or drop --resume"
+                    )
+        except CheckpointError as exc:
+            error = exc
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            error = CheckpointError(f"checkpoint {self.cfg.path!r} cannot be read: {exc}")
+        self.comm.agree(error)
+        return saved
+
+    # -- class pairs ---------------------------------------------------------
+    def finished_pair(self, pair: int, offset: int, n_local: int) -> dict | None:
+        """A solved pair's result with this rank's slice of alpha, if the checkpoint has it."""
+        if pair >= len(self.finished):
+            return None
+        r = self.finished[pair]
+        return dict(r, alpha=np.array(r["alpha"][offset : offset + n_local]))
+
+    def pair_solved(self, pair: int, alpha: np.ndarray, result: dict) -> None:
+        """Keep a solved pair (collective: alpha is gathered on rank 0)."""
+        if pair < len(self.finished):
+            return
+        self.finished.append(dict(result, alpha=self.comm.gatherv(alpha)))
+
+    def solver_state(self, pair: int, offset: int, n_local: int) -> dict | None:
+        """The saved state of ``pair``'s solver, sliced to this rank's rows."""
+        s = self.saved
+        if s is None or int(s["pair"]) != pair:
+            return None
+        state = {k: s[f"state_{k}"][offset : offset + n_local] for k in STATE_ARRAYS}
+        state.update(json.loads(str(s["state_scalars"])))
+        return state
+
+    # -- iterations ----------------------------------------------------------
+    def clock_flag(self) -> float:
+        """1.0 on rank 0 when the time interval has passed (sent to all in the packet)."""
+        if self.comm.rank != 0 or self.cfg.seconds <= 0:
+            return 0.0
+        return float(time.monotonic() - self._last >= self.cfg.seconds)
+
+    def due(self, n_iter: int, flag: float) -> bool:
+        """Whether to save now: rank 0's clock flag or the iteration interval."""
+        it = self.cfg.iters
+        return flag > 0 or (it > 0 and n_iter > 0 and n_iter % it == 0)
+
+    def save(self, pair: int, arrays: dict, scalars: dict) -> None:
+        """Write the file (collective): the pair being solved and its local state arrays."""
+        gathered = {f"state_{k}": self.comm.gatherv(arrays[k]) for k in STATE_ARRAYS}
+        error = None
+        if self.comm.rank == 0:
+
+            def results(r: dict) -> dict:
+                return {k: v for k, v in r.items() if k != "alpha"}
+
+            out = {
+                "identity": np.array(self.identity),
+                "pair": np.array(pair),
+                "state_scalars": np.array(json.dumps(scalars)),
+                "finished": np.array(json.dumps([results(r) for r in self.finished])),
+                **gathered,
+                **{f"pair{p}_alpha": r["alpha"] for p, r in enumerate(self.finished)},
+            }
+            try:
+                with write_atomic(self.cfg.path, "wb") as f:
+                    np.savez(f, **out)
+            except OSError as exc:
+                error = CheckpointError(f"cannot write checkpoint {self.cfg.path!r}: {exc}")
+        self.comm.agree(error)
+        self._last = time.monotonic()

@@ -1,0 +1,148 @@
+"""Checkpoint and resume (issue 7): after ``kill -9`` mid-training, ``--resume``
+finishes with the model of an uninterrupted run, with another number of ranks too.
+
+Real data (a9a, usps) under mpiexec. The uninterrupted reference writes
+checkpoints at the same iterations (they flush deferred G_bar updates), so
+the models must agree to the last bit apart from rho and the objectives,
+which are sums over ranks.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from psvm.io.model_file import read_model
+from tests._helpers import mpiexec, run_mpi
+from tests._svm import assert_models_equal, load_head, run_cli, write_head
+from tests.test_failing_rank import _gone, _rank_pids
+
+TRAIN = "psvm.cli.train"
+
+
+def _assert_same_run(ref, got, X_test):
+    a, b = read_model(ref), read_model(got)
+    assert_models_equal(a, b, rtol=1e-12)
+    np.testing.assert_allclose(b.meta["objective"], a.meta["objective"], rtol=1e-6)
+    assert b.meta["n_iter"] == a.meta["n_iter"]
+    assert np.array_equal(a.predict(X_test), b.predict(X_test))
+
+
+@pytest.fixture(scope="module")
+def a9a(shared_data, tmp_path_factory):
+    d = tmp_path_factory.mktemp("ckpt")
+    train = write_head(shared_data / "a9a.xz", d / "a9a.12k", 12000)
+    X_test, _ = load_head(shared_data / "a9a.t.xz", 2000, n_features=123)
+    return train, X_test
+
+
+def test_kill_9_then_resume_with_other_rank_counts(tmp_path, a9a):
+    train, X_test = a9a
+    flags = ["-q", "-c", "4", "-g", "0.5", "--n-features", "123", "--checkpoint-iters", "300"]
+    ref = tmp_path / "ref.model"
+    r = run_cli(TRAIN, [*flags, "--checkpoint", tmp_path / "ref.ckpt", train, ref], 1)
+    assert r.returncode == 0, r.stderr
+
+    ckpt, model = tmp_path / "run.ckpt", tmp_path / "run.model"
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", TRAIN, *flags, "--checkpoint", str(ckpt),
+           str(train), str(model)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        ranks = _rank_pids(proc.pid, 2)
+        deadline = time.monotonic() + 120
+        while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ckpt.exists(), "no checkpoint was written"
+        os.kill(ranks[1], signal.SIGKILL)
+        assert proc.wait(timeout=30) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 5
+    while not all(_gone(p) for p in ranks.values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not model.exists(), "training finished before the kill: the test proves nothing"
+    assert sorted(os.listdir(tmp_path)) == sorted(["ref.model", "ref.ckpt", "run.ckpt"])
+
+    for n in (3, 1):  # resume twice from the same file: other rank counts, same model
+        saved = ckpt.read_bytes()
+        r = run_cli(TRAIN, [*flags, "--checkpoint", ckpt, "--resume", train, model], n)
+        assert r.returncode == 0, r.stderr
+        _assert_same_run(ref, model, X_test)
+        ckpt.write_bytes(saved)
+
+
+@pytest.mark.parametrize("k", [3, 14])
+def test_multiclass_crash_after_a_checkpoint_then_resume(tmp_path, shared_data, k):
+    """usps: 45 class pairs; the checkpoint holds the solved pairs and the current one."""
+    train = write_head(shared_data / "usps.t.xz", tmp_path / "usps", 1000)
+    flags = ["-q", "--checkpoint-iters", "40"]
+    ref, got, ckpt = tmp_path / "ref.model", tmp_path / "got.model", tmp_path / "c.ckpt"
+    r = run_cli(TRAIN, [*flags, "--checkpoint", tmp_path / "ref.ckpt", train, ref], 2)
+    assert r.returncode == 0, r.stderr
+    r = run_mpi("run_train_fault.py", ["ckpt-exit", k, *flags, "--checkpoint", ckpt, train, got], 3)
+    assert r.returncode != 0 and not got.exists()
+    with np.load(ckpt) as z:
+        assert int(z["pair"]) > 0 and "pair0_alpha" in z.files  # a later pair, earlier results
+    r = run_cli(TRAIN, [*flags, "--checkpoint", ckpt, "--resume", train, got], 2)
+    assert r.returncode == 0, r.stderr
+    X, _ = load_head(train, None, n_features=256)
+    _assert_same_run(ref, got, X)
+
+
+def test_seconds_trigger_and_counters(tmp_path, a9a):
+    train, _ = a9a
+    stats, ckpt = tmp_path / "s.json", tmp_path / "c.ckpt"
+    r = run_cli(TRAIN, ["-q", "--checkpoint", ckpt, "--checkpoint-seconds", "0.001",
+                        "--stats", stats, train, tmp_path / "m"], 2)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    counts = json.loads(stats.read_text())["counts"]
+    assert counts["n_checkpoint"] > 10  # rank 0's clock, agreed through the packet
+    with np.load(ckpt) as z:
+        assert json.loads(str(z["state_scalars"]))["n_iter"] < counts["n_iter"]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_resume_refuses_another_runs_checkpoint(tmp_path, a9a, n):
+    train, _ = a9a
+    ckpt = tmp_path / "c.ckpt"
+    r = run_cli(TRAIN, ["-q", "-c", "1", "--checkpoint", ckpt, "--checkpoint-iters", "200",
+                        train, tmp_path / "m"], n)  # fmt: skip
+    assert r.returncode == 0 and ckpt.exists(), r.stderr
+    r = run_cli(TRAIN, ["-q", "-c", "2", "--checkpoint", ckpt, "--resume", train,
+                        tmp_path / "m2"], n)  # fmt: skip
+    assert r.returncode != 0
+    assert r.stderr.count("was written by a run with other data or parameters") == 1, r.stderr
+    assert not (tmp_path / "m2").exists()
+    ckpt.write_bytes(ckpt.read_bytes()[:100])  # truncated: a clear error, not a traceback
+    r = run_cli(TRAIN, ["-q", "-c", "1", "--checkpoint", ckpt, "--resume", train,
+                        tmp_path / "m3"], n)  # fmt: skip
+    assert r.returncode != 0 and "cannot be read" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_resume_without_a_file_starts_afresh(tmp_path, a9a):
+    train, _ = a9a
+    r = run_cli(TRAIN, ["-q", "--checkpoint", tmp_path / "none.ckpt", "--resume", train,
+                        tmp_path / "m"], None)  # fmt: skip
+    assert r.returncode == 0 and (tmp_path / "m").exists(), r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--resume"], "resume needs a checkpoint path"),
+        (["--checkpoint", "c", "--checkpoint-iters", "-1"], "checkpoint_iters must be >= 0"),
+        (["--checkpoint", "c", "--checkpoint-seconds", "nan"], "checkpoint_seconds must be"),
+    ],
+)
+def test_bad_checkpoint_options(tmp_path, a9a, args, message):
+    train, _ = a9a
+    r = run_cli(TRAIN, [*args, train, tmp_path / "m"], 2)
+    assert r.returncode != 0 and r.stderr.count(message) == 1, r.stderr
