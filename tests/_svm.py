@@ -35,6 +35,14 @@ def write_head(src, dst, n_rows: int | None = None) -> str:
     return str(dst)
 
 
+def libsvm_problem(src, dst, n_rows: int | None = None):
+    """(y, X) of the first ``n_rows`` lines of ``src`` (decompressed to ``dst``), read by LIBSVM."""
+    from libsvm import svmutil
+
+    y, X = svmutil.svm_read_problem(write_head(src, dst, n_rows), return_scipy=True)
+    return np.asarray(y), sp.csr_matrix(X)
+
+
 def pair_objectives(dual_coef, SV, n_support, kernel, gamma, coef0=0.0, degree=3):
     """Dual objective 1/2 c'Kc - sum|c| of every one-vs-one pair (LIBSVM layout)."""
     dual_coef = np.asarray(dual_coef.todense() if hasattr(dual_coef, "todense") else dual_coef)

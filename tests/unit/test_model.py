@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import lzma
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -13,29 +11,6 @@ from sklearn.svm import SVC
 import psvm.model
 from psvm.io.model_file import read_model, write_model
 from psvm.model import SVCModel
-
-DATA = "/work/shared/data"
-
-
-def _load(tmp_path_factory, name: str, n_rows: int | None = None):
-    """Decompress a shared LIBSVM data file (first n_rows lines) and parse it."""
-    path = tmp_path_factory.mktemp("data") / name
-    with lzma.open(f"{DATA}/{name}.xz", "rt") as f:
-        lines = f.readlines() if n_rows is None else [next(f) for _ in range(n_rows)]
-    path.write_text("".join(lines))
-    y, X = svmutil.svm_read_problem(str(path), return_scipy=True)
-    return np.asarray(y), sp.csr_matrix(X)
-
-
-@pytest.fixture(scope="module")
-def heart(tmp_path_factory):
-    return _load(tmp_path_factory, "heart_scale")
-
-
-@pytest.fixture(scope="module")
-def usps(tmp_path_factory):
-    return _load(tmp_path_factory, "usps.t", 600)
-
 
 OPTS = {
     "heart": {
