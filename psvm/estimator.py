@@ -27,6 +27,7 @@ from psvm._face import (
 from psvm._params import validate_svc_params
 from psvm.model import SVCModel
 from psvm.stats import Stats, reduce_stats
+from psvm.svc.checkpoint import make_checkpoint_config
 
 
 class SVC(ClassifierMixin, BaseEstimator):
@@ -96,6 +97,17 @@ class SVC(ClassifierMixin, BaseEstimator):
     distributed : {'replicated', 'sharded'}, default='replicated'
         'replicated': every rank passes the same whole data set and trains on
         a block of its rows; 'sharded': every rank passes only its own rows.
+    checkpoint : str or path-like, default=None
+        File where rank 0 saves the solver state during :meth:`fit`
+        (atomically), so a killed fit can resume; None: no checkpoints.
+    checkpoint_seconds : float, default=600.0
+        Seconds between checkpoints (rank 0's clock); 0 turns the clock off.
+    checkpoint_iters : int, default=0
+        Also save every that many solver iterations; 0: off.
+    resume : bool, default=False
+        Continue from ``checkpoint`` if the file exists (with any number of
+        ranks), else start afresh. A checkpoint of other data or parameters
+        is refused. The result is the model of an uninterrupted fit.
 
     Attributes
     ----------
@@ -168,6 +180,10 @@ class SVC(ClassifierMixin, BaseEstimator):
         n_jobs=None,
         comm=None,
         distributed="replicated",
+        checkpoint=None,
+        checkpoint_seconds=600.0,
+        checkpoint_iters=0,
+        resume=False,
     ):
         self.C = C
         self.kernel = kernel
@@ -189,6 +205,10 @@ class SVC(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.comm = comm
         self.distributed = distributed
+        self.checkpoint = checkpoint
+        self.checkpoint_seconds = checkpoint_seconds
+        self.checkpoint_iters = checkpoint_iters
+        self.resume = resume
 
     def fit(self, X, y, sample_weight=None):
         """Fit the SVM; collective over ``comm`` (every rank must call it).
@@ -219,15 +239,18 @@ class SVC(ClassifierMixin, BaseEstimator):
             reconstruction=self.reconstruction, verbose=self.verbose,
             class_weight=cw if isinstance(cw, dict) else None,
         )  # fmt: skip
+        checkpoint = make_checkpoint_config(
+            self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
+        )
         with fit_comm(self.comm) as comm, numba_threads(self.n_jobs):
-            self._fit(comm, params, X, y, sample_weight)
+            self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
             warnings.warn(f"Solver terminated early (max_iter={self.max_iter}). Consider "
                           "pre-processing your data with StandardScaler or MinMaxScaler.",
                           ConvergenceWarning, stacklevel=2)  # fmt: skip
         return self
 
-    def _fit(self, comm, params: dict, X, y, sample_weight) -> None:
+    def _fit(self, comm, params: dict, checkpoint, X, y, sample_weight) -> None:
         from psvm.svc.multiclass import fit_ovo  # the solver's numba modules load on first fit
 
         data = fit_input(self, comm, X, y, sample_weight, self.distributed)
@@ -239,7 +262,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         with stats.timer("train"):
             model, support = fit_ovo(
                 comm, data.shard(), params, np.arange(k, dtype=np.float64),
-                sample_weight=data.sample_weight, stats=stats, log=log,
+                sample_weight=data.sample_weight, stats=stats, log=log, checkpoint=checkpoint,
             )  # fmt: skip
         model.classes = data.classes
         self.fit_stats_ = fit_report(reduce_stats(comm, stats), model, data)

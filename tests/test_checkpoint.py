@@ -146,3 +146,25 @@ def test_bad_checkpoint_options(tmp_path, a9a, args, message):
     train, _ = a9a
     r = run_cli(TRAIN, [*args, train, tmp_path / "m"], 2)
     assert r.returncode != 0 and r.stderr.count(message) == 1, r.stderr
+
+
+def test_estimator_resumes_to_the_same_model(tmp_path, a9a):
+    from psvm import SVC
+
+    train, X_test = a9a
+    X, y = load_head(train, 3000, n_features=123)
+    ckpt = tmp_path / "est.ckpt"
+    ref = SVC(C=4, gamma=0.5, checkpoint=ckpt, checkpoint_iters=200).fit(X, y)
+    assert ref.fit_stats_["counts"]["n_checkpoint"] >= 2 and ckpt.exists()
+    got = SVC(C=4, gamma=0.5, checkpoint=ckpt, checkpoint_iters=200, resume=True).fit(X, y)
+    assert 0 < got.fit_stats_["values"]["resumed_at_iter"] < ref.n_iter_[0]
+    np.testing.assert_array_equal(got.support_, ref.support_)
+    np.testing.assert_allclose(got.dual_coef_.toarray(), ref.dual_coef_.toarray(), rtol=1e-12)
+    np.testing.assert_array_equal(got.n_iter_, ref.n_iter_)
+    np.testing.assert_array_equal(got.predict(X_test), ref.predict(X_test))
+    with pytest.raises(ValueError, match="checkpoint_iters must be >= 0"):
+        SVC(checkpoint=ckpt, checkpoint_iters=-5).fit(X, y)
+    with pytest.raises(ValueError, match="resume needs a checkpoint path"):
+        SVC(resume=True).fit(X, y)
+    with pytest.raises(ValueError, match="other data or parameters"):
+        SVC(C=1, checkpoint=ckpt, resume=True).fit(X, y)
