@@ -155,6 +155,24 @@ def _push_slow(slow, n_slow, target, s, e, line):
 
 
 @njit(cache=True, nogil=True)
+def _next_token(buf, pos, n):
+    """Skip blanks from pos: (start of the next token, True), or (past the line end, False).
+
+    The line ends at a newline, a ``#`` comment (skipped to its newline) or the buffer end.
+    """
+    while pos < n and _is_ws(buf[pos]):
+        pos += 1
+    if pos >= n:
+        return pos, False
+    if buf[pos] == 35:
+        while pos < n and buf[pos] != 10:
+            pos += 1
+    elif buf[pos] != 10:
+        return pos, True
+    return pos + 1, False
+
+
+@njit(cache=True, nogil=True)
 def parse_kernel(buf, limit, pow10, w_nan, w_inf, w_infinity, y, indptr, indices, data):
     """Parse LIBSVM lines of ``buf`` (uint8) into preallocated CSR arrays.
 
@@ -173,18 +191,8 @@ def parse_kernel(buf, limit, pow10, w_nan, w_inf, w_infinity, y, indptr, indices
     indptr[0] = 0
     while pos < n:
         line += 1
-        while pos < n and _is_ws(buf[pos]):
-            pos += 1
-        if pos >= n:
-            break
-        c = buf[pos]
-        if c == 10:
-            pos += 1
-            continue
-        if c == 35:
-            while pos < n and buf[pos] != 10:
-                pos += 1
-            pos += 1
+        pos, at_token = _next_token(buf, pos, n)
+        if not at_token:  # a blank or comment line
             continue
         s = pos
         while pos < n and not _is_ws(buf[pos]) and buf[pos] != 10 and buf[pos] != 35:
@@ -199,18 +207,8 @@ def parse_kernel(buf, limit, pow10, w_nan, w_inf, w_infinity, y, indptr, indices
         y[row] = v
         prev = 0
         while True:
-            while pos < n and _is_ws(buf[pos]):
-                pos += 1
-            if pos >= n:
-                break
-            c = buf[pos]
-            if c == 10:
-                pos += 1
-                break
-            if c == 35:
-                while pos < n and buf[pos] != 10:
-                    pos += 1
-                pos += 1
+            pos, at_token = _next_token(buf, pos, n)
+            if not at_token:  # the row ends
                 break
             s = pos
             colon = -1

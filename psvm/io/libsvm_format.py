@@ -84,31 +84,27 @@ class LibsvmFormatError(ValueError):
         return (type(self), (self.path, self.line, self.reason))
 
 
+# The message of each kernel error code; {token} is the offending text, {a} and {b} numbers.
+_REASONS = {
+    ERR_LABEL: "invalid label {token}: expected a decimal number",
+    ERR_NO_COLON: "malformed feature {token}: missing ':' (expected index:value)",
+    ERR_INDEX: "invalid feature index in {token}: expected a base-10 integer >= 1",
+    ERR_INDEX_BIG: f"feature index in {{token}} is too large (max {MAX_INDEX})",
+    ERR_INDEX_LT1: "feature index {a} is not >= 1 (indices are 1-based)",
+    ERR_ORDER: "feature index {b} follows {a}: indices must be strictly ascending",
+    ERR_LIMIT: "feature index {a} exceeds n_features={b}",
+    ERR_VALUE: "invalid feature value in {token}: expected a decimal number",
+    ERR_NONFINITE: "non-finite feature value in {token} (NaN and inf are not allowed)",
+    ERR_NONFINITE_LABEL: "non-finite label {token} (NaN and inf are not allowed)",
+    ERR_QID: "{token}: 'qid:' (query id) is not supported",
+}
+
+
 def _reason(code: int, token: str, a: int, b: int) -> str:
     """The human message for a kernel error code."""
-    if code == ERR_LABEL:
-        return f"invalid label {token}: expected a decimal number"
-    if code == ERR_NO_COLON:
-        return f"malformed feature {token}: missing ':' (expected index:value)"
-    if code == ERR_INDEX:
-        return f"invalid feature index in {token}: expected a base-10 integer >= 1"
-    if code == ERR_INDEX_BIG:
-        return f"feature index in {token} is too large (max {MAX_INDEX})"
-    if code == ERR_INDEX_LT1:
-        return f"feature index {a} is not >= 1 (indices are 1-based)"
-    if code == ERR_ORDER:
-        return f"feature index {b} follows {a}: indices must be strictly ascending"
-    if code == ERR_LIMIT:
-        return f"feature index {a} exceeds n_features={b}"
-    if code == ERR_VALUE:
-        return f"invalid feature value in {token}: expected a decimal number"
-    if code == ERR_NONFINITE:
-        return f"non-finite feature value in {token} (NaN and inf are not allowed)"
-    if code == ERR_NONFINITE_LABEL:
-        return f"non-finite label {token} (NaN and inf are not allowed)"
-    if code == ERR_QID:
-        return f"{token}: 'qid:' (query id) is not supported"
-    raise AssertionError(f"unknown error code {code}")
+    if code not in _REASONS:
+        raise AssertionError(f"unknown error code {code}")
+    return _REASONS[code].format(token=token, a=a, b=b)
 
 
 def _token(buf: bytes, s: int, e: int) -> str:
