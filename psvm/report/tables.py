@@ -93,8 +93,11 @@ def _svc_section(study, svc) -> list[str]:
          "nSV", "objective", "accuracy %"], body)  # fmt: skip
 
 
-def _per_dataset(study, rows, header, cells, only=None) -> list[str]:
-    out = []
+def _section(title, intro, figures, names, study, rows, header, cells, only=None) -> list[str]:
+    """``## title``, an intro paragraph, the figures ``names``, then a table per data set."""
+    out = [f"## {title}", ""] + ([intro, ""] if intro else [])
+    for name in names:
+        out += _figure(figures, name)
     for d in [x["name"] for x in study["datasets"]]:
         rs = [r for r in rows if r["dataset"] == d and (only is None or only(r))]
         if rs:
@@ -103,9 +106,8 @@ def _per_dataset(study, rows, header, cells, only=None) -> list[str]:
 
 
 def _time(study, rows, figures) -> list[str]:
-    out = ["## Training time against `none` and scikit-learn SVC", ""] + _figure(figures, "time")
-    return out + _per_dataset(
-        study, rows,
+    return _section(
+        "Training time against `none` and scikit-learn SVC", None, figures, ["time"], study, rows,
         ["configuration", "P", "CPU s", "CPU min-max", "train s", "train min-max", "vs none",
          "vs none (wall)", "vs SVC h0", "vs SVC h1", "speed-up (wall)"],
         lambda r: [r["label"], str(r["ranks"]), _f(r["cpu_s"]),
@@ -121,11 +123,9 @@ def _elimination(study, rows, figures) -> list[str]:
     same = (f"Iterations and objectives agree across P for all {n} configurations, so counts "
             f"are shown once (smallest P); times are that P's medians." if not bad else
             f"Iterations or objectives differ across P for: {', '.join(bad)}.")  # fmt: skip
-    out = ["## Iterations, active set, elimination and reconstruction", "", same, ""]
-    out += _figure(figures, "iterations") + _figure(figures, "active")
-    out += _figure(figures, "elimination") + _figure(figures, "reconstruction")
-    return out + _per_dataset(
-        study, _first_p(rows),
+    return _section(
+        "Iterations, active set, elimination and reconstruction", same, figures,
+        ["iterations", "active", "elimination", "reconstruction"], study, _first_p(rows),
         ["configuration", "iterations", "eliminated", "false positives", "reconstructions",
          "reconstruct s", "reconstruct % of train", "kernel s", "cache hit %"],
         lambda r: [r["label"], str(r["n_iter"]), str(r["n_eliminated"]),
@@ -136,13 +136,12 @@ def _elimination(study, rows, figures) -> list[str]:
 
 
 def _imbalance(study, rows, figures) -> list[str]:
-    out = ["## Load imbalance across ranks", "",
-           "Rows are split over the ranks by non-zeros; elimination can leave one rank with "
-           "more active rows than another. Peak RSS is each rank's high-water mark over its "
-           "whole launch (all runs of that P on that data set).", ""]  # fmt: skip
-    out += _figure(figures, "imbalance")
-    return out + _per_dataset(
-        study, rows,
+    return _section(
+        "Load imbalance across ranks",
+        "Rows are split over the ranks by non-zeros; elimination can leave one rank with "
+        "more active rows than another. Peak RSS is each rank's high-water mark over its "
+        "whole launch (all runs of that P on that data set).",
+        figures, ["imbalance"], study, rows,
         ["configuration", "P", "busy s per rank", "max/mean", "eliminated per rank",
          "comm s", "peak RSS MB per rank"],
         lambda r: [r["label"], str(r["ranks"]), " / ".join(f"{b:.3f}" for b in r["busy_per_rank"]),
@@ -153,13 +152,12 @@ def _imbalance(study, rows, figures) -> list[str]:
 
 
 def _quality(study, rows, figures) -> list[str]:
-    out = ["## Accuracy and objective gap", "",
-           "Gap vs none: against `none/single` at the smallest P; gap vs SVC: against "
-           "scikit-learn SVC (shrinking off), whose dual objective is recomputed from its "
-           "support vectors and dual coefficients.", ""]  # fmt: skip
-    out += _figure(figures, "quality")
-    return out + _per_dataset(
-        study, _first_p(rows),
+    return _section(
+        "Accuracy and objective gap",
+        "Gap vs none: against `none/single` at the smallest P; gap vs SVC: against "
+        "scikit-learn SVC (shrinking off), whose dual objective is recomputed from its "
+        "support vectors and dual coefficients.",
+        figures, ["quality"], study, _first_p(rows),
         ["configuration", "accuracy %", "nSV", "objective", "gap vs none", "gap vs SVC"],
         lambda r: [r["label"], _f(100 * r["accuracy"], ".2f"), str(r["n_support"]),
                    _f(r["objective"], ".6g"), _f(r["gap_none"], "+.1e"),
