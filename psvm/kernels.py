@@ -171,14 +171,34 @@ def sq_norms_of(X: sp.csr_matrix) -> np.ndarray:
     return row_sq_norms(indptr, data, np.empty(X.shape[0]))
 
 
+def _restrict_columns(X: sp.csr_matrix, used: np.ndarray) -> sp.csr_matrix:
+    """X's entries in the columns ``used`` (sorted), renumbered 0..len(used)-1; O(nnz log d)."""
+    pos = np.minimum(np.searchsorted(used, X.indices), max(used.size - 1, 0))
+    keep = used[pos] == X.indices if used.size else np.zeros(X.indices.size, dtype=bool)
+    row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    counts = np.bincount(row[keep], minlength=X.shape[0])
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    return sp.csr_matrix((X.data[keep], pos[keep], indptr), shape=(X.shape[0], used.size))
+
+
 def kernel_matrix(
     A: sp.csr_matrix, B: sp.csr_matrix, kernel_id: int, gamma: float, coef0: float, degree: int
 ) -> np.ndarray:
-    """Dense K(A, B); ``B`` is the short side (support vectors)."""
+    """Dense K(A, B); ``B`` is the short side (support vectors).
+
+    Only B's features take part in dot products: when they are few next to
+    the feature range, both sides are cut to them, so the work vectors stay
+    small even for indices near 2^31 (norms come from the whole rows).
+    """
+    a_sq, b_sq = sq_norms_of(A), sq_norms_of(B)
     n_features = max(A.shape[1], B.shape[1])
+    used = np.unique(B.indices)
+    if used.size < n_features // 2:
+        A, B = _restrict_columns(sp.csr_matrix(A), used), _restrict_columns(B, used)
+        n_features = used.size
     out = np.empty((A.shape[0], B.shape[0]))
     kernel_block(
-        *csr_arrays(A), sq_norms_of(A), *csr_arrays(B), sq_norms_of(B),
+        *csr_arrays(A), a_sq, *csr_arrays(B), b_sq,
         n_features, kernel_id, float(gamma), float(coef0), int(degree), out,
     )  # fmt: skip
     return out

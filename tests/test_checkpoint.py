@@ -100,13 +100,13 @@ def test_multiclass_crash_after_a_checkpoint_then_resume(tmp_path, shared_data, 
 def test_seconds_trigger_and_counters(tmp_path, a9a):
     train, _ = a9a
     stats, ckpt = tmp_path / "s.json", tmp_path / "c.ckpt"
-    r = run_cli(TRAIN, ["-q", "--checkpoint", ckpt, "--checkpoint-seconds", "0.001",
+    r = run_cli(TRAIN, ["-q", "--checkpoint", ckpt, "--checkpoint-seconds", "0.01",
                         "--stats", stats, train, tmp_path / "m"], 2)  # fmt: skip
     assert r.returncode == 0, r.stderr
     counts = json.loads(stats.read_text())["counts"]
     assert counts["n_checkpoint"] > 10  # rank 0's clock, agreed through the packet
     with np.load(ckpt) as z:
-        assert json.loads(str(z["state_scalars"]))["n_iter"] < counts["n_iter"]
+        assert 0 < json.loads(str(z["state_scalars"]))["n_iter"] <= counts["n_iter"]
 
 
 @pytest.mark.parametrize("n", [1, 2])

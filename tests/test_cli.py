@@ -123,3 +123,18 @@ def test_train_and_predict_in_one_process(tmp_path):
     r = run_cli(PREDICT, [data, tmp_path / "m", tmp_path / "p"], None)
     assert r.returncode == 0 and r.stdout.startswith("Accuracy = 100% (4/4)")
     assert np.loadtxt(tmp_path / "p").tolist() == [1, -1, 1, -1]
+
+
+def test_huge_feature_indices_cost_no_memory(tmp_path):
+    """A valid index near 2^31: work vectors follow the features in use, not the index range."""
+    import resource
+
+    data, model, out = tmp_path / "d.txt", tmp_path / "d.model", tmp_path / "d.out"
+    data.write_text("1 1:0.5 2000000000:1\n-1 3:1 7:0.25\n1 2:1 2000000000:0.5\n-1 1:1 5:2\n")
+    r = run_cli("psvm.cli.train", ["-q", data, model], 2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "2000000000:1" in model.read_text()  # support vectors keep their indices
+    r = run_cli("psvm.cli.predict", [data, model, out], None, timeout=120)
+    assert r.returncode == 0 and "Accuracy = " in r.stdout, r.stderr
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert peak_mb < 2000, peak_mb  # was 10.9 GB with dense work vectors of 2^31

@@ -18,7 +18,7 @@ from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.solver import BinaryProblem, BinaryResult, Solver
-from psvm.svc.state import gather_rows
+from psvm.svc.state import compact_features, gather_rows
 
 
 class TrainingError(ValueError):
@@ -67,6 +67,7 @@ def fit_ovo(
         cls[y == label] = c
     weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
     C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
+    Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
     ck = None
     if checkpoint is not None:
         ck = Checkpoint(comm, checkpoint, fingerprint(comm, shard, C_row, cfg, classes))
@@ -79,7 +80,7 @@ def fit_ovo(
             pair += 1
             rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
             problem = BinaryProblem(
-                X=X[rows],
+                X=Xc[rows],
                 y=np.where(cls[rows] == a, 1.0, -1.0),
                 C=C_row[rows],
                 offset=comm.exscan_sum(rows.size),

@@ -16,6 +16,21 @@ def gather_rows(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     return sp.csr_matrix((data, indices, indptr), shape=(counts.size, X.shape[1]))
 
 
+def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
+    """X with its columns renumbered 0..d-1 over the features some rank uses (collective).
+
+    The solver's work vectors and column-major copies are sized by the number
+    of columns: without this a valid index near 2^31 would allocate gigabytes
+    per rank. The map is monotone, so every dot product adds the same terms
+    in the same order and results are unchanged.
+    """
+    used = np.unique(comm.allgatherv(np.unique(X.indices).astype(np.int64)))
+    if used.size == X.shape[1]:
+        return X
+    indices = np.searchsorted(used, X.indices).astype(np.int32)
+    return sp.csr_matrix((X.data, indices, X.indptr), shape=(X.shape[0], max(used.size, 1)))
+
+
 @njit(cache=True, nogil=True)
 def bias_terms(rows, y, alpha, C, G):
     """Local parts of LIBSVM's rho over ``rows``: (ub, lb, sum of y_t G_t over free t, n free)."""

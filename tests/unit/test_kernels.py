@@ -104,3 +104,13 @@ def test_single_specialization_after_use(data):
     kernel_matrix(data, data[:3], KERNELS["rbf"], 0.1, 0.0, 3)
     assert len(kernel_column.signatures) <= 1
     assert len(kernel_diag.signatures) <= 1
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_kernel_matrix_cut_to_the_support_vector_features(name):
+    """Few SV features in a wide space: the columns are cut, the values are not."""
+    A = sp.random(30, 5000, density=0.01, format="csr", random_state=4)
+    A = sp.vstack([A, sp.csr_matrix((2, 5000))]).tocsr()  # empty rows at the end
+    B = sp.random(4, 5000, density=0.002, format="csr", random_state=5)
+    K = kernel_matrix(A, B, KERNELS[name], PARAMS["gamma"], PARAMS["coef0"], PARAMS["degree"])
+    np.testing.assert_allclose(K, REFERENCE[name](A, B), atol=1e-12)
