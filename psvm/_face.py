@@ -22,17 +22,16 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from psvm._params import HEURISTICS, ParameterError
+from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError
 from psvm.comm import Comm, world
 from psvm.io.shard import Shard, nnz_balanced_offsets
 
 DISTRIBUTED = ("replicated", "sharded")
-DEFAULT_HEURISTIC = "libsvm"
 
 
 # -- face-only parameters --------------------------------------------------------------------
 def resolve_heuristic(shrinking, heuristic) -> str:
-    """``heuristic`` when given, else from ``shrinking``: True -> 'libsvm', False -> 'none'."""
+    """``heuristic`` when given, else from ``shrinking``: True -> the default, False -> 'none'."""
     if heuristic is not None:
         return heuristic  # checked against HEURISTICS by validate_svc_params
     if isinstance(shrinking, (bool, np.bool_)):

@@ -16,6 +16,8 @@ FIRST_ORDER, SECOND_ORDER = 1, 2
 # names of the elimination policies (psvm.elimination.POLICIES) and reconstruction modes
 HEURISTICS = ("none", "earliest", "percent-1", "percent-5", "percent-10", "libsvm", "streak-3",
               "gap-triggered", "lazy")  # fmt: skip
+# the default: least time over a9a, w8a and ijcnn1 at P = 1, 2 (docs/heuristics.md)
+DEFAULT_HEURISTIC = "gap-triggered"
 RECONSTRUCTIONS = ("single", "multi", "approximate")
 SELECTIONS = {"first": FIRST_ORDER, "second": SECOND_ORDER}
 
@@ -39,7 +41,7 @@ class SVCConfig:
     cache_size: float = 200.0
     max_iter: int = -1
     selection: str = "second"
-    heuristic: str = "libsvm"
+    heuristic: str = DEFAULT_HEURISTIC
     reconstruction: str = "single"
     class_weight: dict = field(default_factory=dict)
     verbose: bool = False
@@ -84,7 +86,7 @@ def validate_svc_params(
     cache_size=200.0,
     max_iter=-1,
     selection="second",
-    heuristic="libsvm",
+    heuristic=DEFAULT_HEURISTIC,
     reconstruction="single",
     class_weight=None,
     verbose=False,

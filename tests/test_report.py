@@ -55,7 +55,7 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
                     "## Iterations, active set", "## Load imbalance", "## Accuracy and objective",
                     "## Model synchronisation frequency"):  # fmt: skip
         assert heading in md, heading
-    assert study["command"] in md and "`--heuristic libsvm" in md
+    assert study["command"] in md and "`--heuristic gap-triggered" in md
     for name in ("time", "iterations", "active", "elimination", "reconstruction", "imbalance",
                  "quality"):  # fmt: skip
         png = out / f"{name}.png"

@@ -37,7 +37,7 @@ FLAGS = {
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
     "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1)"),
     "-b": ("probability", int, "probability estimates: only 0 is supported"),
-    "--heuristic": ("heuristic", str, "sample elimination heuristic (default libsvm; -h 0: none)"),
+    "--heuristic": ("heuristic", str, "elimination heuristic (default gap-triggered; -h 0: none)"),
     "--reconstruction": ("reconstruction", str, "single, multi or approximate (default single)"),
     "--selection": ("selection", str, "working set selection: first or second (default second)"),
     "--max-iter": ("max_iter", int, "iteration limit per binary problem (default: no limit)"),
@@ -115,7 +115,7 @@ def _body(argv: list[str]) -> int:
 
         return body(argv)
 
-    from psvm._params import validate_svc_params
+    from psvm._params import DEFAULT_HEURISTIC, validate_svc_params
     from psvm.comm import world
     from psvm.io.model_file import write_model
     from psvm.io.shard import labels_in_order, load_shard
@@ -135,7 +135,7 @@ def _body(argv: list[str]) -> int:
         cache_size=opts.get("cache_size", 100.0),
         max_iter=opts.get("max_iter", -1),
         selection=opts.get("selection", "second"),
-        heuristic=opts.get("heuristic", "libsvm"),
+        heuristic=opts.get("heuristic", DEFAULT_HEURISTIC),
         reconstruction=opts.get("reconstruction", "single"),
         class_weight=opts["class_weight"],
     )

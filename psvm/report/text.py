@@ -93,8 +93,10 @@ def conclusions(study, rows, svc) -> list[str]:
                    f"and a difference counts only when the repeat ranges do not "
                    f"overlap.")  # fmt: skip
     else:
-        out.append("Noise: one run per configuration, so the noise is not measured; treat "
-                   "small differences as insignificant.")
+        out.append(
+            "Noise: one run per configuration, so the noise is not measured; treat "
+            "small differences as insignificant."
+        )
     exact = [r for r in rows if r["reconstruction"] != "approximate"]
     for d in [x["name"] for x in study["datasets"]]:
         for P in study["ranks"]:
@@ -120,13 +122,16 @@ def conclusions(study, rows, svc) -> list[str]:
             out.append(txt + ".")
     rk = ranking(rows)
     if rk:
+
         def names(part):
             return ", ".join(f"`{lab}` {g:.2f}" for lab, g, _ in part)
 
         ranked = (f"in order {names(rk)}" if len(rk) <= 5
                   else f"best {names(rk[:3])}; worst {names(rk[-2:])}")  # fmt: skip
-        out.append(f"Over all data sets and P (geometric mean of time / `none`, second-order "
-                   f"selection, exact configurations; below 1 beats `none`): {ranked}.")
+        out.append(
+            f"Over all data sets and P (geometric mean of time / `none`, second-order "
+            f"selection, exact configurations; below 1 beats `none`): {ranked}."
+        )
     cmp = [(r, next(iter(_by(rows, dataset=r["dataset"], ranks=r["ranks"], heuristic="none",
                              selection=r["selection"])), None))
            for r in exact if r["heuristic"] != "none" and r["vs_none"] is not None]  # fmt: skip
@@ -174,22 +179,32 @@ def conclusions(study, rows, svc) -> list[str]:
     if pmax > min(study["ranks"]):
         sp = [f"{r['dataset']} {r['speedup']:.2f}x" for r in _by(rows, heuristic="none",
               selection="second", ranks=pmax) if r["speedup"]]  # fmt: skip
-        out.append(f"P={pmax} against P={min(study['ranks'])} (`none`): " + ", ".join(sp)
-                   + f". The machine has {study['machine']['cores']} cores shared with other "
-                   "jobs, so P=2 competes for them; these are not scaling figures.")
+        out.append(
+            f"P={pmax} against P={min(study['ranks'])} (`none`): "
+            + ", ".join(sp)
+            + f". The machine has {study['machine']['cores']} cores shared with other "
+            "jobs, so P=2 competes for them; these are not scaling figures."
+        )
     q = [r for r in _first_p(exact) if r["gap_none"] is not None]
     if q:
         g = max(abs(r["gap_none"]) for r in q)
-        acc = max(abs(r["accuracy"] - n["accuracy"]) for r in q
-                  for n in _by(_first_p(exact), dataset=r["dataset"], label="none/single"))
-        out.append(f"Exactness: every exact configuration ends within {g:.1e} relative "
-                   f"objective of `none` and within {100 * acc:.2f} accuracy points of it.")
+        acc = max(
+            abs(r["accuracy"] - n["accuracy"])
+            for r in q
+            for n in _by(_first_p(exact), dataset=r["dataset"], label="none/single")
+        )
+        out.append(
+            f"Exactness: every exact configuration ends within {g:.1e} relative "
+            f"objective of `none` and within {100 * acc:.2f} accuracy points of it."
+        )
     ap = [r for r in _first_p(rows) if r["reconstruction"] == "approximate"]
     if ap:
         g = max(abs(r["gap_none"] or 0) for r in ap)
-        out.append(f"`approximate` (no reconstruction) ends up to {g:.1e} relative objective "
-                   f"away from `none` (objective recomputed from the model's support vectors); "
-                   f"its models are flagged approximate.")
+        out.append(
+            f"`approximate` (no reconstruction) ends up to {g:.1e} relative objective "
+            f"away from `none` (objective recomputed from the model's support vectors); "
+            f"its models are flagged approximate."
+        )
     return out
 
 
@@ -204,18 +219,25 @@ def _med_share(rows) -> float:
     return shares[len(shares) // 2] if shares else 0.0
 
 
+WHY_DEFAULT = {
+    "gap-triggered": "It tests the rule every min(n, 1000) iterations, but only once m - M has "
+    "fallen below a tenth of its first value: rows leave when their bound is settled, so false "
+    "positives and reconstruction work stay small.",
+    "libsvm": "It is LIBSVM's shrinking: the rule is checked every min(n, 1000) iterations; one "
+    "full unshrink at m - M <= 10 tol and one reconstruction at the end keep the model exact.",
+}
+
+
 def default_section(study, rows) -> list[str]:
     h, rec, sel = default_config()
     lab = config_label(h, rec, sel)
     rk = ranking(rows, sel)
     pos = next((k for k, (lb, _, _) in enumerate(rk) if lb == lab), None)
     nz = noise(rows)
+    why = WHY_DEFAULT.get(h, "")
     out = [f"psvm's default is `--heuristic {h} --reconstruction {rec} --selection {sel}` "
-           f"(the defaults of `psvm._params.validate_svc_params`). It is LIBSVM's shrinking: "
-           f"the rule is checked every min(n, 1000) iterations, so the check costs little; "
-           f"one full unshrink at m - M <= 10 tol and one reconstruction at the end keep the "
-           f"model exact; and users comparing with LIBSVM or scikit-learn get the behaviour "
-           f"they know."]  # fmt: skip
+           f"(the defaults of `psvm._params.validate_svc_params`), chosen from full-data-set "
+           f"timings ([docs/heuristics.md](../docs/heuristics.md)). {why}"]  # fmt: skip
     if pos is not None:
         g = rk[pos][1]
         best_lab, best_g, _ = rk[0]
@@ -243,9 +265,7 @@ def default_section(study, rows) -> list[str]:
                 f"median {share:.0%} of the default's training time here; plausibly, in "
                 f"problems this small an iteration over all rows is cheap, so the checks, "
                 f"reconstructions and cache fill-ins for revived rows are not repaid. "
-                f"Whether it pays on the full data sets, as in the seed paper, is not measured "
-                f"here (see the full-grid command below); the default stays LIBSVM's until "
-                f"such runs show a better choice."
+                f"The full data sets are measured in docs/heuristics.md."
             )
         elif g < 1 - nz:
             out.append(f"It takes {_pct(g)} than `none`, beyond the noise level.")

@@ -136,7 +136,7 @@ def test_fit_stats_are_json(breast_cancer):
     stats = json.loads(json.dumps(est.fit_stats_))
     assert stats["schema"] == 1 and stats["ranks"] == 1
     assert stats["counts"]["n_iter"] == est.n_iter_.sum()
-    assert stats["values"]["heuristic"] == "libsvm"
+    assert stats["values"]["heuristic"] == "gap-triggered"
 
 
 # -- LIBSVM model files ---------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def test_linear_coef_matches_sklearn(request, dataset):
 @pytest.mark.parametrize(
     "params, expected",
     [
-        ({}, "libsvm"),
+        ({}, "gap-triggered"),
         ({"shrinking": False}, "none"),
         ({"shrinking": "earliest"}, "earliest"),
         ({"shrinking": False, "heuristic": "lazy"}, "lazy"),  # heuristic wins
