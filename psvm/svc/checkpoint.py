@@ -109,15 +109,11 @@ class Checkpoint:
         self.saved: dict | None = None
         self._last = time.monotonic()
         if config.resume:
-            self.saved = self._load()
-            if self.saved is not None:
-                self.finished = [
-                    dict(r, alpha=self.saved[f"pair{p}_alpha"]) for p, r in
-                    enumerate(json.loads(str(self.saved["finished"])))
-                ]  # fmt: skip
+            self._load()
 
-    def _load(self) -> dict | None:
-        error, saved = None, None
+    def _load(self) -> None:
+        """Read the file on every rank (collective; an unreadable file fails on all)."""
+        error = None
         try:
             if os.path.exists(self.cfg.path):
                 with np.load(self.cfg.path, allow_pickle=False) as z:
@@ -127,12 +123,14 @@ class Checkpoint:
                         f"checkpoint {self.cfg.path!r} was written by a run with other data or "
                         "parameters; remove it or drop --resume"
                     )
+                done = json.loads(str(saved["finished"]))
+                self.finished = [dict(r, alpha=saved[f"pair{p}_alpha"]) for p, r in enumerate(done)]
+                self.saved = saved
         except CheckpointError as exc:
             error = exc
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             error = CheckpointError(f"checkpoint {self.cfg.path!r} cannot be read: {exc}")
         self.comm.agree(error)
-        return saved
 
     # -- class pairs ---------------------------------------------------------
     def finished_pair(self, pair: int, offset: int, n_local: int) -> dict | None:
