@@ -6,7 +6,6 @@ mpiexec -n 2 psvm-train -c 1 -g 0.05 a9a a9a.model
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
@@ -179,10 +178,10 @@ def _hit_rate(counts: dict) -> float:
 
 
 def _write_json(path: str, obj: dict) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
+    from psvm.io.atomic import write_atomic
+
+    with write_atomic(path) as f:
         json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
