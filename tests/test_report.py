@@ -78,8 +78,12 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
     for cells in elim_rows[1:]:
         (rec,) = [r for r in psvm if _label(r) == cells[0] and r["ranks"] == 1]
         c = rec["stats"]["counts"]
-        assert cells[1:5] == [str(c["n_iter"]), str(c.get("n_eliminated", 0)),
-                              str(c.get("n_false_positive", 0)), str(c.get("n_reconstruct", 0))]
+        assert cells[1:5] == [
+            str(c["n_iter"]),
+            str(c.get("n_eliminated", 0)),
+            str(c.get("n_false_positive", 0)),
+            str(c.get("n_reconstruct", 0)),
+        ]
     quality = _tables(md, "## Accuracy and objective")["heart_scale"]
     for cells in quality[1:]:
         (rec,) = [r for r in psvm if _label(r) == cells[0] and r["ranks"] == 1]

@@ -67,13 +67,18 @@ def _produced(study) -> list[str]:
              str(d["n_features"])] for d in study["datasets"]]  # fmt: skip
     out += _table(["data", "training rows", "test rows", "test file", "C", "gamma", "features"],
                   body)  # fmt: skip
-    out += ["Training rows are the first rows of each file in `../shared/data` (the first "
-            "test rows for accuracy); subsets keep the default study short on this machine. "
-            "The full grid (every heuristic x single/multi/approximate x "
-            "first/second order) on the full files is:", "",
-            "    psvm-report heuristics --data a9a,w8a,ijcnn1 --ranks 1,2 --rows 0 "
-            "--test-rows 0 --grid full --repeats 3 --out heuristics-full/", "",
-            "(far longer: the run time of SMO grows faster than linearly with the rows).", ""]
+    out += [
+        "Training rows are the first rows of each file in `../shared/data` (the first "
+        "test rows for accuracy); subsets keep the default study short on this machine. "
+        "The full grid (every heuristic x single/multi/approximate x "
+        "first/second order) on the full files is:",
+        "",
+        "    psvm-report heuristics --data a9a,w8a,ijcnn1 --ranks 1,2 --rows 0 "
+        "--test-rows 0 --grid full --repeats 3 --out heuristics-full/",
+        "",
+        "(far longer: the run time of SMO grows faster than linearly with the rows).",
+        "",
+    ]
     return out
 
 
