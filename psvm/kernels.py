@@ -171,7 +171,7 @@ def sq_norms_of(X: sp.csr_matrix) -> np.ndarray:
     return row_sq_norms(indptr, data, np.empty(X.shape[0]))
 
 
-def _restrict_columns(X: sp.csr_matrix, used: np.ndarray) -> sp.csr_matrix:
+def restrict_columns(X: sp.csr_matrix, used: np.ndarray) -> sp.csr_matrix:
     """X's entries in the columns ``used`` (sorted), renumbered 0..len(used)-1; O(nnz log d)."""
     pos = np.minimum(np.searchsorted(used, X.indices), max(used.size - 1, 0))
     keep = used[pos] == X.indices if used.size else np.zeros(X.indices.size, dtype=bool)
@@ -194,7 +194,7 @@ def kernel_matrix(
     n_features = max(A.shape[1], B.shape[1])
     used = np.unique(B.indices)
     if used.size < n_features // 2:
-        A, B = _restrict_columns(sp.csr_matrix(A), used), _restrict_columns(B, used)
+        A, B = restrict_columns(sp.csr_matrix(A), used), restrict_columns(B, used)
         n_features = used.size
     out = np.empty((A.shape[0], B.shape[0]))
     kernel_block(

@@ -128,7 +128,6 @@ class Solver:
         self.pending = DeferredGBar()
         self.streak = np.zeros(n, dtype=np.int64)
         self._scratch = np.empty(n, dtype=np.int64)
-        self.eliminated_any = False
         self._unshrunk = False
         multi = config.reconstruction == "multi" and self.policy.active
         self._gaps = sorted(
@@ -323,8 +322,7 @@ class Solver:
     def _save(self, n_iter: int, gap0: float | None) -> None:
         """Write the state between two iterations (collective)."""
         with self.stats.timer("checkpoint"):
-            if self.keep_g_bar:
-                self._flush_g_bar()
+            self._flush_g_bar()
             active = self.active_mask.astype(np.int8)
             arrays = {"alpha": self.alpha, "G": self.G, "G_bar": self.G_bar, "active": active,
                       "streak": self.streak}  # fmt: skip
@@ -337,9 +335,7 @@ class Solver:
         self.alpha[:], self.G[:], self.G_bar[:] = s["alpha"], s["G"], s["G_bar"]
         self.active_mask[:] = s["active"] != 0
         self.streak[:] = s["streak"]
-        self.active_rows = np.flatnonzero(self.active_mask)
-        self.active_nnz = int(self.row_nnz[self.active_rows].sum())
-        self.eliminated_any = self.active_rows.size < self.y.size
+        self._set_active(np.flatnonzero(self.active_mask))
         self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
         self._start = (int(s["n_iter"]), s["gap0"])
         self.stats.values["resumed_at_iter"] = int(s["n_iter"])
@@ -364,15 +360,16 @@ class Solver:
             if n_keep < rows.size:
                 self.active_mask[self._scratch[n_keep : rows.size]] = False
                 self.stats.add("n_eliminated", rows.size - n_keep)
-                self.active_rows = self._scratch[:n_keep].copy()
-                self.active_nnz = int(self.row_nnz[self.active_rows].sum())
-                self.eliminated_any = True
+                self._set_active(self._scratch[:n_keep].copy())
+
+    def _set_active(self, rows: np.ndarray) -> None:
+        """The sorted active rows (``active_mask`` already says the same)."""
+        self.active_rows = rows
+        self.active_nnz = int(self.row_nnz[rows].sum())
 
     def _can_reconstruct(self) -> bool:
         """Whether any rank has eliminated rows that a reconstruction could revive."""
-        if self.cfg.reconstruction == "approximate" or not self.policy.active:
-            return False
-        return bool(self.comm.max_(int(self.active_rows.size < self.y.size)))
+        return self.keep_g_bar and self.eliminated_any_global()
 
     def _thresholds_crossed(self, gap: float) -> bool:
         """'multi' reconstruction points and LIBSVM's single unshrink, crossed now."""
@@ -384,7 +381,7 @@ class Solver:
         return hit and self.eliminated_any_global()
 
     def eliminated_any_global(self) -> bool:
-        return bool(self.comm.max_(int(self.eliminated_any)))
+        return bool(self.comm.max_(int(self.active_rows.size < self.y.size)))
 
     def _unshrink_due(self, gap: float) -> bool:
         u = self.policy.unshrink_gap
@@ -421,10 +418,8 @@ class Solver:
             if back.size:
                 self.active_mask[back] = True
                 self.streak[back] = 0
-                self.active_rows = np.flatnonzero(self.active_mask)
-                self.active_nnz = int(self.row_nnz[self.active_rows].sum())
+                self._set_active(np.flatnonzero(self.active_mask))
                 self.cache.revive(back)
-            self.eliminated_any = self.active_rows.size < self.y.size
             cand = select_candidates(self.active_rows, self.y, self.alpha, self.C, self.G)
         return float(m + minus_M), cand
 
@@ -470,6 +465,8 @@ class Solver:
 
     def _flush_g_bar(self) -> None:
         """Bring G_bar of the eliminated rows up to date (local; no communication)."""
+        if not self.pending.coef:
+            return  # nothing logged: skip the O(n) scan (earliest checks every iteration)
         out = np.flatnonzero(~self.active_mask)
         self.pending.flush(
             out, self.indptr, self.indices, self.data, self.sq, self.y, self.work.size,

@@ -6,6 +6,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from psvm.kernels import restrict_columns
+
 
 def gather_rows(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     """All ranks' rows stacked in rank order, on every rank (collective)."""
@@ -25,10 +27,9 @@ def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     in the same order and results are unchanged.
     """
     used = np.unique(comm.allgatherv(np.unique(X.indices).astype(np.int64)))
-    if used.size == X.shape[1]:
+    if used.size in (0, X.shape[1]):
         return X
-    indices = np.searchsorted(used, X.indices).astype(np.int32)
-    return sp.csr_matrix((X.data, indices, X.indptr), shape=(X.shape[0], max(used.size, 1)))
+    return restrict_columns(X, used)
 
 
 @njit(cache=True, nogil=True)
