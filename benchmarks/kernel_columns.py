@@ -1,0 +1,87 @@
+"""Kernel-column paths: microseconds per RBF column for CSR, CSC and dense, against scikit-learn.
+
+    python benchmarks/kernel_columns.py --data a9a,w8a,ijcnn1 --columns 200
+
+For each data set (full training file), the same columns K(x_r, all rows) are
+computed by psvm's three numba paths and by ``sklearn.metrics.pairwise.rbf_kernel``
+(the reference, one column at a time as an SMO solver asks for them). One
+process, one thread. The three psvm paths must agree bitwise; the script checks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from sklearn.metrics.pairwise import rbf_kernel
+
+from psvm.bench import DATASETS, dataset_paths, load_csr
+from psvm.kernels import (
+    RBF,
+    csr_arrays,
+    kernel_column,
+    kernel_column_csc,
+    kernel_column_dense,
+    row_sq_norms,
+)
+
+
+def per_column(fn, n_cols: int) -> float:
+    fn(0)  # compile / warm up
+    t0 = time.perf_counter()
+    for r in range(n_cols):
+        fn(r)
+    return (time.perf_counter() - t0) / n_cols * 1e6
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default="a9a,w8a,ijcnn1")
+    p.add_argument("--columns", type=int, default=200)
+    a = p.parse_args(argv)
+    print(f"{'data':8s} {'rows':>6s} {'nnz/row':>7s} {'CSR us':>8s} {'CSC us':>8s} "
+          f"{'dense us':>8s} {'sklearn us':>10s} {'best/sklearn':>12s}")  # fmt: skip
+    for name in a.data.split(","):
+        measure(name, a.columns)
+
+
+def measure(name: str, n_cols: int) -> None:
+    """One table row: the full training file of ``name``."""
+    ds = DATASETS[name]
+    X, _ = load_csr(dataset_paths(ds, None, None)[0], ds.n_features)
+    n, d = X.shape
+    ip, ix, dx = csr_arrays(X)
+    sq = row_sq_norms(ip, dx, np.empty(n))
+    Xc = X.tocsc()
+    Xc.sort_indices()
+    cp, ri, cd = csr_arrays(Xc)
+    XT = np.ascontiguousarray(X.T.toarray())
+    rows = np.arange(n, dtype=np.int64)
+    kp = (RBF, ds.gamma, 0.0, 3)
+    work, dots = np.zeros(d + 1), np.zeros(n)
+    outs = {k: np.empty(n) for k in ("csr", "csc", "dense")}
+
+    def x(r):
+        return ix[ip[r] : ip[r + 1]], dx[ip[r] : ip[r + 1]], sq[r]
+
+    paths = {
+        "csr": lambda r: kernel_column(*x(r), ip, ix, dx, sq, rows, *kp, work, outs["csr"]),
+        "csc": lambda r: kernel_column_csc(
+            *x(r), cp, ri, cd, sq, rows, *kp, dots, outs["csc"]
+        ),  # fmt: skip
+        "dense": lambda r: kernel_column_dense(*x(r), XT, sq, rows, *kp, dots, outs["dense"]),
+    }
+    us = {k: per_column(f, n_cols) for k, f in paths.items()}
+    us["sklearn"] = per_column(lambda r: rbf_kernel(X, X[r], gamma=ds.gamma), n_cols)
+    r = n_cols - 1
+    for f in paths.values():
+        f(r)
+    assert all(np.array_equal(outs["csr"], o) for o in outs.values()), "paths differ"
+    best = min(us["csr"], us["csc"], us["dense"])
+    print(f"{name:8s} {n:6d} {X.nnz / n:7.1f} {us['csr']:8.0f} {us['csc']:8.0f} "
+          f"{us['dense']:8.0f} {us['sklearn']:10.0f} {best / us['sklearn']:12.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
