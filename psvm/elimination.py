@@ -11,24 +11,22 @@ decisions are the same for every number of ranks.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from psvm._params import HEURISTICS, ParameterError
 
 
 @njit(cache=True, nogil=True)
-def eliminate_rows(rows, y, alpha, C, G, m, M, streak, need, keep):
-    """Compact ``rows`` in place to the rows that stay active; returns the new count.
+def eliminate(y, alpha, C, G, act, m, M, streak, need):
+    """Clear ``act`` of the active rows that the rule selects; returns how many left.
 
     A row leaves when the rule has held at ``need`` consecutive checks
-    (``streak`` counts them per local row; ``need`` = 1 acts at once). Kept
-    rows are also written to ``keep`` (same order), eliminated ones after them.
+    (``streak`` counts them per row; ``need`` = 1 acts at once).
     """
-    n_keep = 0
-    n_out = rows.size
-    for q in range(rows.size):
-        t = rows[q]
+    n_out = 0
+    for t in range(y.size):
+        if not act[t]:
+            continue
         v = -y[t] * G[t]
         if alpha[t] >= C[t]:
             rule = v > m if y[t] > 0 else v < M
@@ -38,12 +36,9 @@ def eliminate_rows(rows, y, alpha, C, G, m, M, streak, need, keep):
             rule = False
         streak[t] = streak[t] + 1 if rule else 0
         if streak[t] >= need:
-            n_out -= 1
-            keep[n_out] = t
-        else:
-            keep[n_keep] = t
-            n_keep += 1
-    return n_keep
+            act[t] = False
+            n_out += 1
+    return n_out
 
 
 class Policy:
@@ -163,6 +158,3 @@ def make_policy(name: str) -> Policy:
         raise ParameterError(f"heuristic must be one of {sorted(POLICIES)}, got {name!r}")
     return POLICIES[name]()
 
-
-def streak_buffer(n_local: int) -> np.ndarray:
-    return np.zeros(n_local, dtype=np.int64)

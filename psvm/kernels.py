@@ -4,8 +4,16 @@ Contract for every kernel here: CSR arrays ``indptr`` (int64), ``indices``
 (int32, 0-based, ascending within a row) and ``data`` (float64); results go
 into a preallocated ``out``. One ``kernel_id`` switch selects the kernel, so
 each function compiles a single specialization that numba caches on disk.
-Row values are computed row by row in a fixed order, so a kernel value does
-not depend on which rank computes it.
+
+Every kernel value is computed in two steps: numba writes the argument of
+the transcendental part (:func:`_pre`: ``-gamma |a - b|^2`` for rbf,
+``gamma a.b + coef0`` for sigmoid, the final value for linear and poly), and
+:func:`finish` applies ``np.exp`` or ``np.tanh`` to the whole contiguous
+buffer. numba calls libm once per value; numpy's SIMD loops are several
+times faster, and give each element the same bits wherever it sits in the
+buffer. Dot products add their terms in ascending feature order and skip
+only exact zeros, so a kernel value does not depend on which rank, path or
+block computes it.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from numba import njit, prange
 LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3
 KERNELS = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "sigmoid": SIGMOID}
 KERNEL_NAMES = {v: k for k, v in KERNELS.items()}
+_BLOCK = 1 << 18  # elements of a block of kernel values in :func:`kernel_sums` (2 MB)
+_FT_LIMIT = 1 << 22  # elements of its feature-major copy of F (32 MB)
 
 
 def csr_arrays(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -29,18 +39,28 @@ def csr_arrays(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _k(kernel_id, dot, sq_a, sq_b, gamma, coef0, degree):
+def _pre(kernel_id, dot, sq_a, sq_b, gamma, coef0, degree):
+    """The kernel value before :func:`finish`."""
     if kernel_id == LINEAR:
         return dot
     if kernel_id == RBF:
-        return np.exp(-gamma * (sq_a + sq_b - 2.0 * dot))
+        return -gamma * (sq_a + sq_b - 2.0 * dot)
     if kernel_id == POLY:
         base = gamma * dot + coef0
         r = 1.0
         for _ in range(degree):  # LIBSVM's powi: the same product for every rank
             r *= base
         return r
-    return np.tanh(gamma * dot + coef0)
+    return gamma * dot + coef0
+
+
+def finish(kernel_id: int, v: np.ndarray) -> np.ndarray:
+    """Turn :func:`_pre` values into kernel values, in place (``v`` contiguous)."""
+    if kernel_id == RBF:
+        np.exp(v, out=v)
+    elif kernel_id == SIGMOID:
+        np.tanh(v, out=v)
+    return v
 
 
 @njit(cache=True, nogil=True)
@@ -55,19 +75,23 @@ def row_sq_norms(indptr, data, out):
 
 
 @njit(cache=True, nogil=True)
-def kernel_diag(indptr, data, sq_norms, kernel_id, gamma, coef0, degree, out):
+def _diag_pre(sq_norms, kernel_id, gamma, coef0, degree, out):
+    for r in range(sq_norms.size):
+        out[r] = _pre(kernel_id, sq_norms[r], sq_norms[r], sq_norms[r], gamma, coef0, degree)
+
+
+def kernel_diag(sq_norms, kernel_id, gamma, coef0, degree, out):
     """out[r] = K(x_r, x_r), computed by the same formula as a column entry."""
-    for r in range(indptr.size - 1):
-        out[r] = _k(kernel_id, sq_norms[r], sq_norms[r], sq_norms[r], gamma, coef0, degree)
-    return out
+    _diag_pre(sq_norms, kernel_id, gamma, coef0, degree, out)
+    return finish(kernel_id, out)
 
 
 @njit(cache=True, nogil=True)
-def kernel_column(
+def column_csr(
     x_idx, x_val, x_sq, indptr, indices, data, sq_norms, rows,
     kernel_id, gamma, coef0, degree, work, out,
 ):  # fmt: skip
-    """out[r] = K(x, x_r) for each local row r in ``rows``.
+    """out[q] = pre-K(x, x_r) for the q-th row r of ``rows`` (finish with :func:`finish`).
 
     x is scattered once into the dense zeroed ``work`` (length n_features) and
     each row reads its non-zeros against it: O(nnz of the rows), no index merge.
@@ -80,23 +104,22 @@ def kernel_column(
         dot = 0.0
         for p in range(indptr[r], indptr[r + 1]):
             dot += data[p] * work[indices[p]]
-        out[r] = _k(kernel_id, dot, x_sq, sq_norms[r], gamma, coef0, degree)
+        out[q] = _pre(kernel_id, dot, x_sq, sq_norms[r], gamma, coef0, degree)
     for p in range(x_idx.size):
         work[x_idx[p]] = 0.0
     return out
 
 
 @njit(cache=True, nogil=True)
-def kernel_column_csc(
+def column_csc(
     x_idx, x_val, x_sq, colptr, rowidx, cdata, sq_norms, rows,
     kernel_id, gamma, coef0, degree, dots, out,
 ):  # fmt: skip
-    """out[r] = K(x, x_r) for r in ``rows``, through the CSC copy of the local rows.
+    """:func:`column_csr` through the CSC copy of the local rows.
 
-    Cheaper than :func:`kernel_column` when x's features are rare: it touches
-    only the columns where x is non-zero. Every dot product still adds its
-    terms in ascending feature order, so results are bitwise equal to the
-    CSR path (a skipped zero term does not change a float sum).
+    Cheaper when x's features are rare: it touches only the columns where x
+    is non-zero. Terms still come in ascending feature order, so results are
+    bitwise equal to the CSR path (a skipped zero term does not change a float sum).
     """
     dots[:] = 0.0
     for p in range(x_idx.size):
@@ -106,15 +129,15 @@ def kernel_column_csc(
             dots[rowidx[q]] += cdata[q] * v
     for q in range(rows.size):
         r = rows[q]
-        out[r] = _k(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
+        out[q] = _pre(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
     return out
 
 
 @njit(cache=True, nogil=True)
-def kernel_column_dense(
+def column_dense(
     x_idx, x_val, x_sq, XT, sq_norms, rows, kernel_id, gamma, coef0, degree, dots, out,
 ):  # fmt: skip
-    """out[r] = K(x, x_r) for r in ``rows``, through a dense feature-major copy ``XT``.
+    """:func:`column_csr` through a dense feature-major copy ``XT``.
 
     For dense, low-dimensional shards (ijcnn1, usps): each of x's features
     adds one contiguous, vectorised pass over all local rows. Terms are added
@@ -129,13 +152,13 @@ def kernel_column_dense(
             dots[t] += xf[t] * v
     for q in range(rows.size):
         r = rows[q]
-        out[r] = _k(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
+        out[q] = _pre(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
     return out
 
 
 @njit(cache=True, nogil=True)
 def csc_cost(x_idx, colptr):
-    """Work of :func:`kernel_column_csc` for x: non-zeros in x's columns."""
+    """Work of :func:`column_csc` for x: non-zeros in x's columns."""
     c = 0
     for p in range(x_idx.size):
         c += colptr[x_idx[p] + 1] - colptr[x_idx[p]]
@@ -143,11 +166,109 @@ def csc_cost(x_idx, colptr):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def kernel_block(
+def _block_pre(
+    rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out,
+):  # fmt: skip
+    """out[q, s] = pre-K(f_s, x_r) for the q-th row r of ``rows``; ``FT`` is F feature-major.
+
+    ``fmap`` maps a feature to its row of ``FT`` (-1: no f_s uses it; features
+    beyond its end are used by none either). Each of
+    x_r's features adds one contiguous pass over the f_s, in ascending feature
+    order as in :func:`column_csr`, so values equal the column paths' bitwise.
+    """
+    n_f = FT.shape[1]
+    for q in prange(rows.size):
+        r = rows[q]
+        o = out[q]
+        o[:] = 0.0
+        for p in range(indptr[r], indptr[r + 1]):
+            f = indices[p]
+            k = fmap[f] if f < fmap.size else -1
+            if k >= 0:
+                v = data[p]
+                ft = FT[k]
+                for s in range(n_f):
+                    o[s] += v * ft[s]
+        for s in range(n_f):
+            o[s] = _pre(kernel_id, o[s], f_sq[s], sq[r], gamma, coef0, degree)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _weighted_row_sums(K, coef, acc):
+    """acc[q] += sum_s coef[s] K[q, s], over s in order."""
+    for q in range(K.shape[0]):
+        a = acc[q]
+        for s in range(K.shape[1]):
+            a += coef[s] * K[q, s]
+        acc[q] = a
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def ordered_dot(coef, k):
+    """sum_s coef[s] k[s], over s in order (as :func:`_weighted_row_sums`)."""
+    a = 0.0
+    for s in range(k.size):
+        a += coef[s] * k[s]
+    return a
+
+
+@njit(cache=True, nogil=True)
+def _feature_major(f_indptr, f_indices, f_data, s0, fmap, FT):
+    """FT[fmap[f], s - s0] = F[s, f] for the rows s0.. of F that FT holds (FT zeroed)."""
+    for s in range(FT.shape[1]):
+        for p in range(f_indptr[s0 + s], f_indptr[s0 + s + 1]):
+            FT[fmap[f_indices[p]], s] = f_data[p]
+    return FT
+
+
+def kernel_sums(
+    f_indptr, f_indices, f_data, f_sq, f_coef, indptr, indices, data, sq, rows, kparams
+) -> np.ndarray:
+    """acc[q] = sum_s f_coef[s] K(f_s, x_r) for the q-th local row r of ``rows``.
+
+    F (CSR arrays: free support vectors, or vectors that changed bound) is
+    taken in chunks in its own order, each as a dense feature-major block over
+    the features it uses, and the rows in blocks: numba adds dot products one
+    contiguous pass per feature, numpy finishes the block. The sum runs over s
+    in F's order whatever the blocks, so it does not depend on the number of ranks.
+    """
+    kid = kparams[0]
+    acc = np.zeros(rows.size)
+    n_f = f_indptr.size - 1
+    if n_f == 0 or rows.size == 0:
+        return acc
+    fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)
+    s0 = 0
+    while s0 < n_f:
+        s1 = n_f  # halve the chunk until its feature-major copy fits _FT_LIMIT
+        while True:
+            used = np.unique(f_indices[f_indptr[s0] : f_indptr[s1]])
+            if used.size * (s1 - s0) <= _FT_LIMIT or s1 - s0 == 1:
+                break
+            s1 = s0 + (s1 - s0) // 2
+        fmap[used] = np.arange(used.size)
+        FT = _feature_major(f_indptr, f_indices, f_data, s0, fmap, np.zeros((used.size, s1 - s0)))
+        step = max(1, _BLOCK // (s1 - s0))
+        buf = np.empty((min(step, rows.size), s1 - s0))
+        for q0 in range(0, rows.size, step):
+            blk = rows[q0 : q0 + step]
+            K = _block_pre(blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams,
+                           buf[: blk.size])  # fmt: skip
+            finish(kid, K)
+            _weighted_row_sums(K, f_coef[s0:s1], acc[q0 : q0 + blk.size])
+        fmap[used] = -1
+        s0 = s1
+    return acc
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _matrix_pre(
     a_indptr, a_indices, a_data, a_sq, b_indptr, b_indices, b_data, b_sq,
     n_features, kernel_id, gamma, coef0, degree, out,
 ):  # fmt: skip
-    """out[s, t] = K(a_s, b_t): prediction blocks, threads over rows of a."""
+    """out[s, t] = pre-K(a_s, b_t): prediction blocks, threads over rows of a."""
     n_a = a_indptr.size - 1
     n_b = b_indptr.size - 1
     chunk = 64
@@ -160,7 +281,7 @@ def kernel_block(
                 dot = 0.0
                 for p in range(b_indptr[t], b_indptr[t + 1]):
                     dot += b_data[p] * work[b_indices[p]]
-                out[s, t] = _k(kernel_id, dot, a_sq[s], b_sq[t], gamma, coef0, degree)
+                out[s, t] = _pre(kernel_id, dot, a_sq[s], b_sq[t], gamma, coef0, degree)
             for p in range(a_indptr[s], a_indptr[s + 1]):
                 work[a_indices[p]] = 0.0
     return out
@@ -197,8 +318,8 @@ def kernel_matrix(
         A, B = restrict_columns(sp.csr_matrix(A), used), restrict_columns(B, used)
         n_features = used.size
     out = np.empty((A.shape[0], B.shape[0]))
-    kernel_block(
+    _matrix_pre(
         *csr_arrays(A), a_sq, *csr_arrays(B), b_sq,
         n_features, kernel_id, float(gamma), float(coef0), int(degree), out,
     )  # fmt: skip
-    return out
+    return finish(kernel_id, out)

@@ -53,7 +53,7 @@ class Stats:
 # Counters every rank keeps identically (the loop runs in lockstep): not summed.
 SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct", "n_sync", "n_msf_backoff", "n_checkpoint"})
 # Traces of per-rank quantities whose global value is the sum over ranks.
-SUMMED_TRACES = frozenset({"active"})
+SUMMED_TRACES = frozenset({"active", "cache_misses"})
 
 
 def reduce_stats(comm, stats: Stats) -> dict:

@@ -1,7 +1,7 @@
 """Checkpoint and resume of a C-SVC training run (``--checkpoint``, ``--resume``).
 
 A checkpoint holds the state of the binary problem being solved (alpha, G,
-G_bar, active set, streaks, iteration count, the gap thresholds still ahead),
+G_bar, active set, window, streaks, iteration count, the gap thresholds still ahead),
 the alphas and results of the class pairs already solved, and a fingerprint
 of the data and parameters. Arrays are stored in global row order, so a run
 can resume with any number of ranks. Rank 0 writes the file atomically: a
@@ -25,7 +25,7 @@ import numpy as np
 from psvm.io.atomic import write_atomic
 
 # per-row arrays of the solver state, saved in global order
-STATE_ARRAYS = ("alpha", "G", "G_bar", "active", "streak")
+STATE_ARRAYS = ("alpha", "G", "G_bar", "active", "streak", "window")
 
 
 class CheckpointError(ValueError):
@@ -151,7 +151,8 @@ class Checkpoint:
         s = self.saved
         if s is None or int(s["pair"]) != pair:
             return None
-        state = {k: s[f"state_{k}"][offset : offset + n_local] for k in STATE_ARRAYS}
+        state = {k: s[f"state_{k}"][offset : offset + n_local]
+                 for k in STATE_ARRAYS if f"state_{k}" in s}  # fmt: skip
         state.update(json.loads(str(s["state_scalars"])))
         return state
 

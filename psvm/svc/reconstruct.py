@@ -11,40 +11,7 @@ eliminated rows up to date in batches.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
-
-from psvm.kernels import _k
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def add_kernel_sums(
-    f_indptr, f_indices, f_data, f_sq, f_coef, indptr, indices, data, sq, y, base, shift, rows,
-    n_features, kernel_id, gamma, coef0, degree, out,
-):  # fmt: skip
-    """out[t] = base[t] + shift + y[t] * sum_s f_coef[s] K(f_s, x_t) for t in ``rows``.
-
-    ``f_*`` is a CSR block of vectors (free SVs, or variables that changed
-    bound) in global order. Each row has one writer, so threads do not change
-    the result.
-    """
-    n_f = f_indptr.size - 1
-    chunk = 64
-    for c in prange((rows.size + chunk - 1) // chunk):
-        work = np.zeros(n_features, dtype=np.float64)
-        for q in range(c * chunk, min(rows.size, (c + 1) * chunk)):
-            t = rows[q]
-            for p in range(indptr[t], indptr[t + 1]):
-                work[indices[p]] = data[p]
-            acc = 0.0
-            for s in range(n_f):
-                dot = 0.0
-                for p in range(f_indptr[s], f_indptr[s + 1]):
-                    dot += f_data[p] * work[f_indices[p]]
-                acc += f_coef[s] * _k(kernel_id, dot, f_sq[s], sq[t], gamma, coef0, degree)
-            out[t] = base[t] + shift + y[t] * acc
-            for p in range(indptr[t], indptr[t + 1]):
-                work[indices[p]] = 0.0
-    return out
+from numba import njit
 
 
 @njit(cache=True, nogil=True)
@@ -72,37 +39,60 @@ class DeferredGBar:
     A variable entering or leaving its upper bound changes G_bar on every
     row. Active rows take the change at once from the columns the step
     already has; eliminated rows would need a full kernel column per change.
-    Instead the changes are logged and applied in one batch (:meth:`flush`)
-    before rows are eliminated or reconstructed. A variable that leaves and
-    re-enters its bound in between cancels exactly and costs nothing.
-    Every rank sees every change (the packets carry the rows), so the log
-    needs no communication.
+    Instead the net change per variable is logged (every rank sees every
+    change in the packets, so the log is the same everywhere and needs no
+    communication) and applied to the eliminated rows in one batch before a
+    reconstruction or a checkpoint. A variable that leaves and re-enters its
+    bound in between adds nothing to the G_bar it leaves. Rows eliminated while
+    the log is not empty already hold its changes: they are taken out of them
+    at once (``sign`` -1), so one flush serves rows eliminated at any time.
     """
 
     def __init__(self) -> None:
-        self.coef: dict[int, float] = {}
-        self.rows: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+        self.pos: dict[int, int] = {}  # global index -> entry, in order of first change
+        self.coef = np.zeros(64)
+        self.sq = np.zeros(64)  # squared norms of the entries' rows
+        self.indptr = np.zeros(65, dtype=np.int64)  # the entries' rows, CSR
+        self.indices = np.zeros(1024, dtype=np.int32)
+        self.data = np.zeros(1024)
+
+    def __len__(self) -> int:
+        return len(self.pos)
 
     def record(self, gidx: int, c: float, idx: np.ndarray, val: np.ndarray, sq: float) -> None:
-        """G_bar_t += y_t c K(x, x_t) is due on every eliminated row t."""
-        self.coef[gidx] = self.coef.get(gidx, 0.0) + c
-        if gidx not in self.rows:
-            self.rows[gidx] = (idx.copy(), val.copy(), sq)
+        """G_bar_t += y_t c K(x, x_t) is due on every eliminated row t (``sq`` = |x|^2)."""
+        k = self.pos.get(gidx)
+        if k is None:
+            k = len(self.pos)
+            self.pos[gidx] = k
+            if k == self.coef.size:
+                self.coef, self.sq = _grown(self.coef, 2 * k), _grown(self.sq, 2 * k)
+                self.indptr = _grown(self.indptr, 2 * k + 1)
+            s = self.indptr[k]
+            e = self.indptr[k + 1] = s + idx.size
+            if e > self.data.size:
+                self.indices = _grown(self.indices, 2 * e)
+                self.data = _grown(self.data, 2 * e)
+            self.indices[s:e], self.data[s:e] = idx, val
+            self.sq[k] = sq
+        self.coef[k] += c
 
-    def flush(self, rows, indptr, indices, data, sq, y, n_features, kparams, G_bar) -> int:
-        """Apply the logged changes to G_bar on ``rows``; returns how many were non-zero."""
-        keys = sorted(g for g, c in self.coef.items() if c != 0.0)
-        if keys and rows.size:
-            lens = np.array([self.rows[g][0].size for g in keys], dtype=np.int64)
-            f_indptr = np.concatenate(([0], np.cumsum(lens)))
-            f_idx = np.concatenate([self.rows[g][0] for g in keys]).astype(np.int32)
-            f_val = np.concatenate([self.rows[g][1] for g in keys])
-            f_sq = np.array([self.rows[g][2] for g in keys])
-            f_coef = np.array([self.coef[g] for g in keys])
-            add_kernel_sums(
-                f_indptr, f_idx, f_val, f_sq, f_coef, indptr, indices, data, sq, y, G_bar,
-                0.0, rows, n_features, *kparams, G_bar,
-            )  # fmt: skip
-        self.coef.clear()
-        self.rows.clear()
-        return len(keys)
+    def apply(self, rows: np.ndarray, y: np.ndarray, kernel, G_bar: np.ndarray,
+              sign: float) -> None:  # fmt: skip
+        """G_bar_t += sign y_t sum_g c_g K(x_g, x_t) on ``rows``, through ``kernel``
+        (:class:`~psvm.svc.columns.LocalKernel`), over the entries in their order."""
+        n = len(self.pos)
+        if n and rows.size:
+            F = (self.indptr[: n + 1], self.indices, self.data)
+            acc = kernel.sums(F, self.coef[:n], rows, self.sq[:n])
+            G_bar[rows] += sign * y[rows] * acc
+
+    def clear(self) -> None:
+        self.coef[: len(self.pos)] = 0.0
+        self.pos.clear()
+
+
+def _grown(a: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros(size, dtype=a.dtype)
+    out[: a.size] = a
+    return out

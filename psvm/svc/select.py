@@ -1,9 +1,12 @@
-"""numba working-set selection over a shard's active rows (Fan, Chen and Lin, 2005).
+"""numba working-set selection over a rank's window of rows (Fan, Chen and Lin, 2005).
 
 With I_up = {t: a_t < C_t, y_t = +1 or a_t > 0, y_t = -1} and I_low the
 mirror set, i maximises -y_t G_t over I_up (m) and M is the minimum of
--y_t G_t over I_low. Ties go to the smaller local index, hence to the smaller
-global index once ranks compare candidates: the choice does not depend on P.
+-y_t G_t over I_low. Only *active* rows (``act``) bid. The passes are
+branch-free over contiguous arrays, so numba vectorises them, and the best
+bid is found by ``np.argmax``/``np.argmin``: the first occurrence, so ties go
+to the smaller position, hence (the window is sorted) to the smaller local
+and global index once ranks compare candidates: the choice does not depend on P.
 """
 
 from __future__ import annotations
@@ -15,48 +18,54 @@ TAU = 1e-12
 
 
 @njit(cache=True, nogil=True, inline="always")
-def offer(t, y_t, a_t, C_t, yg, m, i, minus_M, j):
-    """Row t's bid for i (max -y_t G_t over I_up) and for M (max y_t G_t over I_low)."""
-    up = a_t < C_t
-    low = a_t > 0.0
-    if (up if y_t > 0 else low) and -yg > m:
-        m, i = -yg, t
-    if (low if y_t > 0 else up) and yg > minus_M:
-        minus_M, j = yg, t
-    return m, i, minus_M, j
+def bid(y_t, a_t, C_t, g_t, act_t):
+    """Row t's bid for i (-y_t G_t in I_up) and for M (y_t G_t in I_low); -inf if none."""
+    yg = y_t * g_t
+    below = a_t < C_t
+    above = a_t > 0.0
+    up = -yg if act_t and (below if y_t > 0 else above) else -np.inf
+    low = yg if act_t and (above if y_t > 0 else below) else -np.inf
+    return up, low
 
 
 @njit(cache=True, nogil=True)
-def select_candidates(rows, y, alpha, C, G):
-    """Local (m, i) over I_up and (-M, j) over I_low; index -1 when the set is empty.
+def bids(y, alpha, C, G, act, up, low):
+    """Every row's two bids (see :func:`bid`) into ``up`` and ``low``."""
+    for t in range(y.size):
+        up[t], low[t] = bid(y[t], alpha[t], C[t], G[t], act[t])
 
-    Returns m = max -y_t G_t over I_up and minus_M = max y_t G_t over I_low.
-    """
-    m, i, minus_M, j = -np.inf, -1, -np.inf, -1
-    for q in range(rows.size):
-        t = rows[q]
-        m, i, minus_M, j = offer(t, y[t], alpha[t], C[t], y[t] * G[t], m, i, minus_M, j)
-    return m, i, minus_M, j
+
+def best_bids(up: np.ndarray, low: np.ndarray) -> tuple[float, int, float, int]:
+    """(m, i, -M, j) from the bids; an index is -1 when its set is empty."""
+    if not up.size:
+        return -np.inf, -1, -np.inf, -1
+    i, j = int(np.argmax(up)), int(np.argmax(low))
+    m, minus_M = float(up[i]), float(low[j])
+    return m, (i if m > -np.inf else -1), minus_M, (j if minus_M > -np.inf else -1)
+
+
+def candidates(y, alpha, C, G, act, up, low) -> tuple[float, int, float, int]:
+    """Local (m, i) over active I_up and (-M, j) over active I_low (``up``, ``low``: scratch)."""
+    bids(y, alpha, C, G, act, up, low)
+    return best_bids(up, low)
 
 
 @njit(cache=True, nogil=True)
-def select_second_order(rows, y, alpha, C, G, QD, K_i, m, QD_i):
-    """Local j in I_low minimising -(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it).
+def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
+    """obj[t] = -(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it) for active t in I_low
+    with m + y_t G_t > 0 (a violating pair with i), else inf."""
+    for t in range(y.size):
+        yt = y[t]
+        low = (alpha[t] > 0.0) if yt > 0 else (alpha[t] < C[t])
+        grad_diff = m + yt * G[t]
+        quad = QD_i + QD[t] - 2.0 * K_i[t]
+        quad = quad if quad > 0.0 else TAU
+        o = -(grad_diff * grad_diff) / quad
+        obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
 
-    Only t with m + y_t G_t > 0 qualify (a violating pair). Returns
-    (obj_diff, j), j = -1 when no local row qualifies.
-    """
-    best, j = np.inf, -1
-    for q in range(rows.size):
-        t = rows[q]
-        if not ((alpha[t] > 0.0) if y[t] > 0 else (alpha[t] < C[t])):
-            continue
-        grad_diff = m + y[t] * G[t]
-        if grad_diff > 0.0:
-            quad = QD_i + QD[t] - 2.0 * K_i[t]
-            if quad <= 0.0:
-                quad = TAU
-            obj = -(grad_diff * grad_diff) / quad
-            if obj < best:
-                best, j = obj, t
-    return best, j
+
+def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj) -> tuple[float, int]:
+    """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies."""
+    _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj)
+    j = int(np.argmin(obj)) if obj.size else 0
+    return (float(obj[j]), j) if obj.size and obj[j] < np.inf else (np.inf, -1)

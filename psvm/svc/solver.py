@@ -17,6 +17,15 @@ rows with columns i and j. The first-order (maximal violating pair) mode
 takes j from round 1 and skips round 2. Results do not depend on P: each
 kernel value and gradient entry is computed by the same arithmetic whichever
 rank owns it, and every choice is an exact max/min with a fixed tie-break.
+
+The window. The per-row state the loop touches (y, alpha, C, G, G_bar, the
+kernel diagonal, the active flags) is kept in compact *window* arrays, so
+every pass is contiguous and vectorised. The window holds the active rows
+and the rows eliminated since the last relayout (whose G is still updated,
+so stays exact). When the active rows fall to ``RELAYOUT`` of the window
+(counted over all ranks, so the same iteration for every P) the window is
+cut to them; the rows that leave go *stale* and are brought back up to date
+by reconstruction (G_bar plus the free support vectors).
 """
 
 from __future__ import annotations
@@ -30,30 +39,23 @@ import scipy.sparse as sp
 
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.cache import ColumnCache
-from psvm.elimination import MULTI_GAPS, eliminate_rows, make_policy
-from psvm.kernels import (
-    csc_cost,
-    csr_arrays,
-    kernel_column,
-    kernel_column_csc,
-    kernel_column_dense,
-    kernel_diag,
-    row_sq_norms,
-)
+from psvm.elimination import MULTI_GAPS, eliminate, make_policy
+from psvm.kernels import csr_arrays
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint
-from psvm.svc.reconstruct import DeferredGBar, add_kernel_sums, violators
-from psvm.svc.select import select_candidates, select_second_order
+from psvm.svc.columns import LocalKernel
+from psvm.svc.reconstruct import DeferredGBar, violators
+from psvm.svc.select import candidates, second_order
 from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
-from psvm.svc.update import (
-    two_variable_step,
-    update_gradient_and_select,
-    update_gradient_bar,
-)
+from psvm.svc.update import two_variable_step, update_and_select, update_gradient_bar
 
 # Packet layout (float64): header fields, then W indices, then W values.
-# FLAG (rank 0, first slot): its clock says a checkpoint is due.
-KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, FLAG, ROW = range(11)
+KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
+# After the two packets of round 1, each rank's INFO block: rank 0's clock says
+# a checkpoint is due; the rank's active rows; the rank's window rows.
+CLOCK, N_ACTIVE, N_WINDOW, INFO = range(4)
+MAX_PENDING = 4096  # logged bound changes that force a flush of G_bar (bounds memory)
+RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
 
 
 @dataclass
@@ -96,38 +98,22 @@ class Solver:
         self.stats = Stats() if stats is None else stats
         self.log = log
         self.offset, self.n_samples = problem.offset, problem.n_samples
-        self.indptr, self.indices, self.data = csr_arrays(problem.X)
+        kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
+        self.K = LocalKernel(problem.X, kp)
+        self.indptr, self.indices, self.data = self.K.indptr, self.K.indices, self.K.data
+        # local-order state: every row's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
         n = self.y.size
         self.alpha = np.zeros(n)
         self.G = -np.ones(n)
         self.G_bar = np.zeros(n)  # sum over upper-bound variables; only reconstruction reads it
-        self.sq = row_sq_norms(self.indptr, self.data, np.empty(n))
-        kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
-        self.kparams = kp
-        self.QD = kernel_diag(self.indptr, self.data, self.sq, *kp, np.empty(n))
-        # A second, column-major copy for columns of x with few features: dense
-        # when it is at most 1.5x the size of the CSR arrays (12 bytes per non-zero)
-        n_feat = problem.X.shape[1]
-        self.XT = None
-        if 8 * n * n_feat <= 18 * problem.X.nnz:
-            self.XT = np.ascontiguousarray(problem.X.T.toarray())
-        else:
-            Xc = problem.X.tocsc()
-            Xc.sort_indices()
-            self.colptr, self.rowidx, self.cdata = csr_arrays(Xc)  # same dtypes as CSR
-        self.dots = np.zeros(n)
-        self.row_nnz = np.diff(self.indptr)
-        self.nnz_total = self.active_nnz = int(self.indptr[-1])
-        self.all_rows = np.arange(n, dtype=np.int64)
-        self.active_rows = self.all_rows
-        self.active_mask = np.ones(n, dtype=bool)
+        self.active = np.ones(n, dtype=bool)
+        self.streak = np.zeros(n, dtype=np.int64)
+        self.in_window = np.ones(n, dtype=bool)
         self.policy = make_policy(config.heuristic)
         self.keep_g_bar = self.policy.active and config.reconstruction != "approximate"
         self.pending = DeferredGBar()
-        self.streak = np.zeros(n, dtype=np.int64)
-        self._scratch = np.empty(n, dtype=np.int64)
         self._unshrunk = False
         multi = config.reconstruction == "multi" and self.policy.active
         self._gaps = sorted(
@@ -138,34 +124,74 @@ class Solver:
         self.trace_every = max(1, min(1000, self.n_samples // 20))
         self.cache = ColumnCache(n, self.n_samples, config.cache_size)
         self.W = max(problem.max_row_nnz, 1)
-        self.work = np.zeros(problem.X.shape[1] + 1)
         size = ROW + 2 * self.W
         self.S = size
-        self.send1 = np.zeros(2 * size)
-        self.recv1 = np.zeros((comm.size, 2 * size))
+        self.send1 = np.zeros(2 * size + INFO)
+        self.recv1 = np.zeros((comm.size, 2 * size + INFO))
         self.send2 = np.zeros(size)
         self.recv2 = np.zeros((comm.size, size))
         self._idx = np.zeros((2, self.W), dtype=np.int32)
-        self._pair_indptr = np.zeros(2, dtype=np.int64)
-        self._one = np.zeros(1, dtype=np.int64)
-        self._kij = np.zeros(1)
+        self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
         self.checkpoint, self.pair = checkpoint, pair
         self._start = (0, None)  # (n_iter, gap0)
+        self._set_window(np.arange(n, dtype=np.int64))
         state = None if checkpoint is None else checkpoint.solver_state(pair, self.offset, n)
         if state is not None:
             self._restore(state)
 
+    # -- the window --------------------------------------------------------
+    def _set_window(self, rows: np.ndarray) -> None:
+        """Make ``rows`` (sorted local rows) the window: gather its arrays from local order."""
+        self.win = rows
+        self.pos = np.full(self.y.size, -1, dtype=np.int64)  # local row -> window position
+        self.pos[rows] = np.arange(rows.size)
+        self.in_window[:] = False
+        self.in_window[rows] = True
+        full = rows.size == self.y.size  # then the window arrays are the local ones
+        take = (lambda a: a) if full else (lambda a: a[rows])
+        self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.K.diag)
+        self.walpha, self.wG, self.wG_bar = take(self.alpha), take(self.G), take(self.G_bar)
+        self.wact, self.wstreak = take(self.active), take(self.streak)
+        self.wnnz = int(self.K.row_nnz[rows].sum())
+        self.n_active = int(np.count_nonzero(self.wact))
+        self._up_w, self._low_w = self._up[: rows.size], self._low[: rows.size]
+
+    def _sync(self) -> None:
+        """Write the window's live state back to local order."""
+        if self.win.size < self.y.size:
+            w = self.win
+            self.alpha[w], self.G[w], self.G_bar[w] = self.walpha, self.wG, self.wG_bar
+            self.active[w], self.streak[w] = self.wact, self.wstreak
+
+    def _relayout(self, rows: np.ndarray) -> None:
+        """Make ``rows`` the window (state synced first); cached columns follow lazily."""
+        old = self.pos
+        self._set_window(rows)
+        self.cache.relayout(old[rows])
+        self.stats.add("n_relayout")
+
+    def _shrink_window(self) -> None:
+        """Cut the window to its active rows; the others go stale."""
+        self._sync()
+        gone = self.win[~self.wact]
+        with self.stats.timer("reconstruct"):
+            # they took the logged changes directly: take them out, the next flush adds them
+            self.pending.apply(gone, self.y, self.K, self.G_bar, -1.0)
+        self._relayout(self.win[self.wact])
+
     # -- packets -----------------------------------------------------------
-    def _pack(self, buf: np.ndarray, key: float, lidx: int, with_row: bool) -> None:
+    def _pack(self, buf: np.ndarray, key: float, q: int, with_row: bool) -> None:
+        """Window position ``q``'s candidate (q < 0: none) with its state and row."""
         buf[KEY] = key
-        if lidx < 0:
+        if q < 0:
             buf[GIDX] = -1.0
             return
-        buf[GIDX] = self.offset + lidx
-        buf[Y], buf[ALPHA], buf[GRAD] = self.y[lidx], self.alpha[lidx], self.G[lidx]
-        buf[CAP], buf[DIAG], buf[SQ] = self.C[lidx], self.QD[lidx], self.sq[lidx]
+        t = self.win[q]
+        buf[GIDX] = self.offset + t
+        buf[Y], buf[ALPHA], buf[GRAD] = self.wy[q], self.walpha[q], self.wG[q]
+        buf[CAP], buf[DIAG], buf[SQ] = self.wC[q], self.wQD[q], self.K.sq[t]
         if with_row:
-            s, e = self.indptr[lidx], self.indptr[lidx + 1]
+            s, e = self.indptr[t], self.indptr[t + 1]
             nnz = e - s
             buf[NNZ] = nnz
             buf[ROW : ROW + nnz] = self.indices[s:e]
@@ -195,52 +221,26 @@ class Solver:
 
     # -- kernel columns ----------------------------------------------------
     def _column(self, packet: np.ndarray, slot: int) -> np.ndarray:
-        """K(x, active local rows) for the packet's row x, from the cache when possible."""
-        gidx = int(packet[GIDX])
-        col, hit, complete, missing = self.cache.get(gidx)
-        if hit:
-            if missing is not None:  # rows revived since: fill in just those
-                idx, val = self._row(packet, slot)
-                with self.stats.timer("kernel"):
-                    kernel_column(
-                        idx, val, packet[SQ], self.indptr, self.indices, self.data, self.sq,
-                        missing, *self.kparams, self.work, col,
-                    )  # fmt: skip
-                self.cache.refresh(gidx)
+        """K(x, window rows) for the packet's row x, from the cache when possible."""
+        col, hit, missing = self.cache.get(int(packet[GIDX]))
+        if hit and missing is None:
             return col
         idx, val = self._row(packet, slot)
-        rows, csr_work, n = self.active_rows, self.active_nnz, self.y.size
         with self.stats.timer("kernel"):
-            # the column-major copy reads only x's features (all rows, dense: vectorised);
-            # CSR reads the non-zeros of the active rows
-            if self.XT is not None and idx.size * n // 4 < csr_work:
-                kernel_column_dense(
-                    idx, val, packet[SQ], self.XT, self.sq, rows, *self.kparams, self.dots, col
-                )
-            elif self.XT is None and csc_cost(idx, self.colptr) + n // 2 < csr_work:
-                kernel_column_csc(
-                    idx, val, packet[SQ], self.colptr, self.rowidx, self.cdata, self.sq, rows,
-                    *self.kparams, self.dots, col,
-                )  # fmt: skip
+            if hit:  # rows that rejoined the window since: fill in just those
+                part = np.empty(missing.size)
+                self.K.column(idx, val, packet[SQ], self.win[missing], part)
+                col[missing] = part
             else:
-                kernel_column(
-                    idx, val, packet[SQ], self.indptr, self.indices, self.data, self.sq, rows,
-                    *self.kparams, self.work, col,
-                )  # fmt: skip
-        if rows.size == n:
-            self.cache.mark_complete(gidx)
+                self.K.column(idx, val, packet[SQ], self.win, col, self.wnnz)
         return col
 
     def _kernel_ij(self, p_i: np.ndarray, p_j: np.ndarray) -> float:
-        """K(x_i, x_j) by the column formula, so it equals the owner's cached value."""
-        idx_i, val_i = self._row(p_i, 0)
-        idx_j, val_j = self._row(p_j, 1)
-        self._pair_indptr[1] = idx_j.size
-        kernel_column(
-            idx_i, val_i, p_i[SQ], self._pair_indptr, idx_j, val_j, p_j[SQ:SQ + 1], self._one,
-            *self.kparams, self.work, self._kij,
-        )  # fmt: skip
-        return float(self._kij[0])
+        return self.K.pair(*self._row(p_i, 0), p_i[SQ], *self._row(p_j, 1), p_j[SQ])
+
+    def _candidates(self) -> tuple:
+        return candidates(self.wy, self.walpha, self.wC, self.wG, self.wact,
+                          self._up_w, self._low_w)  # fmt: skip
 
     # -- the loop ----------------------------------------------------------
     def solve(self) -> BinaryResult:
@@ -248,20 +248,29 @@ class Solver:
         first_order = cfg.selection_id == FIRST_ORDER
         max_iter = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * self.n_samples)
         S, status, gap = self.S, 0, 0.0
+        info = self.send1[2 * S :]
         n_iter, gap0 = self._start
         ck = self.checkpoint
-        t_start = time.perf_counter()
+        self._t_start = t_start = time.perf_counter()
         with st.timer("select"):
-            cand = select_candidates(self.active_rows, self.y, self.alpha, self.C, self.G)
+            cand = self._candidates()
         while True:
             m, i, minus_M, j = cand
             with st.timer("select"):
                 self._pack(self.send1[:S], m, i, True)
-                self._pack(self.send1[S:], minus_M, j, first_order)
-                self.send1[FLAG] = 0.0 if ck is None else ck.clock_flag()
+                self._pack(self.send1[S : 2 * S], minus_M, j, first_order)
+                info[CLOCK] = 0.0 if ck is None else ck.clock_flag()
+                info[N_ACTIVE], info[N_WINDOW] = self.n_active, self.win.size
             comm.allgather_into(self.send1, self.recv1)
-            if ck is not None and n_iter > self._start[0] and ck.due(n_iter, self.recv1[0, FLAG]):
+            if ck is not None and n_iter > self._start[0] and ck.due(
+                n_iter, self.recv1[0, 2 * S + CLOCK]
+            ):
                 self._save(n_iter, gap0)
+            n_active, n_window = self.recv1[:, 2 * S + N_ACTIVE :].sum(axis=0)
+            if len(self.pending) and n_window == self.n_samples:
+                self.pending.clear()  # no stale rows: every row took the changes directly
+            if n_active < n_window and n_active <= RELAYOUT * n_window:
+                self._shrink_window()
             r_i = self._winner(self.recv1, 0, True)
             r_j = self._winner(self.recv1, S, True)
             p_i = self.recv1[r_i, :S]
@@ -283,12 +292,12 @@ class Solver:
                 self._eliminate(p_i[KEY], -self.recv1[r_j, S + KEY])
             col_i = self._column(p_i, 0)
             if first_order:
-                p_j = self.recv1[r_j, S:]
+                p_j = self.recv1[r_j, S : 2 * S]
             else:
                 with st.timer("select"):
-                    obj, j = select_second_order(
-                        self.active_rows, self.y, self.alpha, self.C, self.G, self.QD,
-                        col_i, p_i[KEY], p_i[DIAG],
+                    obj, j = second_order(
+                        self.wy, self.walpha, self.wC, self.wG, self.wQD, self.wact,
+                        col_i, p_i[KEY], p_i[DIAG], self._up_w,
                     )  # fmt: skip
                     self._pack(self.send2, obj, j, True)
                 comm.allgather_into(self.send2, self.recv2)
@@ -306,15 +315,17 @@ class Solver:
             n_iter += 1
             if self.log is not None and n_iter % 1000 == 0:
                 el = time.perf_counter() - t_start
-                self.log(f"iter {n_iter}  m-M {gap:.4g}  active {self.active_rows.size}"
+                self.log(f"iter {n_iter}  m-M {gap:.4g}  active {self.n_active}"
                          f"  elapsed {el:.1f}s")  # fmt: skip
         self._trace(n_iter, gap)
+        self._sync()
         st.add("n_iter", n_iter)
         st.add("cache_hits", self.cache.hits)
         st.add("cache_misses", self.cache.misses)
-        # 'approximate' leaves eliminated gradients stale: LIBSVM's rho uses active rows only
+        # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = cfg.reconstruction == "approximate" and self.eliminated_any_global()
-        rho = self._rho(self.active_rows if approximate else self.all_rows)
+        rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
+        rho = self._rho(rows)
         obj = 0.5 * comm.sum_(float(dual_objective_terms(self.alpha, self.G)))
         return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate)
 
@@ -322,10 +333,11 @@ class Solver:
     def _save(self, n_iter: int, gap0: float | None) -> None:
         """Write the state between two iterations (collective)."""
         with self.stats.timer("checkpoint"):
+            self._sync()
             self._flush_g_bar()
-            active = self.active_mask.astype(np.int8)
-            arrays = {"alpha": self.alpha, "G": self.G, "G_bar": self.G_bar, "active": active,
-                      "streak": self.streak}  # fmt: skip
+            arrays = {"alpha": self.alpha, "G": self.G, "G_bar": self.G_bar,
+                      "active": self.active.astype(np.int8), "streak": self.streak,
+                      "window": self.in_window.astype(np.int8)}  # fmt: skip
             scalars = {"n_iter": n_iter, "gap0": gap0, "gaps": self._gaps,
                        "unshrunk": self._unshrunk}  # fmt: skip
             self.checkpoint.save(self.pair, arrays, scalars)
@@ -333,9 +345,9 @@ class Solver:
 
     def _restore(self, s: dict) -> None:
         self.alpha[:], self.G[:], self.G_bar[:] = s["alpha"], s["G"], s["G_bar"]
-        self.active_mask[:] = s["active"] != 0
+        self.active[:] = s["active"] != 0
         self.streak[:] = s["streak"]
-        self._set_active(np.flatnonzero(self.active_mask))
+        self._set_window(np.flatnonzero(s.get("window", s["active"]) != 0))
         self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
         self._start = (int(s["n_iter"]), s["gap0"])
         self.stats.values["resumed_at_iter"] = int(s["n_iter"])
@@ -345,27 +357,18 @@ class Solver:
         tr = self.stats.traces
         tr["iter"].append(n_iter)
         tr["gap"].append(float(gap))
-        tr["active"].append(int(self.active_rows.size))
+        tr["active"].append(self.n_active)
+        tr["seconds"].append(time.perf_counter() - self._t_start)
+        tr["cache_misses"].append(self.cache.misses)
 
     def _eliminate(self, m: float, M: float) -> None:
-        """Drop the rows the policy's rule selects, keeping ``active_rows`` sorted."""
-        with self.stats.timer("reconstruct"):
-            self._flush_g_bar()  # rows eliminated earlier; the new ones are up to date
+        """Clear the active flag of the rows the policy's rule selects (they stay in the window)."""
         with self.stats.timer("select"):
-            rows = self.active_rows
-            n_keep = eliminate_rows(
-                rows, self.y, self.alpha, self.C, self.G, m, M, self.streak,
-                self.policy.need, self._scratch,
-            )  # fmt: skip
-            if n_keep < rows.size:
-                self.active_mask[self._scratch[n_keep : rows.size]] = False
-                self.stats.add("n_eliminated", rows.size - n_keep)
-                self._set_active(self._scratch[:n_keep].copy())
-
-    def _set_active(self, rows: np.ndarray) -> None:
-        """The sorted active rows (``active_mask`` already says the same)."""
-        self.active_rows = rows
-        self.active_nnz = int(self.row_nnz[rows].sum())
+            gone = eliminate(self.wy, self.walpha, self.wC, self.wG, self.wact, m, M,
+                             self.wstreak, self.policy.need)  # fmt: skip
+        if gone:
+            self.n_active -= gone
+            self.stats.add("n_eliminated", gone)
 
     def _can_reconstruct(self) -> bool:
         """Whether any rank has eliminated rows that a reconstruction could revive."""
@@ -381,7 +384,7 @@ class Solver:
         return hit and self.eliminated_any_global()
 
     def eliminated_any_global(self) -> bool:
-        return bool(self.comm.max_(int(self.active_rows.size < self.y.size)))
+        return bool(self.comm.max_(int(self.n_active < self.y.size)))
 
     def _unshrink_due(self, gap: float) -> bool:
         u = self.policy.unshrink_gap
@@ -391,44 +394,48 @@ class Solver:
         return False
 
     def _reconstruct(self, all_rows: bool) -> tuple[float, tuple]:
-        """Rebuild G of eliminated rows, then revive every violator (or every row).
+        """Rebuild G of the stale rows, then revive every violator (or every row).
 
-        Returns the gap m - M over all rows and the local candidates over the new
+        Rows eliminated but still in the window have exact G already. Returns
+        the gap m - M over all rows and the local candidates over the new
         active set.
         """
         st = self.stats
         with st.timer("reconstruct"):
             st.add("n_reconstruct")
+            self._sync()
             self._flush_g_bar()
-            out = np.flatnonzero(~self.active_mask)
+            stale = np.flatnonzero(~self.in_window)
             free = np.flatnonzero((self.alpha > 0) & (self.alpha < self.C))
             F = gather_rows(self.comm, self._local_rows(free))
             f_coef = self.comm.allgatherv(self.y[free] * self.alpha[free])
-            fi, fx, fd = csr_arrays(F)
-            f_sq = row_sq_norms(fi, fd, np.empty(F.shape[0]))
-            add_kernel_sums(
-                fi, fx, fd, f_sq, f_coef, self.indptr, self.indices, self.data, self.sq,
-                self.y, self.G_bar, -1.0, out, self.work.size, *self.kparams, self.G,
-            )  # fmt: skip
-            m, _, minus_M, _ = select_candidates(self.all_rows, self.y, self.alpha, self.C, self.G)
+            acc = self.K.sums(csr_arrays(F), f_coef, stale)
+            self.G[stale] = self.G_bar[stale] - 1.0 + self.y[stale] * acc
+            everyone = np.ones(self.y.size, dtype=bool)
+            m, _, minus_M, _ = candidates(self.y, self.alpha, self.C, self.G, everyone,
+                                          self._up, self._low)  # fmt: skip
             m, minus_M = self.comm.max_(np.array([m, minus_M]))
-            n_bad = violators(out, self.y, self.alpha, self.C, self.G, m, -minus_M, self._scratch)
+            out = np.flatnonzero(~self.active)
+            scratch = np.empty(out.size, dtype=np.int64)
+            n_bad = violators(out, self.y, self.alpha, self.C, self.G, m, -minus_M, scratch)
             st.add("n_false_positive", n_bad)  # eliminated rows that violate after all
-            back = out if all_rows else self._scratch[:n_bad].copy()
-            if back.size:
-                self.active_mask[back] = True
-                self.streak[back] = 0
-                self._set_active(np.flatnonzero(self.active_mask))
-                self.cache.revive(back)
-            cand = select_candidates(self.active_rows, self.y, self.alpha, self.C, self.G)
+            back = out if all_rows else scratch[:n_bad]
+            self.active[back] = True
+            self.streak[back] = 0
+            if back.size and not self.in_window[back].all():
+                self.in_window[back] = True
+                self._relayout(np.flatnonzero(self.in_window))
+            else:
+                self._set_window(self.win)  # same rows; new flags
+            cand = self._candidates()
         return float(m + minus_M), cand
 
     def _local_rows(self, rows: np.ndarray) -> sp.csr_matrix:
         return sp.csr_matrix((self.data, self.indices, self.indptr),
-                             shape=(self.y.size, self.work.size - 1))[rows]  # fmt: skip
+                             shape=(self.y.size, self.K.n_features))[rows]  # fmt: skip
 
     def _step(self, p_i: np.ndarray, p_j: np.ndarray, col_i: np.ndarray) -> tuple:
-        """The two-variable update, identical on every rank, then local gradient updates.
+        """The two-variable update, identical on every rank, then the window's gradients.
 
         Returns the local candidates of the next iteration (found in the same pass).
         """
@@ -443,10 +450,10 @@ class Solver:
             for p, new in ((p_i, a_i), (p_j, a_j)):
                 lidx = int(p[GIDX]) - self.offset
                 if 0 <= lidx < self.y.size:
-                    self.alpha[lidx] = new
-            cand = update_gradient_and_select(
-                self.active_rows, self.y, self.alpha, self.C, self.G, col_i, col_j,
-                y_i * (a_i - old_i), y_j * (a_j - old_j),
+                    self.walpha[self.pos[lidx]] = new
+            cand = update_and_select(
+                self.wy, self.walpha, self.wC, self.wG, self.wact, col_i, col_j,
+                y_i * (a_i - old_i), y_j * (a_j - old_j), self._up_w, self._low_w,
             )  # fmt: skip
             if self.keep_g_bar:
                 self._update_g_bar(p_i, old_i, a_i, col_i, 0)
@@ -454,24 +461,22 @@ class Solver:
         return cand
 
     def _update_g_bar(self, p, old: float, new: float, col: np.ndarray, slot: int) -> None:
-        """A bound change: G_bar of active rows now, of eliminated rows at the next flush."""
+        """A bound change: G_bar of the window now, of stale rows at the next flush."""
         was_upper, is_upper = old >= p[CAP], new >= p[CAP]
         if was_upper == is_upper:
             return
         c = (-1.0 if was_upper else 1.0) * p[CAP] * p[Y]
-        update_gradient_bar(self.active_rows, self.y, self.G_bar, col, c)
-        if self.active_rows.size < self.y.size:
-            self.pending.record(int(p[GIDX]), c, *self._row(p, slot), p[SQ])
+        update_gradient_bar(self.wy, self.wG_bar, col, c)
+        self.pending.record(int(p[GIDX]), c, *self._row(p, slot), p[SQ])
+        if len(self.pending) > MAX_PENDING:
+            with self.stats.timer("reconstruct"):
+                self._flush_g_bar()
 
     def _flush_g_bar(self) -> None:
-        """Bring G_bar of the eliminated rows up to date (local; no communication)."""
-        if not self.pending.coef:
-            return  # nothing logged: skip the O(n) scan (earliest checks every iteration)
-        out = np.flatnonzero(~self.active_mask)
-        self.pending.flush(
-            out, self.indptr, self.indices, self.data, self.sq, self.y, self.work.size,
-            self.kparams, self.G_bar,
-        )  # fmt: skip
+        """Bring G_bar of the stale rows up to date (local arrays; no communication)."""
+        if len(self.pending):  # else skip the O(n) scan
+            self.pending.apply(np.flatnonzero(~self.in_window), self.y, self.K, self.G_bar, 1.0)
+            self.pending.clear()
 
     def _rho(self, rows: np.ndarray) -> float:
         """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-from psvm.svc.select import TAU, offer
+from psvm.svc.select import TAU, best_bids, bid
 
 
 @njit(cache=True, nogil=True)
@@ -56,25 +55,25 @@ def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
 
 
 @njit(cache=True, nogil=True)
-def update_gradient_and_select(rows, y, alpha, C, G, K_i, K_j, c_i, c_j):
-    """G_t += y_t (c_i K_it + c_j K_jt) over ``rows``, with c = y * delta_alpha.
-
-    Fused with the next iteration's candidate search (same result as
-    :func:`psvm.svc.select.select_candidates` after the update): one pass over
-    the active rows instead of two.
-    """
-    m, i, minus_M, j = -np.inf, -1, -np.inf, -1
-    for q in range(rows.size):
-        t = rows[q]
+def _update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
+    for t in range(y.size):
         g = G[t] + y[t] * (c_i * K_i[t] + c_j * K_j[t])
         G[t] = g
-        m, i, minus_M, j = offer(t, y[t], alpha[t], C[t], y[t] * g, m, i, minus_M, j)
-    return m, i, minus_M, j
+        up[t], low[t] = bid(y[t], alpha[t], C[t], g, act[t])
+
+
+def update_and_select(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low) -> tuple:
+    """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), then the
+    next iteration's candidates (:func:`psvm.svc.select.candidates`) from the same pass.
+
+    Eliminated rows of the window are updated too: their G stays exact.
+    """
+    _update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low)
+    return best_bids(up, low)
 
 
 @njit(cache=True, nogil=True)
-def update_gradient_bar(rows, y, G_bar, K_col, c):
-    """G_bar_t += y_t c K_t over ``rows`` (a variable entered or left its upper bound)."""
-    for q in range(rows.size):
-        t = rows[q]
+def update_gradient_bar(y, G_bar, K_col, c):
+    """G_bar_t += y_t c K_t on every row (a variable entered or left its upper bound)."""
+    for t in range(y.size):
         G_bar[t] += y[t] * c * K_col[t]

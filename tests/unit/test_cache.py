@@ -7,34 +7,40 @@ def test_lru_evicts_least_recently_used_and_counts():
     cache = ColumnCache(n_local=1000, n_global=10, cache_mb=3 * 8000 / 2**20)
     assert cache.n_slots == 3
     for g in (1, 2, 3):
-        col, hit, _ = cache.get(g)[:3]
+        col, hit, _ = cache.get(g)
         assert not hit
         col[:] = g
-    col, hit, _, _ = cache.get(1)  # 1 becomes most recent
-    assert hit and (col == 1).all()
+    col, hit, missing = cache.get(1)  # 1 becomes most recent
+    assert hit and missing is None and (col == 1).all()
     cache.get(4)  # evicts 2
     assert cache.get(3)[1] and cache.get(1)[1]
     assert not cache.get(2)[1]
     assert cache.hits == 3 and cache.misses == 5
 
 
-def test_at_least_two_columns_and_complete_flag():
+def test_columns_follow_the_window():
+    """Cut the window, then let rows rejoin: values move, the new rows are reported missing."""
+    cache = ColumnCache(n_local=6, n_global=6, cache_mb=1)
+    col, _, _ = cache.get(7)
+    col[:] = np.arange(6) * 10.0  # window = local rows 0..5
+    cache.relayout(np.array([1, 3, 4]))  # window = rows 1, 3, 4
+    cache.get(8)[0][:] = [-1.0, -3.0, -4.0]  # computed for the new window
+    cache.relayout(np.array([0, -1, 1, 2, -1]))  # rows 1, 2 (new), 3, 4, 5 (new)
+    col, hit, missing = cache.get(7)  # two relayouts late
+    assert hit and col.size == 5 and missing.tolist() == [1, 4]
+    assert col[[0, 2, 3]].tolist() == [10.0, 30.0, 40.0]
+    col, hit, missing = cache.get(8)
+    assert hit and missing.tolist() == [1, 4] and col[[0, 2, 3]].tolist() == [-1.0, -3.0, -4.0]
+    assert cache.get(7)[2] is None  # moved once, up to date since
+
+
+def test_at_least_two_columns():
     cache = ColumnCache(n_local=10**6, n_global=5, cache_mb=0.001)
     assert cache.n_slots == 2
-    cache.get(7)
-    assert not cache.get(7)[2]
-    cache.mark_complete(7)
-    assert cache.get(7)[2]
-    cache.get(8)
-    cache.revive(np.array([3, 5]))
-    assert cache.get(7)[3] is None  # complete columns hold every row already
-    assert cache.get(8)[3].tolist() == [3, 5]
-    cache.refresh(8)
-    assert cache.get(8)[3] is None
 
 
 def test_empty_shard():
     cache = ColumnCache(n_local=0, n_global=3, cache_mb=1)
-    col, hit, _, _ = cache.get(0)
+    col, hit, _ = cache.get(0)
     assert col.shape == (0,) and not hit
     assert np.isfinite(cache.n_slots)

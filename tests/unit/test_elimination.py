@@ -7,7 +7,7 @@ from sklearn import svm
 
 from psvm._params import HEURISTICS, ParameterError, make_svc_config, validate_svc_params
 from psvm.comm import Comm
-from psvm.elimination import POLICIES, eliminate_rows, make_policy
+from psvm.elimination import POLICIES, eliminate, make_policy
 from psvm.kernels import KERNELS, kernel_matrix
 from psvm.stats import Stats
 from psvm.svc.solver import BinaryProblem, Solver
@@ -60,28 +60,28 @@ def test_rule_eliminates_only_bound_non_violators():
     # v = [-2 (I_up only, < M: out), 2 (I_low only, > m: out), -2 (I_low only: stays),
     #      -2... computed below]
     v = -y * G
-    rows = np.arange(7, dtype=np.int64)
-    keep = np.empty(7, dtype=np.int64)
-    n_keep = eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, np.zeros(7, np.int64), 1, keep)
-    out = set(keep[n_keep:].tolist())
+    act = np.ones(7, dtype=bool)
+    act[0] = False  # an inactive row is left alone (the rule would select it)
+    n_out = eliminate(y, alpha, C, G, act, 1.0, -1.0, np.zeros(7, np.int64), 1)
     up_only = ((y > 0) & (alpha <= 0)) | ((y < 0) & (alpha >= C))
     low_only = ((y < 0) & (alpha <= 0)) | ((y > 0) & (alpha >= C))
-    expected = set(np.flatnonzero((up_only & (v < -1)) | (low_only & (v > 1))).tolist())
-    assert out == expected and 4 not in out  # the free row stays
-    assert list(keep[:n_keep]) == sorted(keep[:n_keep])
+    rule = (up_only & (v < -1)) | (low_only & (v > 1))
+    assert rule[0] and not rule[4]  # the free row 4 stays
+    assert set(np.flatnonzero(~act)) == set(np.flatnonzero(rule)) and n_out == rule[1:].sum()
 
 
 def test_streak_needs_consecutive_hits():
     y, alpha, C, G = np.ones(1), np.zeros(1), np.ones(1), np.array([2.0])
-    rows, keep, streak = np.zeros(1, np.int64), np.empty(1, np.int64), np.zeros(1, np.int64)
-    assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 1
-    assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 1
+    act, streak = np.ones(1, dtype=bool), np.zeros(1, np.int64)
+    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 0
+    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 0
     G[0] = -5.0  # the rule fails once: the streak restarts
-    assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 1
+    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 0
     G[0] = 2.0
     for _ in range(2):
-        assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 1
-    assert eliminate_rows(rows, y, alpha, C, G, 1.0, -1.0, streak, 3, keep) == 0
+        assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 0
+    assert act[0]
+    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 1 and not act[0]
 
 
 SETS = {"a9a": ("a9a.xz", "a9a.t.xz", 1.0, 0.05, 123),

@@ -5,17 +5,9 @@ import pytest
 import scipy.sparse as sp
 from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kernel, sigmoid_kernel
 
-from psvm.kernels import (
-    KERNELS,
-    csc_cost,
-    csr_arrays,
-    kernel_column,
-    kernel_column_csc,
-    kernel_column_dense,
-    kernel_diag,
-    kernel_matrix,
-    sq_norms_of,
-)
+import psvm.kernels as pk
+from psvm.kernels import KERNELS, column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums
+from psvm.svc.columns import LocalKernel
 
 PARAMS = dict(gamma=0.3, coef0=0.7, degree=3)
 REFERENCE = {
@@ -24,6 +16,15 @@ REFERENCE = {
     "poly": lambda A, B: polynomial_kernel(A, B, **PARAMS),
     "sigmoid": lambda A, B: sigmoid_kernel(A, B, gamma=PARAMS["gamma"], coef0=PARAMS["coef0"]),
 }
+
+
+def kparams(name):
+    return (KERNELS[name], PARAMS["gamma"], PARAMS["coef0"], PARAMS["degree"])
+
+
+def row(X, i):
+    s, e = X.indptr[i], X.indptr[i + 1]
+    return X.indices[s:e].astype(np.int32), X.data[s:e]
 
 
 @pytest.fixture
@@ -37,60 +38,77 @@ def data():
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
-def test_kernel_column_and_diag_match_sklearn(data, name):
-    kid = KERNELS[name]
-    indptr, indices, values = csr_arrays(data)
-    sq = sq_norms_of(data)
+def test_column_pair_and_diag_match_sklearn(data, name):
+    K = LocalKernel(data, kparams(name))
     ref = REFERENCE[name](data.toarray(), data.toarray())
     rows = np.arange(data.shape[0], dtype=np.int64)
-    work = np.zeros(data.shape[1] + 1)
     for i in (0, 3, 17):
-        s, e = indptr[i], indptr[i + 1]
         out = np.full(data.shape[0], np.nan)
-        kp = (kid, PARAMS["gamma"], PARAMS["coef0"], PARAMS["degree"])
-        kernel_column(indices[s:e], values[s:e], sq[i], indptr, indices, values, sq, rows,
-                      *kp, work, out)  # fmt: skip
+        K.column(*row(data, i), K.sq[i], rows, out)
         np.testing.assert_allclose(out, ref[i], rtol=1e-12, atol=1e-12)
-        assert not work.any(), "work vector must be zeroed again"
-    diag = kernel_diag(indptr, values, sq, kid, PARAMS["gamma"], PARAMS["coef0"],
-                       PARAMS["degree"], np.empty(data.shape[0]))  # fmt: skip
-    np.testing.assert_allclose(diag, np.diag(ref), rtol=1e-12, atol=1e-12)
+        assert not K.work.any(), "work vector must be zeroed again"
+        for j in (0, 3, 5):  # a pair is the column entry, bitwise
+            assert K.pair(*row(data, i), K.sq[i], *row(data, j), K.sq[j]) == out[j]
+    np.testing.assert_allclose(K.diag, np.diag(ref), rtol=1e-12, atol=1e-12)
 
 
-def test_column_only_touches_given_rows(data):
-    indptr, indices, values = csr_arrays(data)
-    sq = sq_norms_of(data)
+def test_column_of_a_subset_is_compact(data):
+    K = LocalKernel(data, kparams("rbf"))
+    full = K.column(*row(data, 0), K.sq[0], np.arange(40), np.empty(40)).copy()
     out = np.full(data.shape[0], -7.0)
     rows = np.array([1, 5, 9], dtype=np.int64)
-    kernel_column(indices[:2], values[:2], 1.0, indptr, indices, values, sq, rows,
-                  KERNELS["rbf"], 0.3, 0.0, 3, np.zeros(26), out)  # fmt: skip
-    assert (np.delete(out, rows) == -7.0).all()
-    assert (out[rows] != -7.0).all()
+    K.column(*row(data, 0), K.sq[0], rows, out)
+    assert (out[:3] == full[rows]).all() and (out[3:] == -7.0).all()
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
-def test_column_major_paths_are_bitwise_equal_to_csr(data, name):
-    """The solver picks CSR, CSC or dense per column and rank: values must not depend on it."""
-    n, d = data.shape
-    indptr, indices, values = csr_arrays(data)
-    Xc = data.tocsc()
-    Xc.sort_indices()
-    colptr, rowidx, cdata = csr_arrays(Xc)
-    XT = np.ascontiguousarray(data.T.toarray())
-    sq = sq_norms_of(data)
-    kp = (KERNELS[name], PARAMS["gamma"], PARAMS["coef0"], PARAMS["degree"])
-    rows = np.array([0, 2, 3, 8, 39], dtype=np.int64)
-    for i in range(n):
-        x_idx, x_val = indices[indptr[i] : indptr[i + 1]], values[indptr[i] : indptr[i + 1]]
-        csr, csc, dense = (np.full(n, -7.0) for _ in range(3))
-        kernel_column(x_idx, x_val, sq[i], indptr, indices, values, sq, rows, *kp,
-                      np.zeros(d + 1), csr)  # fmt: skip
-        kernel_column_csc(x_idx, x_val, sq[i], colptr, rowidx, cdata, sq, rows, *kp,
-                          np.zeros(n), csc)  # fmt: skip
-        kernel_column_dense(x_idx, x_val, sq[i], XT, sq, rows, *kp, np.zeros(n), dense)
-        assert np.array_equal(csr, csc) and np.array_equal(csr, dense)
-        assert (np.delete(csr, rows) == -7.0).all()
-        assert csc_cost(x_idx, colptr) == sum(np.diff(colptr)[x_idx])
+def test_column_paths_are_bitwise_equal(data, name):
+    """CSR, CSC or dense is picked per column and rank: values must not depend on it."""
+    n = data.shape[0]
+    wide = LocalKernel(data, kparams(name))  # small and 30% dense: both copies
+    assert wide.XT is not None and wide.colptr is not None
+    wide.XT = None  # CSC only
+    narrow = LocalKernel(data, kparams(name))
+    narrow.colptr = None  # dense only
+    for rows in (np.array([0, 2, 3, 8, 39]), np.arange(n)):
+        for i in range(n):
+            x = row(data, i)
+            a, b, c = (np.full(n, -7.0) for _ in range(3))
+            wide.column(*x, wide.sq[i], rows, a, csr_work=10**9)  # CSC
+            narrow.column(*x, wide.sq[i], rows, b, csr_work=10**9)  # dense
+            wide.column(*x, wide.sq[i], rows, c, csr_work=0)  # CSR
+            assert np.array_equal(a, b) and np.array_equal(a, c)
+            assert (a[rows.size :] == -7.0).all()
+            assert csc_cost(x[0], wide.colptr) == sum(np.diff(wide.colptr)[x[0]])
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_weighted_sums_equal_column_sums(data, name):
+    """sum_s c_s K(f_s, x_r), in blocks and chunks, is the ordered sum of column entries."""
+    K = LocalKernel(data, kparams(name))
+    n = data.shape[0]
+    F = data[[7, 2, 30, 3, 11]]
+    coef = np.array([0.5, -1.25, 2.0, 3.0, -0.75])
+    rows = np.array([0, 3, 4, 9, 38], dtype=np.int64)
+    cols = np.empty((F.shape[0], n))
+    for s in range(F.shape[0]):
+        K.column(*row(F, s), float(F[s].multiply(F[s]).sum()), np.arange(n), cols[s])
+    want = np.zeros(rows.size)
+    for s in range(F.shape[0]):
+        want += coef[s] * cols[s, rows]
+    for few in (0, 100):  # kernel_sums, then column by column
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("psvm.svc.columns._FEW_ROWS", few)
+            np.testing.assert_array_equal(K.sums(csr_arrays(F), coef, rows), want)
+    # tiny blocks and chunks of F give the same bits
+    old = pk._BLOCK, pk._FT_LIMIT
+    try:
+        pk._BLOCK, pk._FT_LIMIT = 2, 30
+        got = kernel_sums(*csr_arrays(F), K.sq[[7, 2, 30, 3, 11]], coef, K.indptr, K.indices,
+                          K.data, K.sq, rows, kparams(name))  # fmt: skip
+    finally:
+        pk._BLOCK, pk._FT_LIMIT = old
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -102,8 +120,10 @@ def test_kernel_matrix_matches_sklearn(data, name):
 
 def test_single_specialization_after_use(data):
     kernel_matrix(data, data[:3], KERNELS["rbf"], 0.1, 0.0, 3)
-    assert len(kernel_column.signatures) <= 1
-    assert len(kernel_diag.signatures) <= 1
+    K = LocalKernel(data, kparams("rbf"))
+    K.column(*row(data, 0), K.sq[0], np.arange(40), np.empty(40))
+    K.column(*row(data, 0), K.sq[0], np.arange(3), np.empty(40))
+    assert len(column_csr.signatures) <= 1
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))

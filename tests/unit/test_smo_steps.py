@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from psvm.kernels import RBF, csr_arrays, kernel_matrix, sq_norms_of
+from psvm.kernels import RBF, kernel_matrix
+from psvm.svc.columns import LocalKernel
 from psvm.svc.reconstruct import DeferredGBar
-from psvm.svc.select import select_candidates, select_second_order
+from psvm.svc.select import candidates, second_order
 from psvm.svc.update import two_variable_step
 
 
@@ -18,23 +19,30 @@ def random_state(rng, n=30):
     return y, alpha, C, G
 
 
+def select(y, alpha, C, G, act=None):
+    act = np.ones(y.size, dtype=bool) if act is None else act
+    return candidates(y, alpha, C, G, act, np.empty(y.size), np.empty(y.size))
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_candidates_match_brute_force(seed):
     rng = np.random.default_rng(seed)
     y, alpha, C, G = random_state(rng)
-    rows = np.arange(y.size, dtype=np.int64)
-    m, i, minus_M, j = select_candidates(rows, y, alpha, C, G)
+    m, i, minus_M, j = select(y, alpha, C, G)
     up = ((y > 0) & (alpha < C)) | ((y < 0) & (alpha > 0))
     low = ((y < 0) & (alpha < C)) | ((y > 0) & (alpha > 0))
     v = -y * G
     assert m == v[up].max() and i == np.flatnonzero(up & (v == v[up].max()))[0]
     assert minus_M == (-v)[low].max() and j == np.flatnonzero(low & (-v == (-v)[low].max()))[0]
+    act = np.ones(y.size, dtype=bool)
+    act[i] = act[j] = False  # inactive rows do not bid
+    m2, i2, minus_M2, j2 = select(y, alpha, C, G, act)
+    assert m2 == v[up & act].max() and i2 != i and j2 != j and minus_M2 == (-v)[low & act].max()
 
 
 def test_ties_go_to_the_smallest_index():
     y = np.ones(4)
-    rows = np.arange(4, dtype=np.int64)
-    m, i, _, _ = select_candidates(rows, y, np.zeros(4), np.ones(4), -np.ones(4))
+    m, i, _, _ = select(y, np.zeros(4), np.ones(4), -np.ones(4))
     assert (m, i) == (1.0, 0)
 
 
@@ -42,11 +50,11 @@ def test_ties_go_to_the_smallest_index():
 def test_second_order_matches_brute_force(seed):
     rng = np.random.default_rng(seed)
     y, alpha, C, G = random_state(rng)
-    rows = np.arange(y.size, dtype=np.int64)
     QD = rng.uniform(0.5, 1.5, y.size)
     K_i = rng.uniform(-0.5, 0.5, y.size)
-    m, i, _, _ = select_candidates(rows, y, alpha, C, G)
-    obj, j = select_second_order(rows, y, alpha, C, G, QD, K_i, m, QD[i])
+    m, i, _, _ = select(y, alpha, C, G)
+    act = np.ones(y.size, dtype=bool)
+    obj, j = second_order(y, alpha, C, G, QD, act, K_i, m, QD[i], np.empty(y.size))
     low = ((y < 0) & (alpha < C)) | ((y > 0) & (alpha > 0))
     b = m + y * G
     ok = low & (b > 0)
@@ -82,22 +90,33 @@ def test_step_minimises_the_two_variable_problem(seed):
 
 
 def test_deferred_g_bar_equals_immediate_updates():
-    """Logged bound changes, flushed in one batch, give G_bar as if applied one by one."""
+    """Logged bound changes, applied in one batch, give G_bar as if applied one by one.
+
+    Rows 0, 4, 5 are eliminated from the start; row 19 only after the first
+    three changes, which it took directly: it must end with the later ones only.
+    """
     X = sp.random(20, 6, density=0.5, random_state=3, format="csr")
     y = np.where(np.arange(20) % 3 == 0, -1.0, 1.0)
     K = kernel_matrix(X, X, RBF, 0.5, 0.0, 3)
-    indptr, indices, data = csr_arrays(X)
-    log, expected = DeferredGBar(), np.zeros(20)
+    kernel = LocalKernel(X, (RBF, 0.5, 0.0, 3))
+    log, expected, G_bar = DeferredGBar(), np.zeros(20), np.zeros(20)
+    late = np.array([19], dtype=np.int64)
     # variable 4 enters and leaves its bound (cancels); 7 and 11 enter, 11 twice over
-    for g, c in ((4, 1.5), (7, -2.0), (4, -1.5), (11, 0.5), (11, -0.5), (11, 0.5)):
+    changes = ((4, 1.5), (7, -2.0), (4, -1.5), (11, 0.5), (11, -0.5), (11, 0.5))
+    for k, (g, c) in enumerate(changes):
+        if k == 3:  # row 19 leaves now
+            log.apply(late, y, kernel, G_bar, -1.0)
         row = X[g]
-        log.record(g, c, row.indices.astype(np.int32), row.data, float(row.multiply(row).sum()))
+        log.record(g, c, row.indices.astype(np.int32), row.data, kernel.sq[g])
         expected += y * c * K[g]
+        if k < 3:
+            G_bar[late] += y[late] * c * K[g, late]  # taken directly while active
     rows = np.array([0, 4, 5, 19], dtype=np.int64)
-    G_bar = np.zeros(20)
-    n = log.flush(rows, indptr, indices, data, sq_norms_of(X), y, 6, (RBF, 0.5, 0.0, 3), G_bar)
-    assert n == 2  # only 7 and 11 are left after cancelling
+    assert log.coef[log.pos[4]] == 0.0  # entered and left: cancelled
+    log.apply(rows, y, kernel, G_bar, 1.0)
     np.testing.assert_allclose(G_bar[rows], expected[rows], rtol=1e-12, atol=1e-14)
     assert not np.delete(G_bar, rows).any()
-    assert not log.coef and log.flush(rows, indptr, indices, data, sq_norms_of(X), y, 6,
-                                      (RBF, 0.5, 0.0, 3), G_bar) == 0  # fmt: skip
+    log.clear()
+    log.apply(rows, y, kernel, G_bar, 1.0)
+    assert len(log) == 0
+    np.testing.assert_allclose(G_bar[rows], expected[rows], rtol=1e-12, atol=1e-14)

@@ -1,0 +1,119 @@
+"""Kernel values against one rank's rows: columns, single pairs and weighted sums.
+
+A column K(x, local rows) takes the cheapest of three numba paths for each x
+(CSR rows, a CSC copy, or a dense feature-major copy when that is at most
+1.5x the size of the CSR arrays or 32 MB), all bitwise equal; numpy then applies the
+kernel's transcendental part to the contiguous result (:func:`psvm.kernels.finish`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from psvm.kernels import (
+    column_csc,
+    column_csr,
+    column_dense,
+    csc_cost,
+    csr_arrays,
+    finish,
+    kernel_diag,
+    kernel_sums,
+    ordered_dot,
+    row_sq_norms,
+)
+
+_FEW_ROWS = 32  # up to this many rows, :meth:`LocalKernel.sums` goes column by column
+DENSE_BYTES = 32 * 2**20  # a dense copy of the shard up to this size is always kept
+
+
+class LocalKernel:
+    """The kernel over a shard ``X`` (CSR, local rows); ``kparams`` = (id, gamma, coef0, degree)."""
+
+    def __init__(self, X: sp.csr_matrix, kparams: tuple):
+        n, d = X.shape
+        self.n, self.n_features, self.kparams, self.kid = n, d, kparams, kparams[0]
+        self.indptr, self.indices, self.data = csr_arrays(X)
+        self.row_nnz = np.diff(self.indptr)
+        self.sq = row_sq_norms(self.indptr, self.data, np.empty(n))
+        self.diag = kernel_diag(self.sq, *kparams, np.empty(n))
+        # column-major copies for columns of x with few features: dense (vectorised
+        # passes) when small, CSC when the data is sparse; each column takes the cheaper
+        dense_bytes = 8 * n * d
+        self.XT = self.colptr = None
+        if dense_bytes <= max(18 * X.nnz, DENSE_BYTES):  # CSR takes 12 bytes a non-zero
+            self.XT = np.ascontiguousarray(X.T.toarray())
+        if dense_bytes > 18 * X.nnz:
+            Xc = X.tocsc()
+            Xc.sort_indices()
+            self.colptr, self.rowidx, self.cdata = csr_arrays(Xc)  # same dtypes as CSR
+        self.work = np.zeros(d + 1)
+        self.dots = np.zeros(n)
+        self._pair_indptr = np.zeros(2, dtype=np.int64)
+        self._one = np.zeros(1, dtype=np.int64)
+        self._sq1 = np.zeros(1)
+        self._kij = np.zeros(1)
+
+    def column(self, idx, val, x_sq: float, rows: np.ndarray, out: np.ndarray,
+               csr_work: int | None = None) -> np.ndarray:  # fmt: skip
+        """out[q] = K(x, x_r) for the q-th row r of ``rows`` (sorted); returns ``out``.
+
+        ``csr_work`` is the non-zero count of ``rows`` if the caller knows it.
+        """
+        if csr_work is None:
+            csr_work = int(self.row_nnz[rows].sum())
+        # the column-major copies read only x's features (for all rows), CSR the
+        # non-zeros of ``rows``; estimated costs in the same units
+        dense = idx.size * self.n // 4 if self.XT is not None else csr_work
+        csc = csc_cost(idx, self.colptr) + self.n // 2 if self.colptr is not None else csr_work
+        if dense < min(csc, csr_work):
+            column_dense(idx, val, x_sq, self.XT, self.sq, rows, *self.kparams, self.dots, out)
+        elif csc < csr_work:
+            column_csc(
+                idx, val, x_sq, self.colptr, self.rowidx, self.cdata, self.sq, rows,
+                *self.kparams, self.dots, out,
+            )  # fmt: skip
+        else:
+            column_csr(
+                idx, val, x_sq, self.indptr, self.indices, self.data, self.sq, rows,
+                *self.kparams, self.work, out,
+            )  # fmt: skip
+        return finish(self.kid, out[: rows.size])
+
+    def pair(self, idx_i, val_i, sq_i: float, idx_j, val_j, sq_j: float) -> float:
+        """K(x_i, x_j) by the column formula, so it equals the column entry bitwise."""
+        self._pair_indptr[1] = idx_j.size
+        self._sq1[0] = sq_j
+        column_csr(
+            idx_i, val_i, sq_i, self._pair_indptr, idx_j, val_j, self._sq1, self._one,
+            *self.kparams, self.work, self._kij,
+        )  # fmt: skip
+        return float(finish(self.kid, self._kij)[0])
+
+    def sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray,
+             f_sq: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """sum_s coef[s] K(f_s, x_r) for each r in ``rows``, over F's rows in order.
+
+        ``F`` is a CSR triple (:func:`~psvm.kernels.csr_arrays`). A few rows take
+        one column each over F's rows (the row's x against F as the shard: no
+        feature-major copy of F to build); many rows go through
+        :func:`psvm.kernels.kernel_sums`. Both add the same kernel values in the
+        same order.
+        """
+        fi, fx, fd = F
+        if f_sq is None:
+            f_sq = row_sq_norms(fi, fd, np.empty(fi.size - 1))
+        coef = np.ascontiguousarray(coef, dtype=np.float64)
+        if rows.size > _FEW_ROWS:
+            return kernel_sums(fi, fx, fd, f_sq, coef, self.indptr, self.indices, self.data,
+                               self.sq, rows, self.kparams)  # fmt: skip
+        acc = np.zeros(rows.size)
+        all_f = np.arange(fi.size - 1, dtype=np.int64)
+        col = np.empty(fi.size - 1)
+        for q, r in enumerate(rows):
+            s, e = self.indptr[r], self.indptr[r + 1]
+            column_csr(self.indices[s:e], self.data[s:e], self.sq[r], fi, fx, fd, f_sq, all_f,
+                       *self.kparams, self.work, col)  # fmt: skip
+            acc[q] = ordered_dot(coef, finish(self.kid, col))
+        return acc
