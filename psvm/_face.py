@@ -140,7 +140,8 @@ def _canonical_csr(X) -> sp.csr_matrix:
     return Xc
 
 
-def _check_sample_weight(sample_weight, n: int) -> np.ndarray:
+def check_sample_weight(sample_weight, n: int) -> np.ndarray:
+    """One finite, non-negative weight per sample (None: all ones)."""
     if sample_weight is None:
         return np.ones(n)
     sw = np.asarray(sample_weight, dtype=np.float64)
@@ -157,7 +158,30 @@ def _check_fit_input(est, X, y, sample_weight, sharded: bool):
     X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                          ensure_min_samples=0 if sharded else 1)  # fmt: skip
     check_classification_targets(y)
-    return X, y, _check_sample_weight(sample_weight, X.shape[0])
+    return X, y, check_sample_weight(sample_weight, X.shape[0])
+
+
+def global_width(comm, X, sharded: bool) -> int:
+    """The number of features over the ranks' X (collective when ``sharded``).
+
+    A sparse shard may lack the highest feature indices; dense shards must agree.
+    """
+    if not sharded or comm.size == 1:
+        return X.shape[1]
+    widths = comm.allgather_obj((X.shape[1], sp.issparse(X)))
+    n_features = max(w for w, _ in widths)
+    if any(w != n_features and not is_sparse for w, is_sparse in widths):
+        raise ValueError(f"dense X must have the same number of features on every rank, got "
+                         f"{[w for w, _ in widths]}")  # fmt: skip
+    return n_features
+
+
+def widen(X, n_features: int):
+    """A sparse X with fewer columns, as CSR of ``n_features`` columns (the rest are zero)."""
+    if not sp.issparse(X) or X.shape[1] >= n_features:
+        return X
+    X = sp.csr_matrix(X)
+    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
 
 
 def _same_input(a: tuple, b: tuple) -> bool:

@@ -116,7 +116,10 @@ def test_estimator_agrees_on_input_errors_and_frees_its_comm(n):
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["same_model"]
+    assert out["narrow"] == {"same_model": True, "n_features_in": 5, "coef_width": 5}
     errors = out["errors"]
     assert errors["nan"].startswith(f"rank {n - 1}: Input X contains NaN"), errors
+    negative = f"rank {n - 1}: sample_weight must be finite and non-negative"
+    assert errors["negative weight"] == negative
     assert errors["unknown label"] == f"rank {n - 1}: y holds labels [7] that are not in classes"
-    assert out["freed"] == [n, n, n]  # one duplicate per fit, each freed
+    assert out["freed"] == [n] * 6  # one duplicate per fit, each freed

@@ -11,9 +11,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from psvm._face import agree_on_input, fit_comm
+from psvm._face import agree_on_input, check_sample_weight, fit_comm, global_width, widen
 from psvm._params import validate_sgd_params
 from psvm.io.shard import nnz_balanced_offsets
 from psvm.sgd.model import LinearModel
@@ -23,6 +23,13 @@ from psvm.stats import Stats, reduce_stats
 
 # scikit-learn's rule: the bias learns 100x slower on sparse input (fewer, larger updates).
 SPARSE_INTERCEPT_DECAY = 0.01
+
+
+def _some_weight(comm, sw: np.ndarray, sharded: bool) -> None:
+    """Raise on every rank when no sample has a positive weight (collective if sharded)."""
+    total = comm.sum_(float(sw.sum())) if sharded else float(sw.sum())
+    if total <= 0:
+        raise ValueError("sample_weight is zero for every sample: nothing to learn from")
 
 
 class SGDSVC(ClassifierMixin, BaseEstimator):
@@ -158,8 +165,10 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
         with self._comm() as comm:
-            X, y, sw = agree_on_input(comm, self.distributed == "sharded", self._check_input,
-                                      X, y, sample_weight)  # fmt: skip
+            sharded = self.distributed == "sharded"
+            X, y, sw = agree_on_input(comm, sharded, self._check_input, X, y, sample_weight)
+            X = self._agree_width(comm, X, sharded)
+            _some_weight(comm, sw, sharded)
             classes = self._classes(comm, y)
             self._setup(comm, X, classes)
             self._train(comm, X, y, sw, self.max_iter, stop_on_tol=True)
@@ -169,11 +178,13 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         """One epoch over (X, y), continuing the model and the step-size schedule."""
         first = not hasattr(self, "_state")
         with self._comm() as comm:
-            X, y, sw, classes = agree_on_input(comm, self.distributed == "sharded",
-                                               self._check_partial_input, X, y, classes,
-                                               sample_weight, first)  # fmt: skip
+            sharded = self.distributed == "sharded"
+            X, y, sw, classes = agree_on_input(comm, sharded, self._check_partial_input, X, y,
+                                               classes, sample_weight, first)  # fmt: skip
             if first:
+                X = self._agree_width(comm, X, sharded)
                 self._setup(comm, X, classes)
+            _some_weight(comm, sw, sharded)
             self._train(comm, X, y, sw, 1, stop_on_tol=False)
         return self
 
@@ -187,10 +198,18 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
 
     def _check_input(self, X, y, sample_weight, *, reset=True):
         """This rank's checks of its input; fit agrees on their errors over the ranks."""
+        if not reset:  # a sparse shard may lack the highest feature indices
+            X = widen(X, self.n_features_in_)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              reset=reset)  # fmt: skip
         check_classification_targets(y)
-        return X, y, _check_sample_weight(sample_weight, X, dtype=np.float64)
+        return X, y, check_sample_weight(sample_weight, X.shape[0])
+
+    def _agree_width(self, comm, X, sharded: bool):
+        """X widened to the global number of features, which ``n_features_in_`` records."""
+        n_features = global_width(comm, X, sharded)  # raises alike on every rank
+        self.n_features_in_ = n_features
+        return widen(X, n_features)
 
     def _check_partial_input(self, X, y, classes, sample_weight, first: bool):
         """_check_input plus the classes of partial_fit: given on the first call, then fixed."""

@@ -2,16 +2,18 @@
 
 Usage: mpiexec -n P python -m mpi4py run_sgd_estimator.py
 
-Cases: a good sharded fit (every rank must end with the same model); a NaN in
-the last rank's rows (fit) and a label outside ``classes`` on the last rank
-(partial_fit): every rank must raise the same ValueError instead of waiting in
-a collective. Every fit duplicates the communicator and must free it. Rank 0
-prints one JSON line.
+Cases: a good sharded fit (every rank must end with the same model); a sparse
+sharded fit whose last rank lacks the highest feature (same model, global
+width); a NaN in the last rank's rows (fit), a negative sample weight there
+(fit) and a label outside ``classes`` on the last rank (partial_fit): every
+rank must raise the same ValueError instead of waiting in a collective. Every
+fit duplicates the communicator and must free it. Rank 0 prints one JSON line.
 """
 
 import json
 
 import numpy as np
+import scipy.sparse as sp
 from mpi4py import MPI
 from sklearn.datasets import make_blobs
 
@@ -39,11 +41,18 @@ def main():
 
     coef = comm.allgather_obj(sgd().fit(X, y).coef_)
     out = {"same_model": all(np.array_equal(c, coef[0]) for c in coef), "errors": {}}
-    X_nan, y_bad = X.copy(), y.copy()
+    X_narrow = sp.csr_matrix(X[:, :4] if last else X)  # the last rank never sees feature 5
+    narrow = sgd().fit(X_narrow, y)
+    narrow.partial_fit(X_narrow, y)
+    coef = comm.allgather_obj(narrow.coef_)
+    out["narrow"] = {"same_model": all(np.array_equal(c, coef[0]) for c in coef),
+                     "n_features_in": narrow.n_features_in_, "coef_width": coef[0].shape[1]}
+    X_nan, y_bad, sw = X.copy(), y.copy(), np.ones(y.size)
     if last:
-        X_nan[0, 0], y_bad[0] = np.nan, 7
+        X_nan[0, 0], y_bad[0], sw[0] = np.nan, 7, -1.0
     cases = {
         "nan": lambda: sgd().fit(X_nan, y),
+        "negative weight": lambda: sgd().fit(X, y, sample_weight=sw),
         "unknown label": lambda: sgd().partial_fit(X, y_bad, classes=[0, 1]),
     }
     for name, call in cases.items():
