@@ -13,7 +13,8 @@ appends the record to ``plan["out"]``.
 
 Plan keys: ``train``, ``test``, ``n_features``, ``workdir``, ``out``,
 ``runs`` (``flags``: psvm-train options; ``meta``: copied into the record;
-``traces``: keep the sampled traces; ``exact_objective``: recompute the dual
+``traces``: keep the sampled traces; ``accuracy``: false skips predicting the
+test file (repeats); ``exact_objective``: recompute the dual
 objective from the model's support vectors, for runs whose own value is not
 exact), ``warmup`` (flags or null).
 """
@@ -121,13 +122,14 @@ def main(plan_path: str) -> int:
             with open(stats_path) as f:
                 stats = json.load(f)
             model = _load_model(model_path)
-            if test is None:
-                from psvm.io.libsvm_format import read_libsvm
+            if run.get("accuracy", True):
+                if test is None:
+                    from psvm.io.libsvm_format import read_libsvm
 
-                test = read_libsvm(plan["test"], n_features=nf)
-            Xt, yt = test
-            record["accuracy"] = float(np.mean(model.predict(Xt) == yt))
-            record["n_test"] = int(yt.size)
+                    test = read_libsvm(plan["test"], n_features=nf)
+                Xt, yt = test
+                record["accuracy"] = float(np.mean(model.predict(Xt) == yt))
+                record["n_test"] = int(yt.size)
             record["stats"] = slim_stats(stats, bool(run.get("traces", True)))
             if run.get("exact_objective") and getattr(model, "kernel", None) == "rbf" \
                     and len(model.classes) == 2:

@@ -36,6 +36,7 @@ class LocalKernel:
         self.n, self.n_features, self.kparams, self.kid = n, d, kparams, kparams[0]
         self.indptr, self.indices, self.data = csr_arrays(X)
         self.row_nnz = np.diff(self.indptr)
+        self.nnz = int(self.indptr[-1])
         self.sq = row_sq_norms(self.indptr, self.data, np.empty(n))
         self.diag = kernel_diag(self.sq, *kparams, np.empty(n))
         # column-major copies for columns of x with few features: dense (vectorised

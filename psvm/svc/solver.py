@@ -152,7 +152,9 @@ class Solver:
         self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.K.diag)
         self.walpha, self.wG, self.wG_bar = take(self.alpha), take(self.G), take(self.G_bar)
         self.wact, self.wstreak = take(self.active), take(self.streak)
-        self.wnnz = int(self.K.row_nnz[rows].sum())
+        # the kernel over the window's rows alone: columns cost O(window), contiguously
+        self.KW = self.K if full else LocalKernel(self._local_rows(rows), self.K.kparams)
+        self.wall = np.arange(rows.size, dtype=np.int64)
         self.n_active = int(np.count_nonzero(self.wact))
         self._up_w, self._low_w = self._up[: rows.size], self._low[: rows.size]
 
@@ -229,10 +231,10 @@ class Solver:
         with self.stats.timer("kernel"):
             if hit:  # rows that rejoined the window since: fill in just those
                 part = np.empty(missing.size)
-                self.K.column(idx, val, packet[SQ], self.win[missing], part)
+                self.KW.column(idx, val, packet[SQ], missing, part)
                 col[missing] = part
             else:
-                self.K.column(idx, val, packet[SQ], self.win, col, self.wnnz)
+                self.KW.column(idx, val, packet[SQ], self.wall, col, self.KW.nnz)
         return col
 
     def _kernel_ij(self, p_i: np.ndarray, p_j: np.ndarray) -> float:
