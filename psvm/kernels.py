@@ -215,6 +215,15 @@ def ordered_dot(coef, k):
 
 
 @njit(cache=True, nogil=True)
+def feature_major(indptr, indices, data, XT):
+    """XT[f, r] = X[r, f]: the dense feature-major copy of CSR rows (XT zeroed)."""
+    for r in range(indptr.size - 1):
+        for p in range(indptr[r], indptr[r + 1]):
+            XT[indices[p], r] = data[p]
+    return XT
+
+
+@njit(cache=True, nogil=True)
 def _feature_major(f_indptr, f_indices, f_data, s0, fmap, FT):
     """FT[fmap[f], s - s0] = F[s, f] for the rows s0.. of F that FT holds (FT zeroed)."""
     for s in range(FT.shape[1]):

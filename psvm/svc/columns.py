@@ -2,7 +2,7 @@
 
 A column K(x, local rows) takes the cheapest of three numba paths for each x
 (CSR rows, a CSC copy, or a dense feature-major copy when that is at most
-1.5x the size of the CSR arrays or 32 MB), all bitwise equal; numpy then applies the
+1.5x the size of the CSR arrays, or 8x and 32 MB), all bitwise equal; numpy then applies the
 kernel's transcendental part to the contiguous result (:func:`psvm.kernels.finish`).
 """
 
@@ -17,6 +17,7 @@ from psvm.kernels import (
     column_dense,
     csc_cost,
     csr_arrays,
+    feature_major,
     finish,
     kernel_diag,
     kernel_sums,
@@ -25,7 +26,7 @@ from psvm.kernels import (
 )
 
 _FEW_ROWS = 32  # up to this many rows, :meth:`LocalKernel.sums` goes column by column
-DENSE_BYTES = 32 * 2**20  # a dense copy of the shard up to this size is always kept
+DENSE_BYTES = 32 * 2**20  # a dense copy up to 8x the CSR arrays is kept when this small
 
 
 class LocalKernel:
@@ -43,9 +44,10 @@ class LocalKernel:
         # passes) when small, CSC when the data is sparse; each column takes the cheaper
         dense_bytes = 8 * n * d
         self.XT = self.colptr = None
-        if dense_bytes <= max(18 * X.nnz, DENSE_BYTES):  # CSR takes 12 bytes a non-zero
-            self.XT = np.ascontiguousarray(X.T.toarray())
-        if dense_bytes > 18 * X.nnz:
+        csr_bytes = 12 * X.nnz
+        if dense_bytes <= max(1.5 * csr_bytes, min(8 * csr_bytes, DENSE_BYTES)):
+            self.XT = feature_major(self.indptr, self.indices, self.data, np.zeros((d, n)))
+        if dense_bytes > 1.5 * csr_bytes:
             Xc = X.tocsc()
             Xc.sort_indices()
             self.colptr, self.rowidx, self.cdata = csr_arrays(Xc)  # same dtypes as CSR

@@ -34,18 +34,18 @@ def violators(rows, y, alpha, C, G, m, M, out):
 
 
 class DeferredGBar:
-    """Bound changes not yet applied to the G_bar of eliminated rows.
+    """Bound changes not yet applied to the G_bar of stale rows.
 
     A variable entering or leaving its upper bound changes G_bar on every
-    row. Active rows take the change at once from the columns the step
-    already has; eliminated rows would need a full kernel column per change.
-    Instead the net change per variable is logged (every rank sees every
-    change in the packets, so the log is the same everywhere and needs no
-    communication) and applied to the eliminated rows in one batch before a
-    reconstruction or a checkpoint. A variable that leaves and re-enters its
-    bound in between adds nothing to the G_bar it leaves. Rows eliminated while
+    row. Rows in the solver's window need no G_bar (their G is exact; G_bar
+    is derived from it when they leave); stale rows would need a full kernel
+    column per change. Instead the net change per variable is logged (every
+    rank sees every change in the packets, so the log is the same everywhere
+    and needs no communication) and applied to the stale rows in one batch
+    before a reconstruction or a checkpoint. A variable that leaves and
+    re-enters its bound in between adds nothing. Rows that go stale while
     the log is not empty already hold its changes: they are taken out of them
-    at once (``sign`` -1), so one flush serves rows eliminated at any time.
+    at once (``sign`` -1), so one flush serves rows that left at any time.
     """
 
     def __init__(self) -> None:

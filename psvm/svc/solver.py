@@ -18,14 +18,14 @@ takes j from round 1 and skips round 2. Results do not depend on P: each
 kernel value and gradient entry is computed by the same arithmetic whichever
 rank owns it, and every choice is an exact max/min with a fixed tie-break.
 
-The window. The per-row state the loop touches (y, alpha, C, G, G_bar, the
-kernel diagonal, the active flags) is kept in compact *window* arrays, so
-every pass is contiguous and vectorised. The window holds the active rows
-and the rows eliminated since the last relayout (whose G is still updated,
-so stays exact). When the active rows fall to ``RELAYOUT`` of the window
-(counted over all ranks, so the same iteration for every P) the window is
-cut to them; the rows that leave go *stale* and are brought back up to date
-by reconstruction (G_bar plus the free support vectors).
+The window. The per-row state the loop touches (y, alpha, C, G, the kernel
+diagonal, the active flags) is kept in compact *window* arrays, so every pass
+is contiguous and vectorised. The window holds the active rows and the rows
+eliminated since the last cut (whose G is still updated, so stays exact).
+When the active rows fall to ``RELAYOUT`` of the window (counted over all
+ranks, so the same iteration for every P) the window is cut to them; the rows
+that leave go *stale*, get their G_bar from their exact G, and are brought
+back up to date by reconstruction (G_bar plus the free support vectors).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from psvm.svc.columns import LocalKernel
 from psvm.svc.reconstruct import DeferredGBar, violators
 from psvm.svc.select import candidates, second_order
 from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
-from psvm.svc.update import two_variable_step, update_and_select, update_gradient_bar
+from psvm.svc.update import two_variable_step, update_and_select
 
 # Packet layout (float64): header fields, then W indices, then W values.
 KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
@@ -107,7 +107,8 @@ class Solver:
         n = self.y.size
         self.alpha = np.zeros(n)
         self.G = -np.ones(n)
-        self.G_bar = np.zeros(n)  # sum over upper-bound variables; only reconstruction reads it
+        # y_t sum over upper-bound s of C_s y_s K_st: kept for stale rows only (reconstruction)
+        self.G_bar = np.zeros(n)
         self.active = np.ones(n, dtype=bool)
         self.streak = np.zeros(n, dtype=np.int64)
         self.in_window = np.ones(n, dtype=bool)
@@ -121,7 +122,7 @@ class Solver:
             | ({self.policy.unshrink_gap} if self.policy.unshrink_gap else set()),
             reverse=True,
         )
-        self.trace_every = max(1, min(1000, self.n_samples // 20))
+        self.trace_every = max(1, min(100, self.n_samples // 20))
         self.cache = ColumnCache(n, self.n_samples, config.cache_size)
         self.W = max(problem.max_row_nnz, 1)
         size = ROW + 2 * self.W
@@ -150,7 +151,7 @@ class Solver:
         full = rows.size == self.y.size  # then the window arrays are the local ones
         take = (lambda a: a) if full else (lambda a: a[rows])
         self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.K.diag)
-        self.walpha, self.wG, self.wG_bar = take(self.alpha), take(self.G), take(self.G_bar)
+        self.walpha, self.wG = take(self.alpha), take(self.G)
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
         self.KW = self.K if full else LocalKernel(self._local_rows(rows), self.K.kparams)
@@ -162,7 +163,7 @@ class Solver:
         """Write the window's live state back to local order."""
         if self.win.size < self.y.size:
             w = self.win
-            self.alpha[w], self.G[w], self.G_bar[w] = self.walpha, self.wG, self.wG_bar
+            self.alpha[w], self.G[w] = self.walpha, self.wG
             self.active[w], self.streak[w] = self.wact, self.wstreak
 
     def _relayout(self, rows: np.ndarray) -> None:
@@ -173,13 +174,26 @@ class Solver:
         self.stats.add("n_relayout")
 
     def _shrink_window(self) -> None:
-        """Cut the window to its active rows; the others go stale."""
+        """Cut the window to its active rows; the others go stale (collective).
+
+        A leaving row's G is exact, so its G_bar follows from it and the free
+        vectors: G_bar_t = G_t + 1 - y_t sum_free y_s alpha_s K_st. The logged
+        bound changes are already in it: they are taken out, the next flush adds them.
+        """
         self._sync()
         gone = self.win[~self.wact]
         with self.stats.timer("reconstruct"):
-            # they took the logged changes directly: take them out, the next flush adds them
-            self.pending.apply(gone, self.y, self.K, self.G_bar, -1.0)
+            if self.keep_g_bar:
+                acc = self.K.sums(*self._free_vectors(), gone)
+                self.G_bar[gone] = self.G[gone] + 1.0 - self.y[gone] * acc
+                self.pending.apply(gone, self.y, self.K, self.G_bar, -1.0)
         self._relayout(self.win[self.wact])
+
+    def _free_vectors(self) -> tuple:
+        """The free vectors' rows (CSR arrays) and y_s alpha_s, all ranks', in global order."""
+        free = np.flatnonzero((self.alpha > 0) & (self.alpha < self.C))
+        F = gather_rows(self.comm, self._local_rows(free))
+        return csr_arrays(F), self.comm.allgatherv(self.y[free] * self.alpha[free])
 
     # -- packets -----------------------------------------------------------
     def _pack(self, buf: np.ndarray, key: float, q: int, with_row: bool) -> None:
@@ -408,10 +422,7 @@ class Solver:
             self._sync()
             self._flush_g_bar()
             stale = np.flatnonzero(~self.in_window)
-            free = np.flatnonzero((self.alpha > 0) & (self.alpha < self.C))
-            F = gather_rows(self.comm, self._local_rows(free))
-            f_coef = self.comm.allgatherv(self.y[free] * self.alpha[free])
-            acc = self.K.sums(csr_arrays(F), f_coef, stale)
+            acc = self.K.sums(*self._free_vectors(), stale)
             self.G[stale] = self.G_bar[stale] - 1.0 + self.y[stale] * acc
             everyone = np.ones(self.y.size, dtype=bool)
             m, _, minus_M, _ = candidates(self.y, self.alpha, self.C, self.G, everyone,
@@ -424,11 +435,13 @@ class Solver:
             back = out if all_rows else scratch[:n_bad]
             self.active[back] = True
             self.streak[back] = 0
-            if back.size and not self.in_window[back].all():
+            if not self.in_window[back].all():
                 self.in_window[back] = True
                 self._relayout(np.flatnonzero(self.in_window))
-            else:
-                self._set_window(self.win)  # same rows; new flags
+            else:  # all in the window already: just the flags
+                self.wact[self.pos[back]] = True
+                self.wstreak[self.pos[back]] = 0
+                self.n_active = int(np.count_nonzero(self.wact))
             cand = self._candidates()
         return float(m + minus_M), cand
 
@@ -458,17 +471,16 @@ class Solver:
                 y_i * (a_i - old_i), y_j * (a_j - old_j), self._up_w, self._low_w,
             )  # fmt: skip
             if self.keep_g_bar:
-                self._update_g_bar(p_i, old_i, a_i, col_i, 0)
-                self._update_g_bar(p_j, old_j, a_j, col_j, 1)
+                self._log_bound_change(p_i, old_i, a_i, 0)
+                self._log_bound_change(p_j, old_j, a_j, 1)
         return cand
 
-    def _update_g_bar(self, p, old: float, new: float, col: np.ndarray, slot: int) -> None:
-        """A bound change: G_bar of the window now, of stale rows at the next flush."""
+    def _log_bound_change(self, p, old: float, new: float, slot: int) -> None:
+        """A variable entered or left its upper bound: stale rows take it at the next flush."""
         was_upper, is_upper = old >= p[CAP], new >= p[CAP]
         if was_upper == is_upper:
             return
         c = (-1.0 if was_upper else 1.0) * p[CAP] * p[Y]
-        update_gradient_bar(self.wy, self.wG_bar, col, c)
         self.pending.record(int(p[GIDX]), c, *self._row(p, slot), p[SQ])
         if len(self.pending) > MAX_PENDING:
             with self.stats.timer("reconstruct"):

@@ -70,10 +70,3 @@ def update_and_select(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low) -> tuple
     """
     _update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low)
     return best_bids(up, low)
-
-
-@njit(cache=True, nogil=True)
-def update_gradient_bar(y, G_bar, K_col, c):
-    """G_bar_t += y_t c K_t on every row (a variable entered or left its upper bound)."""
-    for t in range(y.size):
-        G_bar[t] += y[t] * c * K_col[t]
