@@ -14,8 +14,8 @@ from psvm.kernels import KERNELS
 
 FIRST_ORDER, SECOND_ORDER = 1, 2
 # names of the elimination policies (psvm.elimination.POLICIES) and reconstruction modes
-HEURISTICS = ("none", "earliest", "percent-1", "percent-5", "percent-10", "libsvm", "streak-3",
-              "gap-triggered", "lazy")  # fmt: skip
+HEURISTICS = ("none", "earliest", "frequent", "percent-1", "percent-5", "percent-10", "libsvm",
+              "streak-3", "gap-triggered", "lazy")  # fmt: skip
 # the default: least time over a9a, w8a and ijcnn1 at P = 1, 2 (docs/heuristics.md)
 DEFAULT_HEURISTIC = "gap-triggered"
 RECONSTRUCTIONS = ("single", "multi", "approximate")

@@ -87,6 +87,22 @@ class Earliest(Policy):
         return 1
 
 
+class Frequent(Policy):
+    """Test often, act on confirmed hits: every 200 iterations, the rule held twice in a row.
+
+    Rows leave soon after they settle (no wait for a share of n iterations or
+    for the gap), and the second test, 200 iterations later, filters the rows
+    that were only passing through the non-violating side (``earliest``'s
+    false positives).
+    """
+
+    name = "frequent"
+    need = 2
+
+    def period(self, n_samples: int) -> int:
+        return min(n_samples, 200)
+
+
 class PercentK(Policy):
     """Test every k% of n iterations (the seed paper's reference code uses 5%)."""
 
@@ -137,6 +153,7 @@ class Lazy(Policy):
 POLICIES = {
     "none": NoElimination,
     "earliest": Earliest,
+    "frequent": Frequent,
     "percent-1": lambda: PercentK(1),
     "percent-5": lambda: PercentK(5),
     "percent-10": lambda: PercentK(10),

@@ -78,9 +78,9 @@ class SVC(ClassifierMixin, BaseEstimator):
         Accepted for scikit-learn compatibility and otherwise unused: the
         solver is deterministic (the same model for any number of ranks).
     heuristic : str, default=None
-        Sample elimination policy: one of 'none', 'earliest', 'percent-1',
-        'percent-5', 'percent-10', 'libsvm', 'streak-3', 'gap-triggered',
-        'lazy'. None takes it from ``shrinking``; when given, it wins.
+        Sample elimination policy: one of 'none', 'earliest', 'frequent',
+        'percent-1', 'percent-5', 'percent-10', 'libsvm', 'streak-3',
+        'gap-triggered', 'lazy'. None takes it from ``shrinking``; when given, it wins.
     reconstruction : {'single', 'multi', 'approximate'}, default='single'
         When eliminated samples are re-checked: once at the end, also at gap
         thresholds, or never ('approximate': the model may not be optimal).
