@@ -16,8 +16,9 @@ FIRST_ORDER, SECOND_ORDER = 1, 2
 # names of the elimination policies (psvm.elimination.POLICIES) and reconstruction modes
 HEURISTICS = ("none", "earliest", "frequent", "percent-1", "percent-5", "percent-10", "libsvm",
               "streak-3", "gap-triggered", "lazy")  # fmt: skip
-# the default: least time over a9a, w8a and ijcnn1 at P = 1, 2 (docs/heuristics.md)
-DEFAULT_HEURISTIC = "gap-triggered"
+# the default: least time against 'none' over a9a, w8a, ijcnn1, skin_nonskin at P = 1, 2
+# (geometric mean; docs/heuristics.md)
+DEFAULT_HEURISTIC = "frequent"
 RECONSTRUCTIONS = ("single", "multi", "approximate")
 SELECTIONS = {"first": FIRST_ORDER, "second": SECOND_ORDER}
 

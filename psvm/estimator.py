@@ -56,7 +56,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         Independent term of the 'poly' and 'sigmoid' kernels.
     shrinking : bool or str, default=True
         Whether to eliminate bound samples during training: True uses
-        ``heuristic='gap-triggered'``, False ``'none'``; a heuristic name is also
+        ``heuristic='frequent'``, False ``'none'``; a heuristic name is also
         accepted. Ignored when ``heuristic`` is given.
     tol : float, default=1e-3
         Stop when the maximal violation ``m - M`` is below ``tol``.

@@ -2,6 +2,7 @@
 
 import json
 
+from psvm._params import DEFAULT_HEURISTIC, HEURISTICS
 from psvm.cli.report import main as psvm_report
 from psvm.study import grid, load_records
 
@@ -25,9 +26,11 @@ def _label(r):
 
 def test_grid_sizes():
     default = grid("default")
-    assert len(default) == 23 and len(set(default)) == 23
+    k = len(HEURISTICS) - 1  # those that eliminate
+    # none + each x {single, multi} + 2 approximate, second order; 4 first order (single)
+    assert len(default) == 1 + 2 * k + 2 + 4 and len(set(default)) == len(default)
     assert ("none", "multi", "second") not in default  # nothing to reconstruct without elimination
-    assert len(grid("full")) == 2 * (1 + 8 * 3)
+    assert len(grid("full")) == 2 * (1 + k * 3)
     assert grid("default", heuristics=["none", "libsvm"], selections=["second"]) == [
         ("none", "single", "second"), ("libsvm", "single", "second"),
         ("libsvm", "multi", "second"), ("libsvm", "approximate", "second")]  # fmt: skip
@@ -55,7 +58,7 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
                     "## Iterations, active set", "## Load imbalance", "## Accuracy and objective",
                     "## Model synchronisation frequency"):  # fmt: skip
         assert heading in md, heading
-    assert study["command"] in md and "`--heuristic gap-triggered" in md
+    assert study["command"] in md and f"`--heuristic {DEFAULT_HEURISTIC}" in md
     for name in ("time", "iterations", "active", "elimination", "reconstruction", "imbalance",
                  "quality"):  # fmt: skip
         png = out / f"{name}.png"

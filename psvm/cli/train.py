@@ -36,7 +36,7 @@ FLAGS = {
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
     "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1)"),
     "-b": ("probability", int, "probability estimates: only 0 is supported"),
-    "--heuristic": ("heuristic", str, "elimination heuristic (default gap-triggered; -h 0: none)"),
+    "--heuristic": ("heuristic", str, "elimination heuristic (default frequent; -h 0: none)"),
     "--reconstruction": ("reconstruction", str, "single, multi or approximate (default single)"),
     "--selection": ("selection", str, "working set selection: first or second (default second)"),
     "--max-iter": ("max_iter", int, "iteration limit per binary problem (default: no limit)"),

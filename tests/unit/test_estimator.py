@@ -26,6 +26,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import psvm
+from psvm._params import DEFAULT_HEURISTIC
 from tests._svm import load_head, write_head
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "estimator_checks.md"
@@ -136,7 +137,7 @@ def test_fit_stats_are_json(breast_cancer):
     stats = json.loads(json.dumps(est.fit_stats_))
     assert stats["schema"] == 1 and stats["ranks"] == 1
     assert stats["counts"]["n_iter"] == est.n_iter_.sum()
-    assert stats["values"]["heuristic"] == "gap-triggered"
+    assert stats["values"]["heuristic"] == DEFAULT_HEURISTIC
 
 
 # -- LIBSVM model files ---------------------------------------------------------------------------
@@ -261,7 +262,7 @@ def test_linear_coef_matches_sklearn(request, dataset):
 @pytest.mark.parametrize(
     "params, expected",
     [
-        ({}, "gap-triggered"),
+        ({}, DEFAULT_HEURISTIC),
         ({"shrinking": False}, "none"),
         ({"shrinking": "earliest"}, "earliest"),
         ({"shrinking": False, "heuristic": "lazy"}, "lazy"),  # heuristic wins
