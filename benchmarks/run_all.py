@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from psvm._params import DEFAULT_HEURISTIC
 from psvm.bench import (
     DATASETS,
     dataset_paths,
@@ -53,14 +54,6 @@ COLUMNS = (
     "file. peak RSS: `ru_maxrss` of each process (each rank for psvm) right after training, "
     "before the test file is read, interpreter and libraries included."
 )
-
-
-def default_heuristic() -> str:
-    import inspect
-
-    from psvm._params import validate_svc_params
-
-    return inspect.signature(validate_svc_params).parameters["heuristic"].default
 
 
 def _rss_mb() -> float:
@@ -129,16 +122,6 @@ def run_reference(solver: str, name: str, rows: int | None) -> dict:
     if r.returncode != 0:
         raise RuntimeError(f"{solver} on {name} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def psvm_sgd_available() -> bool:
-    """psvm-train has ``--solver sgd`` (parallel SGD linear SVM) in this checkout."""
-    try:
-        import psvm.cli.train_sgd  # noqa: F401
-        from psvm.cli.train import FLAGS
-    except ImportError:
-        return False
-    return "--solver" in FLAGS
 
 
 def run_psvm(name: str, rows: int | None, ranks: int, flags: list[str]) -> dict:
@@ -259,10 +242,6 @@ def main(argv=None) -> int:
             "machine": machine(), "versions": versions(), "datasets": [],
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
     notes = []
-    sgd = psvm_sgd_available()
-    if not sgd:
-        notes.append("psvm's SGD solver (`psvm-train --solver sgd`) is not in this checkout: "
-                     "skipped.")  # fmt: skip
     print(_line(HEADER), flush=True)
     out = []
     for name in a.data.split(","):
@@ -274,11 +253,10 @@ def main(argv=None) -> int:
         ranks = [int(P) for P in a.ranks.split(",")]
         runs = [("sklearn SVC", 1, partial(run_reference, "sklearn-svc", name, rows_opt)),
                 ("LIBSVM", 1, partial(run_reference, "libsvm", name, rows_opt))]
-        smo = f"psvm SMO ({default_heuristic()})"
+        smo = f"psvm SMO ({DEFAULT_HEURISTIC})"
         runs += [(smo, P, partial(run_psvm, name, rows_opt, P, base)) for P in ranks]
-        if sgd:
-            runs += [("psvm SGD", P, partial(run_psvm, name, rows_opt, P, ["--solver", "sgd"]))
-                     for P in ranks]
+        runs += [("psvm SGD", P, partial(run_psvm, name, rows_opt, P, ["--solver", "sgd"]))
+                 for P in ranks]
         runs += [("sklearn LinearSVC", 1, partial(run_reference, "linearsvc", name, rows_opt)),
                  ("sklearn SGDClassifier", 1,
                   partial(run_reference, "sgdclassifier", name, rows_opt))]  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from types import SimpleNamespace
 
 from psvm.kernels import KERNELS
@@ -161,7 +162,7 @@ class SGDConfig:
     intercept_decay: float = 1.0
     verbose: bool = False
 
-    @property
+    @cached_property
     def schedule_id(self) -> int:
         from psvm.sgd.steps import SCHEDULES
 

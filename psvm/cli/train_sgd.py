@@ -82,16 +82,15 @@ def body(argv: list[str]) -> int:
     cfg = validate_sgd_params(alpha=lam, **cfg_args)
     # codes so that, with two classes, the first label is the positive one (LIBLINEAR)
     order = classes[::-1] if classes.size == 2 else classes
-    code_of = {float(c): i for i, c in enumerate(order)}
-    codes = np.array([code_of[float(v)] for v in shard.y], dtype=np.int64)
-    unknown = set(opts["class_weight"]) - set(code_of)
+    codes = _codes(shard.y, order)
+    unknown = set(opts["class_weight"]) - set(order.tolist())
     if unknown:
         raise UsageError(f"-w: labels {sorted(unknown)} are not in the training file")
     cw = np.array([opts["class_weight"].get(float(c), 1.0) for c in order])
     validation = None
     if "validation" in opts:
         vs = load_shard(comm, opts["validation"], n_features=shard.n_features, min_classes=0)
-        validation = (vs.X, np.array([code_of.get(float(v), -1) for v in vs.y], dtype=np.int64))
+        validation = (vs.X, _codes(vs.y, order))
     stats = Stats()
     stats.seconds["load"] = time.perf_counter() - t0
     prob = make_problem(comm, shard.X, codes, classes.size, class_weight=cw,
@@ -120,3 +119,12 @@ def body(argv: list[str]) -> int:
                 f"{trainer.state.objectives[-1]:.6g}")  # fmt: skip
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
     return 0
+
+
+def _codes(labels, order):
+    """The position of each label in ``order`` (int64 array); -1 for a label not in it."""
+    import numpy as np
+
+    sort = np.argsort(order)
+    k = np.minimum(np.searchsorted(order[sort], labels), order.size - 1)
+    return np.where(order[sort][k] == labels, sort[k], -1).astype(np.int64)
