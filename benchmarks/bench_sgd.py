@@ -27,7 +27,6 @@ import argparse
 import json
 import lzma
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,8 @@ import time
 
 import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+
+from psvm.bench import mpiexec, single_thread_env
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.environ.get("PSVM_SHARED_DATA", os.path.join(_HERE, "..", "..", "shared", "data"))
@@ -101,14 +102,13 @@ def sgdclassifier_epochs(X, y, Xt, yt, lam, target, average, max_epochs):
 
 def psvm_run(train, test, n, lam, target, max_epochs, seed, tmp):
     """One psvm launch under mpiexec -n n: (time to target or inf, epoch, accuracy, period)."""
-    exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or "mpiexec"
+    exe = mpiexec()
     stats = os.path.join(tmp, f"stats-{n}.json")
     cmd = [exe, "-n", str(n), sys.executable, "-m", "psvm.cli.train", "--solver", "sgd",
            "-q", "--lambda", repr(lam), "--epochs", str(max_epochs), "--tol", "0",
            "--seed", str(seed), "--validation", test, "--stats", stats, train,
            os.path.join(tmp, "m.model")]  # fmt: skip
-    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    subprocess.run(cmd, check=True, env=env)
+    subprocess.run(cmd, check=True, env=single_thread_env())
     with open(stats) as f:
         s = json.load(f)
     tr = s["traces"]

@@ -143,6 +143,13 @@ def mpiexec() -> str:
     return found
 
 
+def single_thread_env() -> dict:
+    """The environment for benchmark ranks: one numba, OpenMP and BLAS thread each,
+    so that P ranks use P cores."""
+    return dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
+
+
 def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | None = None) -> list:
     """Run a plan (see :mod:`psvm.bench_worker`) under ``mpiexec -n ranks``; its records.
 
@@ -154,10 +161,9 @@ def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | Non
     plan_path, out = workdir / "plan.json", workdir / "records.jsonl"
     out.unlink(missing_ok=True)
     plan_path.write_text(json.dumps({**plan, "out": str(out), "workdir": str(workdir)}))
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
     cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "psvm.bench_worker", str(plan_path)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    r = subprocess.run(cmd, env=single_thread_env(), capture_output=True, text=True,
+                       timeout=timeout, check=False)  # fmt: skip
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-4000:]}")
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]

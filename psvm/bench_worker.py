@@ -69,23 +69,12 @@ def slim_stats(stats: dict, keep_traces: bool) -> dict:
     return out
 
 
-def _load_model(path: str):
-    try:
-        from psvm.sgd.model import is_linear_model_file, read_linear_model
-    except ImportError:
-        is_linear_model_file = None
-    if is_linear_model_file is not None and is_linear_model_file(path):
-        return read_linear_model(path)
-    from psvm.io.model_file import read_model
-
-    return read_model(path)
-
-
 def main(plan_path: str) -> int:
     import numpy as np
 
     from psvm.cli import train
     from psvm.comm import world
+    from psvm.sgd.model import read_any_model
 
     with open(plan_path) as f:
         plan = json.load(f)
@@ -121,7 +110,7 @@ def main(plan_path: str) -> int:
         if rc == 0:
             with open(stats_path) as f:
                 stats = json.load(f)
-            model = _load_model(model_path)
+            model = read_any_model(model_path)
             if run.get("accuracy", True):
                 if test is None:
                     from psvm.io.libsvm_format import read_libsvm

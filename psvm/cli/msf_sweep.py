@@ -117,33 +117,29 @@ def _worker(opts: dict) -> int:
     return 0
 
 
-def _mpiexec() -> str:
-    import shutil
-
-    here = os.path.dirname(sys.executable)
-    exe = shutil.which("mpiexec", path=here) or shutil.which("mpiexec")
-    if exe is None:
-        raise UsageError("mpiexec not found (the mpich wheel provides it)")
-    return exe
-
-
 def _run_worker(argv: list[str], n: int) -> list[dict]:
-    cmd = [_mpiexec(), "-n", str(n), sys.executable, "-m", "psvm.cli.msf_sweep", "--worker", *argv]
-    env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    from psvm.bench import mpiexec, single_thread_env
+
+    try:
+        exe = mpiexec()
+    except RuntimeError as e:
+        raise UsageError(str(e)) from None
+    cmd = [exe, "-n", str(n), sys.executable, "-m", "psvm.cli.msf_sweep", "--worker", *argv]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=single_thread_env(),
+                       check=False)  # fmt: skip
     if r.returncode != 0:
         raise SweepError(f"mpiexec -n {n} worker failed:\n{r.stderr[-2000:]}")
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", newline="") as f:
+    from psvm.io.atomic import write_atomic
+
+    with write_atomic(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=COLUMNS)
         w.writeheader()
         for row in rows:
             w.writerow({k: row[k] for k in COLUMNS})
-    os.replace(tmp, path)
 
 
 def plot(rows: list[dict], out: str, title: str) -> list[str]:

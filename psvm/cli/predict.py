@@ -42,18 +42,14 @@ def _body(argv: list[str]) -> int:
     import numpy as np
 
     from psvm.comm import world
-    from psvm.io.model_file import read_model
     from psvm.io.shard import load_shard
-    from psvm.sgd.model import is_linear_model_file, read_linear_model
+    from psvm.sgd.model import read_any_model
 
     opts = parse_args(argv)
     comm = world()
     model, error = None, None
-    try:
-        if is_linear_model_file(opts["model"]):  # LIBLINEAR's format (psvm-train --solver sgd)
-            model = read_linear_model(opts["model"])
-        else:
-            model = read_model(opts["model"])
+    try:  # LIBLINEAR's format (psvm-train --solver sgd) or LIBSVM's
+        model = read_any_model(opts["model"])
     except (OSError, ValueError) as e:
         error = e
     comm.agree(error)

@@ -121,6 +121,14 @@ def is_linear_model_file(path: str | os.PathLike) -> bool:
         return f.readline().split(b" ", 1)[0].strip() == b"solver_type"
 
 
+def read_any_model(path: str | os.PathLike):
+    """A LIBLINEAR model (:class:`LinearModel`) or a LIBSVM one (:class:`psvm.model.SVCModel`),
+    told apart by the first line, as ``psvm-predict`` takes either."""
+    from psvm.io.model_file import read_model
+
+    return read_linear_model(path) if is_linear_model_file(path) else read_model(path)
+
+
 def read_linear_model(path: str | os.PathLike) -> LinearModel:
     """Read a LIBLINEAR classification model; errors name the file and line.
 

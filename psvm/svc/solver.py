@@ -363,7 +363,7 @@ class Solver:
         self.alpha[:], self.G[:], self.G_bar[:] = s["alpha"], s["G"], s["G_bar"]
         self.active[:] = s["active"] != 0
         self.streak[:] = s["streak"]
-        self._set_window(np.flatnonzero(s.get("window", s["active"]) != 0))
+        self._relayout(np.flatnonzero(s.get("window", s["active"]) != 0))
         self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
         self._start = (int(s["n_iter"]), s["gap0"])
         self.stats.values["resumed_at_iter"] = int(s["n_iter"])
