@@ -8,58 +8,57 @@ import numpy as np
 
 
 class ColumnCache:
-    """Columns K(x_g, window rows) keyed by global index g, sized in MB.
+    """Columns K(x_g, window rows) keyed by global index g, within a budget in MB.
 
     A column holds the rows of the window it was computed for, in window
-    order. When the window changes (:meth:`relayout`), cached columns are
-    carried over lazily: the first :meth:`get` after the change moves a
-    column's values to the new positions and reports the rows it lacks
-    (rows that rejoined the window), for the caller to fill. At least two
-    columns always fit, so column i survives computing column j.
+    order, so it costs 8 bytes per window row: as the window shrinks, more
+    columns fit (as in LIBSVM, whose shrinking frees cache for the columns
+    that are still used). When the window changes (:meth:`relayout`), cached
+    columns are carried over lazily: the first :meth:`get` after the change
+    moves a column's values to the new positions and reports the rows it
+    lacks (rows that rejoined the window), for the caller to fill. A column
+    handed out stays valid after its eviction (the caller holds it).
     """
 
     def __init__(self, n_local: int, n_global: int, cache_mb: float):
-        per_col = max(8 * n_local, 1)
-        n_slots = int(cache_mb * 2**20 // per_col)
-        self.n_slots = max(2, min(n_slots, max(n_global, 2)))
-        self.store = np.empty((self.n_slots, max(n_local, 1)))
+        # at least two columns' worth, and never more than every row's column
+        self.budget = max(2 * n_local, min(int(cache_mb * 2**20 // 8), n_local * n_global))
+        self.used = 0  # floats held
         self.size = n_local  # rows in the current window
         self.version = 0  # of the window
-        self.slot_version = np.zeros(self.n_slots, dtype=np.int64)
         # version -> (positions in that window of the current rows, -1: absent; absent positions)
         self._maps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._slot: OrderedDict[int, int] = OrderedDict()
-        self._free = list(range(self.n_slots - 1, -1, -1))
+        self._cols: OrderedDict[int, tuple[np.ndarray, int]] = OrderedDict()  # LRU first
         self.hits = 0
         self.misses = 0
 
     def get(self, gidx: int) -> tuple[np.ndarray, bool, np.ndarray | None]:
         """(column, hit, missing positions): on a miss fill the column; on a hit fill
         the missing positions (None: nothing missing)."""
-        slot = self._slot.get(gidx)
-        col = self.store[slot if slot is not None else 0, : self.size]
-        if slot is not None:
-            self._slot.move_to_end(gidx)
+        entry = self._cols.get(gidx)
+        if entry is not None:
+            self._cols.move_to_end(gidx)
             self.hits += 1
-            v = self.slot_version[slot]
+            col, v = entry
             if v == self.version:
                 return col, True, None
             pos, missing = self._maps[v]
-            col[:] = self.store[slot, pos]  # absent rows read a stale value: filled by the caller
-            self.slot_version[slot] = self.version
-            return col, True, missing if missing.size else None
+            new = col[pos]  # absent rows read a stale value: filled by the caller
+            self.used += new.size - col.size
+            self._cols[gidx] = (new, self.version)
+            return new, True, missing if missing.size else None
         self.misses += 1
-        if self._free:
-            slot = self._free.pop()
-        else:
-            _, slot = self._slot.popitem(last=False)
-        self._slot[gidx] = slot
-        self.slot_version[slot] = self.version
-        return self.store[slot, : self.size], False, None
+        while self._cols and self.used + self.size > self.budget:
+            _, (old, _) = self._cols.popitem(last=False)
+            self.used -= old.size
+        col = np.empty(self.size)
+        self._cols[gidx] = (col, self.version)
+        self.used += self.size
+        return col, False, None
 
     def relayout(self, pos: np.ndarray) -> None:
         """The window changes: new row q was at position ``pos[q]`` of the old one (-1: new)."""
-        live = {int(self.slot_version[s]) for s in self._slot.values()}
+        live = {v for _, v in self._cols.values()}
         maps = {}
         for v in live:
             p = pos if v == self.version else np.where(pos >= 0, self._maps[v][0][pos], -1)

@@ -194,24 +194,49 @@ def _block_pre(
     return out
 
 
+LANES = 8  # partial sums of a weighted kernel sum: s goes to lane s mod LANES
+
+
 @njit(cache=True, nogil=True)
-def _weighted_row_sums(K, coef, acc):
-    """acc[q] += sum_s coef[s] K[q, s], over s in order."""
+def _weighted_row_sums(K, coef, lanes):
+    """lanes[q, s % LANES] += coef[s] K[q, s], s in order (K's first column is lane 0).
+
+    Eight independent chains: a single running sum would wait for each addition.
+    """
+    n = K.shape[1]
+    n8 = n - n % LANES
     for q in range(K.shape[0]):
-        a = acc[q]
-        for s in range(K.shape[1]):
-            a += coef[s] * K[q, s]
-        acc[q] = a
-    return acc
+        a0, a1, a2, a3 = lanes[q, 0], lanes[q, 1], lanes[q, 2], lanes[q, 3]
+        a4, a5, a6, a7 = lanes[q, 4], lanes[q, 5], lanes[q, 6], lanes[q, 7]
+        for s in range(0, n8, LANES):
+            a0 += coef[s] * K[q, s]
+            a1 += coef[s + 1] * K[q, s + 1]
+            a2 += coef[s + 2] * K[q, s + 2]
+            a3 += coef[s + 3] * K[q, s + 3]
+            a4 += coef[s + 4] * K[q, s + 4]
+            a5 += coef[s + 5] * K[q, s + 5]
+            a6 += coef[s + 6] * K[q, s + 6]
+            a7 += coef[s + 7] * K[q, s + 7]
+        lanes[q, 0], lanes[q, 1], lanes[q, 2], lanes[q, 3] = a0, a1, a2, a3
+        lanes[q, 4], lanes[q, 5], lanes[q, 6], lanes[q, 7] = a4, a5, a6, a7
+        for s in range(n8, n):
+            lanes[q, s - n8] += coef[s] * K[q, s]
+    return lanes
 
 
 @njit(cache=True, nogil=True)
-def ordered_dot(coef, k):
-    """sum_s coef[s] k[s], over s in order (as :func:`_weighted_row_sums`)."""
-    a = 0.0
-    for s in range(k.size):
-        a += coef[s] * k[s]
-    return a
+def _lane_totals(lanes, out):
+    """out[q] = the lanes of row q added pairwise, in a fixed tree."""
+    for q in range(lanes.shape[0]):
+        a = lanes[q]
+        out[q] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+    return out
+
+
+def ordered_dot(coef: np.ndarray, k: np.ndarray) -> float:
+    """sum_s coef[s] k[s], added as :func:`kernel_sums` adds it (lanes, then a fixed tree)."""
+    lanes = _weighted_row_sums(k.reshape(1, -1), coef, np.zeros((1, LANES)))
+    return float(_lane_totals(lanes, np.empty(1))[0])
 
 
 @njit(cache=True, nogil=True)
@@ -237,26 +262,27 @@ def kernel_sums(
 ) -> np.ndarray:
     """acc[q] = sum_s f_coef[s] K(f_s, x_r) for the q-th local row r of ``rows``.
 
-    F (CSR arrays: free support vectors, or vectors that changed bound) is
-    taken in chunks in its own order, each as a dense feature-major block over
-    the features it uses, and the rows in blocks: numba adds dot products one
-    contiguous pass per feature, numpy finishes the block. The sum runs over s
-    in F's order whatever the blocks, so it does not depend on the number of ranks.
+    F (CSR arrays: vectors whose alpha changed) is taken in chunks in its own
+    order, each as a dense feature-major block over the features it uses, and
+    the rows in blocks: numba adds dot products one contiguous pass per
+    feature, numpy finishes the block. Chunks start at multiples of ``LANES``,
+    so each term goes to the same lane (:func:`_weighted_row_sums`) whatever
+    the chunks and blocks: the sum does not depend on the number of ranks.
     """
     kid = kparams[0]
-    acc = np.zeros(rows.size)
+    lanes = np.zeros((rows.size, LANES))
     n_f = f_indptr.size - 1
     if n_f == 0 or rows.size == 0:
-        return acc
+        return np.zeros(rows.size)
     fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)
     s0 = 0
     while s0 < n_f:
         s1 = n_f  # halve the chunk until its feature-major copy fits _FT_LIMIT
         while True:
             used = np.unique(f_indices[f_indptr[s0] : f_indptr[s1]])
-            if used.size * (s1 - s0) <= _FT_LIMIT or s1 - s0 == 1:
+            if used.size * (s1 - s0) <= _FT_LIMIT or s1 - s0 <= LANES:
                 break
-            s1 = s0 + (s1 - s0) // 2
+            s1 = s0 + max(LANES, (s1 - s0) // 2 // LANES * LANES)
         fmap[used] = np.arange(used.size)
         FT = _feature_major(f_indptr, f_indices, f_data, s0, fmap, np.zeros((used.size, s1 - s0)))
         step = max(1, _BLOCK // (s1 - s0))
@@ -266,10 +292,10 @@ def kernel_sums(
             K = _block_pre(blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams,
                            buf[: blk.size])  # fmt: skip
             finish(kid, K)
-            _weighted_row_sums(K, f_coef[s0:s1], acc[q0 : q0 + blk.size])
+            _weighted_row_sums(K, f_coef[s0:s1], lanes[q0 : q0 + blk.size])
         fmap[used] = -1
         s0 = s1
-    return acc
+    return _lane_totals(lanes, np.empty(rows.size))
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -2,7 +2,7 @@
 finishes with the model of an uninterrupted run, with another number of ranks too.
 
 Real data (a9a, usps) under mpiexec. The uninterrupted reference writes
-checkpoints at the same iterations (they flush deferred G_bar updates), so
+checkpoints at the same iterations (they bring stale gradients up to date), so
 the models must agree to the last bit apart from rho and the objectives,
 which are sums over ranks.
 """

@@ -1,9 +1,9 @@
 """Checkpoint and resume of a C-SVC training run (``--checkpoint``, ``--resume``).
 
-A checkpoint holds the state of the binary problem being solved (alpha, G,
-G_bar, active set, window, streaks, iteration count, the gap thresholds still ahead),
-the alphas and results of the class pairs already solved, and a fingerprint
-of the data and parameters. Arrays are stored in global row order, so a run
+A checkpoint holds the state of the binary problem being solved (alpha, G
+brought up to date on every row, active set, window, streaks, iteration
+count, the gap thresholds still ahead), the alphas and results of the class
+pairs already solved, and a fingerprint of the data and parameters. Arrays are stored in global row order, so a run
 can resume with any number of ranks. Rank 0 writes the file atomically: a
 kill leaves the previous checkpoint whole. The state is saved between two
 iterations and restored exactly, so the resumed run takes the same steps as
@@ -25,7 +25,7 @@ import numpy as np
 from psvm.io.atomic import write_atomic
 
 # per-row arrays of the solver state, saved in global order
-STATE_ARRAYS = ("alpha", "G", "G_bar", "active", "streak", "window")
+STATE_ARRAYS = ("alpha", "G", "active", "streak", "window")
 
 
 class CheckpointError(ValueError):

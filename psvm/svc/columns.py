@@ -96,7 +96,7 @@ class LocalKernel:
 
     def sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray,
              f_sq: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
-        """sum_s coef[s] K(f_s, x_r) for each r in ``rows``, over F's rows in order.
+        """sum_s coef[s] K(f_s, x_r) for each r in ``rows``, added in a fixed order.
 
         ``F`` is a CSR triple (:func:`~psvm.kernels.csr_arrays`). A few rows take
         one column each over F's rows (the row's x against F as the shard: no

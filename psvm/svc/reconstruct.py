@@ -1,11 +1,10 @@
-"""Rebuild the gradient of eliminated rows: G_t = G_bar_t - 1 + sum_free y_t y_s a_s K(x_s, x_t).
+"""Bring the gradient of stale rows up to date, and find eliminated rows that violate.
 
-G_bar_t holds the contribution of every variable at its upper bound, so only
-the *free* support vectors travel: one Allgatherv of their rows and
-coefficients, then each rank evaluates K(free SVs, its own eliminated rows).
-The sum runs over the free vectors in global order, so the result does not
-depend on the number of ranks. :class:`DeferredGBar` keeps G_bar of
-eliminated rows up to date in batches.
+A row leaves the solver's window with an exact G. Later only the variables
+that changed since matter: G_t += y_t sum_s y_s (a_s - a_s^then) K(x_s, x_t),
+so only their rows travel (one Allgatherv), then each rank evaluates the
+kernel between them and its own stale rows. The sum runs over the changed
+variables in global order, so the result does not depend on the number of ranks.
 """
 
 from __future__ import annotations
@@ -33,66 +32,37 @@ def violators(rows, y, alpha, C, G, m, M, out):
     return k
 
 
-class DeferredGBar:
-    """Bound changes not yet applied to the G_bar of stale rows.
+class Departures:
+    """The alpha of the moment each stale row left the window.
 
-    A variable entering or leaving its upper bound changes G_bar on every
-    row. Rows in the solver's window need no G_bar (their G is exact; G_bar
-    is derived from it when they leave); stale rows would need a full kernel
-    column per change. Instead the net change per variable is logged (every
-    rank sees every change in the packets, so the log is the same everywhere
-    and needs no communication) and applied to the stale rows in one batch
-    before a reconstruction or a checkpoint. A variable that leaves and
-    re-enters its bound in between adds nothing. Rows that go stale while
-    the log is not empty already hold its changes: they are taken out of them
-    at once (``sign`` -1), so one flush serves rows that left at any time.
+    Every rank records each departure (a window cut, the same iteration for
+    every P), so all ranks hold the same number of snapshots. A snapshot is a
+    copy of the local alpha: the rows' own ranks know which of their
+    variables changed since, and how much.
     """
 
-    def __init__(self) -> None:
-        self.pos: dict[int, int] = {}  # global index -> entry, in order of first change
-        self.coef = np.zeros(64)
-        self.sq = np.zeros(64)  # squared norms of the entries' rows
-        self.indptr = np.zeros(65, dtype=np.int64)  # the entries' rows, CSR
-        self.indices = np.zeros(1024, dtype=np.int32)
-        self.data = np.zeros(1024)
+    def __init__(self, n: int) -> None:
+        self.epoch = np.full(n, -1, dtype=np.int64)  # snapshot of each stale row
+        self.alphas: list[np.ndarray] = []
 
     def __len__(self) -> int:
-        return len(self.pos)
+        return len(self.alphas)
 
-    def record(self, gidx: int, c: float, idx: np.ndarray, val: np.ndarray, sq: float) -> None:
-        """G_bar_t += y_t c K(x, x_t) is due on every eliminated row t (``sq`` = |x|^2)."""
-        k = self.pos.get(gidx)
-        if k is None:
-            k = len(self.pos)
-            self.pos[gidx] = k
-            if k == self.coef.size:
-                self.coef, self.sq = _grown(self.coef, 2 * k), _grown(self.sq, 2 * k)
-                self.indptr = _grown(self.indptr, 2 * k + 1)
-            s = self.indptr[k]
-            e = self.indptr[k + 1] = s + idx.size
-            if e > self.data.size:
-                self.indices = _grown(self.indices, 2 * e)
-                self.data = _grown(self.data, 2 * e)
-            self.indices[s:e], self.data[s:e] = idx, val
-            self.sq[k] = sq
-        self.coef[k] += c
+    def leave(self, rows: np.ndarray, alpha: np.ndarray) -> None:
+        """``rows`` leave the window now (their G is exact at ``alpha``)."""
+        self.epoch[rows] = len(self.alphas)
+        self.alphas.append(alpha.copy())
 
-    def apply(self, rows: np.ndarray, y: np.ndarray, kernel, G_bar: np.ndarray,
-              sign: float) -> None:  # fmt: skip
-        """G_bar_t += sign y_t sum_g c_g K(x_g, x_t) on ``rows``, through ``kernel``
-        (:class:`~psvm.svc.columns.LocalKernel`), over the entries in their order."""
-        n = len(self.pos)
-        if n and rows.size:
-            F = (self.indptr[: n + 1], self.indices, self.data)
-            acc = kernel.sums(F, self.coef[:n], rows, self.sq[:n])
-            G_bar[rows] += sign * y[rows] * acc
+    def changes(self, y: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Local variables that changed since some departure, and y_s (a_s - a_s^then)
+        for each departure (one column per snapshot)."""
+        then = np.array(self.alphas).T  # (n, snapshots)
+        changed = np.flatnonzero((then != alpha[:, None]).any(axis=1))
+        coef = y[changed, None] * (alpha[changed, None] - then[changed])
+        return changed, np.ascontiguousarray(coef)
 
-    def clear(self) -> None:
-        self.coef[: len(self.pos)] = 0.0
-        self.pos.clear()
-
-
-def _grown(a: np.ndarray, size: int) -> np.ndarray:
-    out = np.zeros(size, dtype=a.dtype)
-    out[: a.size] = a
-    return out
+    def reset(self, rows: np.ndarray, alpha: np.ndarray) -> None:
+        """The stale ``rows`` are up to date at ``alpha``: one snapshot serves them all."""
+        self.epoch[:] = -1
+        self.alphas = []
+        self.leave(rows, alpha)

@@ -24,8 +24,8 @@ is contiguous and vectorised. The window holds the active rows and the rows
 eliminated since the last cut (whose G is still updated, so stays exact).
 When the active rows fall to ``RELAYOUT`` of the window (counted over all
 ranks, so the same iteration for every P) the window is cut to them; the rows
-that leave go *stale*, get their G_bar from their exact G, and are brought
-back up to date by reconstruction (G_bar plus the free support vectors).
+that leave go *stale* with an exact G, and reconstruction brings them up to
+date with the variables that changed since (:mod:`psvm.svc.reconstruct`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from psvm.kernels import csr_arrays
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
-from psvm.svc.reconstruct import DeferredGBar, violators
+from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import candidates, second_order
 from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
 from psvm.svc.update import two_variable_step, update_and_select
@@ -54,7 +54,7 @@ KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
 # After the two packets of round 1, each rank's INFO block: rank 0's clock says
 # a checkpoint is due; the rank's active rows; the rank's window rows.
 CLOCK, N_ACTIVE, N_WINDOW, INFO = range(4)
-MAX_PENDING = 4096  # logged bound changes that force a flush of G_bar (bounds memory)
+MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
 
 
@@ -107,14 +107,13 @@ class Solver:
         n = self.y.size
         self.alpha = np.zeros(n)
         self.G = -np.ones(n)
-        # y_t sum over upper-bound s of C_s y_s K_st: kept for stale rows only (reconstruction)
-        self.G_bar = np.zeros(n)
         self.active = np.ones(n, dtype=bool)
         self.streak = np.zeros(n, dtype=np.int64)
         self.in_window = np.ones(n, dtype=bool)
         self.policy = make_policy(config.heuristic)
-        self.keep_g_bar = self.policy.active and config.reconstruction != "approximate"
-        self.pending = DeferredGBar()
+        # whether stale rows are ever brought up to date ('approximate': never)
+        self.exact = self.policy.active and config.reconstruction != "approximate"
+        self.departures = Departures(n)
         self._unshrunk = False
         multi = config.reconstruction == "multi" and self.policy.active
         self._gaps = sorted(
@@ -174,26 +173,33 @@ class Solver:
         self.stats.add("n_relayout")
 
     def _shrink_window(self) -> None:
-        """Cut the window to its active rows; the others go stale (collective).
-
-        A leaving row's G is exact, so its G_bar follows from it and the free
-        vectors: G_bar_t = G_t + 1 - y_t sum_free y_s alpha_s K_st. The logged
-        bound changes are already in it: they are taken out, the next flush adds them.
-        """
+        """Cut the window to its active rows; the others go stale with an exact G (collective)."""
         self._sync()
-        gone = self.win[~self.wact]
-        with self.stats.timer("reconstruct"):
-            if self.keep_g_bar:
-                acc = self.K.sums(*self._free_vectors(), gone)
-                self.G_bar[gone] = self.G[gone] + 1.0 - self.y[gone] * acc
-                self.pending.apply(gone, self.y, self.K, self.G_bar, -1.0)
+        if self.exact:
+            if len(self.departures) >= MAX_DEPARTURES:  # bounds the snapshots' memory
+                with self.stats.timer("reconstruct"):
+                    self._refresh_stale()
+            self.departures.leave(self.win[~self.wact], self.alpha)
         self._relayout(self.win[self.wact])
 
-    def _free_vectors(self) -> tuple:
-        """The free vectors' rows (CSR arrays) and y_s alpha_s, all ranks', in global order."""
-        free = np.flatnonzero((self.alpha > 0) & (self.alpha < self.C))
-        F = gather_rows(self.comm, self._local_rows(free))
-        return csr_arrays(F), self.comm.allgatherv(self.y[free] * self.alpha[free])
+    def _refresh_stale(self) -> None:
+        """Bring G of the stale rows up to date with the variables changed since they left
+        (collective; local state must be synced)."""
+        dep = self.departures
+        if not len(dep):
+            return
+        changed, coef = dep.changes(self.y, self.alpha)
+        F = gather_rows(self.comm, self._local_rows(changed))
+        coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))
+        stale = np.flatnonzero(~self.in_window)
+        epoch = dep.epoch[stale]
+        for e in np.unique(epoch):
+            rows = stale[epoch == e]
+            moved = np.flatnonzero(coef[:, e])  # unchanged since row e's departure: no term
+            if moved.size:
+                acc = self.K.sums(csr_arrays(F[moved]), coef[moved, e], rows)
+                self.G[rows] += self.y[rows] * acc
+        dep.reset(stale, self.alpha)
 
     # -- packets -----------------------------------------------------------
     def _pack(self, buf: np.ndarray, key: float, q: int, with_row: bool) -> None:
@@ -283,8 +289,6 @@ class Solver:
             ):
                 self._save(n_iter, gap0)
             n_active, n_window = self.recv1[:, 2 * S + N_ACTIVE :].sum(axis=0)
-            if len(self.pending) and n_window == self.n_samples:
-                self.pending.clear()  # no stale rows: every row took the changes directly
             if n_active < n_window and n_active <= RELAYOUT * n_window:
                 self._shrink_window()
             r_i = self._winner(self.recv1, 0, True)
@@ -350,8 +354,8 @@ class Solver:
         """Write the state between two iterations (collective)."""
         with self.stats.timer("checkpoint"):
             self._sync()
-            self._flush_g_bar()
-            arrays = {"alpha": self.alpha, "G": self.G, "G_bar": self.G_bar,
+            self._refresh_stale()  # G exact on every row: the file needs no snapshots
+            arrays = {"alpha": self.alpha, "G": self.G,
                       "active": self.active.astype(np.int8), "streak": self.streak,
                       "window": self.in_window.astype(np.int8)}  # fmt: skip
             scalars = {"n_iter": n_iter, "gap0": gap0, "gaps": self._gaps,
@@ -360,10 +364,12 @@ class Solver:
         self.stats.add("n_checkpoint")
 
     def _restore(self, s: dict) -> None:
-        self.alpha[:], self.G[:], self.G_bar[:] = s["alpha"], s["G"], s["G_bar"]
+        self.alpha[:], self.G[:] = s["alpha"], s["G"]
         self.active[:] = s["active"] != 0
         self.streak[:] = s["streak"]
         self._relayout(np.flatnonzero(s.get("window", s["active"]) != 0))
+        if self.exact:  # stale rows were saved up to date
+            self.departures.reset(np.flatnonzero(~self.in_window), self.alpha)
         self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
         self._start = (int(s["n_iter"]), s["gap0"])
         self.stats.values["resumed_at_iter"] = int(s["n_iter"])
@@ -388,7 +394,7 @@ class Solver:
 
     def _can_reconstruct(self) -> bool:
         """Whether any rank has eliminated rows that a reconstruction could revive."""
-        return self.keep_g_bar and self.eliminated_any_global()
+        return self.exact and self.eliminated_any_global()
 
     def _thresholds_crossed(self, gap: float) -> bool:
         """'multi' reconstruction points and LIBSVM's single unshrink, crossed now."""
@@ -420,10 +426,7 @@ class Solver:
         with st.timer("reconstruct"):
             st.add("n_reconstruct")
             self._sync()
-            self._flush_g_bar()
-            stale = np.flatnonzero(~self.in_window)
-            acc = self.K.sums(*self._free_vectors(), stale)
-            self.G[stale] = self.G_bar[stale] - 1.0 + self.y[stale] * acc
+            self._refresh_stale()
             everyone = np.ones(self.y.size, dtype=bool)
             m, _, minus_M, _ = candidates(self.y, self.alpha, self.C, self.G, everyone,
                                           self._up, self._low)  # fmt: skip
@@ -470,27 +473,7 @@ class Solver:
                 self.wy, self.walpha, self.wC, self.wG, self.wact, col_i, col_j,
                 y_i * (a_i - old_i), y_j * (a_j - old_j), self._up_w, self._low_w,
             )  # fmt: skip
-            if self.keep_g_bar:
-                self._log_bound_change(p_i, old_i, a_i, 0)
-                self._log_bound_change(p_j, old_j, a_j, 1)
         return cand
-
-    def _log_bound_change(self, p, old: float, new: float, slot: int) -> None:
-        """A variable entered or left its upper bound: stale rows take it at the next flush."""
-        was_upper, is_upper = old >= p[CAP], new >= p[CAP]
-        if was_upper == is_upper:
-            return
-        c = (-1.0 if was_upper else 1.0) * p[CAP] * p[Y]
-        self.pending.record(int(p[GIDX]), c, *self._row(p, slot), p[SQ])
-        if len(self.pending) > MAX_PENDING:
-            with self.stats.timer("reconstruct"):
-                self._flush_g_bar()
-
-    def _flush_g_bar(self) -> None:
-        """Bring G_bar of the stale rows up to date (local arrays; no communication)."""
-        if len(self.pending):  # else skip the O(n) scan
-            self.pending.apply(np.flatnonzero(~self.in_window), self.y, self.K, self.G_bar, 1.0)
-            self.pending.clear()
 
     def _rho(self, rows: np.ndarray) -> float:
         """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""

@@ -4,8 +4,7 @@ from psvm.cache import ColumnCache
 
 
 def test_lru_evicts_least_recently_used_and_counts():
-    cache = ColumnCache(n_local=1000, n_global=10, cache_mb=3 * 8000 / 2**20)
-    assert cache.n_slots == 3
+    cache = ColumnCache(n_local=1000, n_global=10, cache_mb=3 * 8000 / 2**20)  # 3 columns
     for g in (1, 2, 3):
         col, hit, _ = cache.get(g)
         assert not hit
@@ -34,13 +33,30 @@ def test_columns_follow_the_window():
     assert cache.get(7)[2] is None  # moved once, up to date since
 
 
+def test_a_smaller_window_fits_more_columns():
+    """As in LIBSVM, columns cost their window's rows: after a cut, more of them fit."""
+    cache = ColumnCache(n_local=1000, n_global=100, cache_mb=4 * 8000 / 2**20)  # 4 columns
+    for g in range(4):
+        cache.get(g)[0][:] = g
+    cache.relayout(np.arange(0, 1000, 4))  # a quarter of the rows stay
+    for g in range(4):  # moved to the new window: each now costs 250 rows
+        col, hit, missing = cache.get(g)
+        assert hit and missing is None and col.size == 250 and (col == g).all()
+    for g in range(4, 16):
+        assert not cache.get(g)[1]
+    assert all(cache.get(g)[1] for g in range(16))  # 16 columns of 250 rows fit
+    assert cache.used <= cache.budget
+
+
 def test_at_least_two_columns():
     cache = ColumnCache(n_local=10**6, n_global=5, cache_mb=0.001)
-    assert cache.n_slots == 2
+    cache.get(0)[0][:] = 0.0
+    cache.get(1)
+    assert cache.get(0)[1] and cache.get(1)[1]
 
 
 def test_empty_shard():
     cache = ColumnCache(n_local=0, n_global=3, cache_mb=1)
     col, hit, _ = cache.get(0)
     assert col.shape == (0,) and not hit
-    assert np.isfinite(cache.n_slots)
+    assert cache.get(0)[1]

@@ -10,6 +10,7 @@ from psvm.comm import Comm
 from psvm.elimination import POLICIES, eliminate, make_policy
 from psvm.kernels import KERNELS, kernel_matrix
 from psvm.stats import Stats
+from psvm.svc import solver as solver_module
 from psvm.svc.solver import BinaryProblem, Solver
 from tests._svm import fit_model, load_head, pair_objectives
 
@@ -140,6 +141,32 @@ def test_false_positives_are_found_and_repaired(shared_data):
     assert _full_gap(X, y, res.alpha, C, gamma) < cfg.tol * 1.01
     ref, _ = fit_model(X, y, C=C, gamma=gamma, heuristic="none")
     assert res.objective == pytest.approx(ref.meta["objective"][0], rel=1e-6)
+
+
+@pytest.mark.parametrize("max_departures", [16, 2])
+def test_stale_gradients_are_brought_up_to_date(shared_data, monkeypatch, max_departures):
+    """After several window cuts, the stale rows' G is off; the refresh makes it exact.
+
+    ``max_departures`` 2 refreshes at the third cut (the memory bound's path).
+    """
+    monkeypatch.setattr(solver_module, "MAX_DEPARTURES", max_departures)
+    X, y = load_head(shared_data / "heart_scale.xz")
+    y = np.where(y > 0, 1.0, -1.0)
+    C, gamma = 100.0, 0.05
+    params = validate_svc_params(C=C, gamma=gamma, heuristic="earliest", max_iter=400)
+    stats = Stats()
+    problem = BinaryProblem(X, y, np.full(y.size, C), 0, y.size, 13)
+    solver = Solver(Comm(), problem, make_svc_config(params, 13, 0), stats)
+    assert solver.solve().status == 1  # stopped at max_iter, with stale rows
+    K = kernel_matrix(sp.csr_matrix(X), sp.csr_matrix(X), KERNELS["rbf"], gamma, 0.0, 3)
+    G = (np.outer(y, y) * K) @ solver.alpha - 1.0
+    stale = ~solver.in_window
+    assert stats.counts["n_relayout"] >= 3 and stale.sum() > 100
+    assert len(solver.departures) == min(3, max_departures)
+    assert np.abs(solver.G - G)[stale].max() > 0.1
+    solver._refresh_stale()
+    np.testing.assert_allclose(solver.G, G, rtol=0, atol=1e-10)
+    assert len(solver.departures) == 1
 
 
 def test_approximate_is_flagged(shared_data, tmp_path):

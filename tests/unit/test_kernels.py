@@ -84,18 +84,22 @@ def test_column_paths_are_bitwise_equal(data, name):
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_weighted_sums_equal_column_sums(data, name):
-    """sum_s c_s K(f_s, x_r), in blocks and chunks, is the ordered sum of column entries."""
+    """sum_s c_s K(f_s, x_r), in blocks and chunks, adds the column entries in eight lanes
+    (s mod 8, each in order of s), then the lanes pairwise: the same bits every way."""
     K = LocalKernel(data, kparams(name))
     n = data.shape[0]
-    F = data[[7, 2, 30, 3, 11]]
-    coef = np.array([0.5, -1.25, 2.0, 3.0, -0.75])
+    picks = [7, 2, 30, 3, 11, 0, 5, 8, 13, 21, 34, 1, 4, 9, 16, 25, 36, 6, 19]
+    F = data[picks]
+    coef = np.linspace(-1.5, 2.0, len(picks))
     rows = np.array([0, 3, 4, 9, 38], dtype=np.int64)
     cols = np.empty((F.shape[0], n))
     for s in range(F.shape[0]):
-        K.column(*row(F, s), float(F[s].multiply(F[s]).sum()), np.arange(n), cols[s])
-    want = np.zeros(rows.size)
+        K.column(*row(F, s), K.sq[picks[s]], np.arange(n), cols[s])
+    lanes = np.zeros((8, rows.size))
     for s in range(F.shape[0]):
-        want += coef[s] * cols[s, rows]
+        lanes[s % 8] += coef[s] * cols[s, rows]
+    want = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + (
+        (lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))  # fmt: skip
     for few in (0, 100):  # kernel_sums, then column by column
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("psvm.svc.columns._FEW_ROWS", few)
@@ -104,7 +108,7 @@ def test_weighted_sums_equal_column_sums(data, name):
     old = pk._BLOCK, pk._FT_LIMIT
     try:
         pk._BLOCK, pk._FT_LIMIT = 2, 30
-        got = kernel_sums(*csr_arrays(F), K.sq[[7, 2, 30, 3, 11]], coef, K.indptr, K.indices,
+        got = kernel_sums(*csr_arrays(F), K.sq[picks], coef, K.indptr, K.indices,
                           K.data, K.sq, rows, kparams(name))  # fmt: skip
     finally:
         pk._BLOCK, pk._FT_LIMIT = old

@@ -2,11 +2,7 @@
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
-from psvm.kernels import RBF, kernel_matrix
-from psvm.svc.columns import LocalKernel
-from psvm.svc.reconstruct import DeferredGBar
 from psvm.svc.select import candidates, second_order
 from psvm.svc.update import two_variable_step
 
@@ -87,36 +83,3 @@ def test_step_minimises_the_two_variable_problem(seed):
     feasible = (gj >= 0) & (gj <= C_j)
     best = min(f(b, c) for b, c in zip(grid[feasible], gj[feasible], strict=True))
     assert f(new_i, new_j) <= best + 1e-7
-
-
-def test_deferred_g_bar_equals_immediate_updates():
-    """Logged bound changes, applied in one batch, give G_bar as if applied one by one.
-
-    Rows 0, 4, 5 are eliminated from the start; row 19 only after the first
-    three changes, which it took directly: it must end with the later ones only.
-    """
-    X = sp.random(20, 6, density=0.5, random_state=3, format="csr")
-    y = np.where(np.arange(20) % 3 == 0, -1.0, 1.0)
-    K = kernel_matrix(X, X, RBF, 0.5, 0.0, 3)
-    kernel = LocalKernel(X, (RBF, 0.5, 0.0, 3))
-    log, expected, G_bar = DeferredGBar(), np.zeros(20), np.zeros(20)
-    late = np.array([19], dtype=np.int64)
-    # variable 4 enters and leaves its bound (cancels); 7 and 11 enter, 11 twice over
-    changes = ((4, 1.5), (7, -2.0), (4, -1.5), (11, 0.5), (11, -0.5), (11, 0.5))
-    for k, (g, c) in enumerate(changes):
-        if k == 3:  # row 19 leaves now
-            log.apply(late, y, kernel, G_bar, -1.0)
-        row = X[g]
-        log.record(g, c, row.indices.astype(np.int32), row.data, kernel.sq[g])
-        expected += y * c * K[g]
-        if k < 3:
-            G_bar[late] += y[late] * c * K[g, late]  # taken directly while active
-    rows = np.array([0, 4, 5, 19], dtype=np.int64)
-    assert log.coef[log.pos[4]] == 0.0  # entered and left: cancelled
-    log.apply(rows, y, kernel, G_bar, 1.0)
-    np.testing.assert_allclose(G_bar[rows], expected[rows], rtol=1e-12, atol=1e-14)
-    assert not np.delete(G_bar, rows).any()
-    log.clear()
-    log.apply(rows, y, kernel, G_bar, 1.0)
-    assert len(log) == 0
-    np.testing.assert_allclose(G_bar[rows], expected[rows], rtol=1e-12, atol=1e-14)
