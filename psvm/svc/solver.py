@@ -195,7 +195,7 @@ class Solver:
         epoch = dep.epoch[stale]
         for e in np.unique(epoch):
             rows = stale[epoch == e]
-            moved = np.flatnonzero(coef[:, e])  # unchanged since row e's departure: no term
+            moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term
             if moved.size:
                 acc = self.K.sums(csr_arrays(F[moved]), coef[moved, e], rows)
                 self.G[rows] += self.y[rows] * acc
@@ -463,7 +463,7 @@ class Solver:
         a_i, a_j = two_variable_step(
             y_i, y_j, old_i, old_j, p_i[GRAD], p_j[GRAD], C_i, C_j, p_i[DIAG], p_j[DIAG], K_ij
         )
-        col_j = self._column(p_j, 1)  # LRU keeps col_i: at least two columns fit
+        col_j = self._column(p_j, 1)  # col_i stays valid even if the cache evicts it
         with self.stats.timer("update"):
             for p, new in ((p_i, a_i), (p_j, a_j)):
                 lidx = int(p[GIDX]) - self.offset
