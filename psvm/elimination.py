@@ -88,10 +88,10 @@ class Earliest(Policy):
 
 
 class Frequent(Policy):
-    """Test often, act on confirmed hits: every 200 iterations, the rule held twice in a row.
+    """Test often, act on confirmed hits: every 50 iterations, the rule held twice in a row.
 
     Rows leave soon after they settle (no wait for a share of n iterations or
-    for the gap), and the second test, 200 iterations later, filters the rows
+    for the gap), and the second test, 50 iterations later, filters the rows
     that were only passing through the non-violating side (``earliest``'s
     false positives).
     """
@@ -100,7 +100,7 @@ class Frequent(Policy):
     need = 2
 
     def period(self, n_samples: int) -> int:
-        return min(n_samples, 200)
+        return min(n_samples, 50)
 
 
 class PercentK(Policy):

@@ -220,7 +220,7 @@ def _med_share(rows) -> float:
 
 
 WHY_DEFAULT = {
-    "frequent": "It tests the rule every min(n, 200) iterations and drops a row once the rule "
+    "frequent": "It tests the rule every min(n, 50) iterations and drops a row once the rule "
     "has held at two consecutive tests: rows leave soon after they settle, and the second test "
     "filters most of the false positives that acting on the first hit would bring.",
     "gap-triggered": "It tests the rule every min(n, 1000) iterations, but only once m - M has "

@@ -30,8 +30,8 @@ def test_registry_matches_parameter_table():
     [
         ("none", 5000, []),
         ("earliest", 5000, list(range(1, 1001))),
-        ("frequent", 5000, list(range(200, 1001, 200))),
-        ("frequent", 150, list(range(150, 1001, 150))),
+        ("frequent", 5000, list(range(50, 1001, 50))),
+        ("frequent", 30, list(range(30, 1001, 30))),
         ("percent-1", 5000, list(range(50, 1001, 50))),
         ("percent-5", 5000, [250, 500, 750, 1000]),
         ("percent-10", 5000, [500, 1000]),
