@@ -21,8 +21,10 @@ class ColumnCache:
     """
 
     def __init__(self, n_local: int, n_global: int, cache_mb: float):
-        # at least two columns' worth, and never more than every row's column
-        self.budget = max(2 * n_local, min(int(cache_mb * 2**20 // 8), n_local * n_global))
+        # at least two columns' worth, and never more than every row's column; a column
+        # costs at least 1, so an empty window does not gather one entry per column asked for
+        n = max(n_local, 1)
+        self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * n_global))
         self.used = 0  # floats held
         self.size = n_local  # rows in the current window
         self.version = 0  # of the window
@@ -43,26 +45,43 @@ class ColumnCache:
             if v == self.version:
                 return col, True, None
             pos, missing = self._maps[v]
-            new = col[pos]  # absent rows read a stale value: filled by the caller
-            self.used += new.size - col.size
+            if missing.size:  # absent rows: filled by the caller
+                new = np.empty(pos.size)
+                new[pos >= 0] = col[pos[pos >= 0]]
+            else:
+                new = col[pos]
+            self.used += _cost(new) - _cost(col)
             self._cols[gidx] = (new, self.version)
+            self._evict(0, keep=1)  # a column that grew may push the others out
             return new, True, missing if missing.size else None
         self.misses += 1
-        while self._cols and self.used + self.size > self.budget:
-            _, (old, _) = self._cols.popitem(last=False)
-            self.used -= old.size
+        self._evict(max(self.size, 1), keep=0)
         col = np.empty(self.size)
         self._cols[gidx] = (col, self.version)
-        self.used += self.size
+        self.used += _cost(col)
         return col, False, None
+
+    def _evict(self, extra: int, keep: int) -> None:
+        """Drop least recently used columns until ``extra`` more fits; keep the last ``keep``."""
+        while len(self._cols) > keep and self.used + extra > self.budget:
+            _, (old, _) = self._cols.popitem(last=False)
+            self.used -= _cost(old)
 
     def relayout(self, pos: np.ndarray) -> None:
         """The window changes: new row q was at position ``pos[q]`` of the old one (-1: new)."""
         live = {v for _, v in self._cols.values()}
         maps = {}
         for v in live:
-            p = pos if v == self.version else np.where(pos >= 0, self._maps[v][0][pos], -1)
+            if v == self.version:
+                p = pos
+            else:  # compose with the map of v's columns to the window being left
+                p = np.full(pos.size, -1, dtype=np.int64)
+                p[pos >= 0] = self._maps[v][0][pos[pos >= 0]]
             maps[v] = (p, np.flatnonzero(p < 0))
         self._maps = maps
         self.version += 1
         self.size = pos.size
+
+
+def _cost(col: np.ndarray) -> int:
+    return max(col.size, 1)

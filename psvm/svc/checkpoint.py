@@ -3,11 +3,11 @@
 A checkpoint holds the state of the binary problem being solved (alpha, G
 brought up to date on every row, active set, window, streaks, iteration
 count, the gap thresholds still ahead), the alphas and results of the class
-pairs already solved, and a fingerprint of the data and parameters. Arrays are stored in global row order, so a run
-can resume with any number of ranks. Rank 0 writes the file atomically: a
-kill leaves the previous checkpoint whole. The state is saved between two
-iterations and restored exactly, so the resumed run takes the same steps as
-an uninterrupted one.
+pairs already solved, and a fingerprint of the data and parameters. Arrays
+are stored in global row order, so a run can resume with any number of ranks.
+Rank 0 writes the file atomically: a kill leaves the previous checkpoint
+whole. The state is saved between two iterations and restored exactly, so the
+resumed run takes the same steps as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -122,6 +122,11 @@ class Checkpoint:
                     raise CheckpointError(
                         f"checkpoint {self.cfg.path!r} was written by a run with other data or "
                         "parameters; remove it or drop --resume"
+                    )
+                if "state_G_bar" in saved:  # its stale rows' G is not up to date
+                    raise CheckpointError(
+                        f"checkpoint {self.cfg.path!r} was written by an older psvm; remove it "
+                        "or drop --resume"
                     )
                 done = json.loads(str(saved["finished"]))
                 self.finished = [dict(r, alpha=saved[f"pair{p}_alpha"]) for p, r in enumerate(done)]

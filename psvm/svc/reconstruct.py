@@ -63,6 +63,10 @@ class Departures:
 
     def reset(self, rows: np.ndarray, alpha: np.ndarray) -> None:
         """The stale ``rows`` are up to date at ``alpha``: one snapshot serves them all."""
+        self.clear()
+        self.leave(rows, alpha)
+
+    def clear(self) -> None:
+        """No row is stale any more (on every rank): no snapshot is needed."""
         self.epoch[:] = -1
         self.alphas = []
-        self.leave(rows, alpha)

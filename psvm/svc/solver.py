@@ -118,7 +118,7 @@ class Solver:
         multi = config.reconstruction == "multi" and self.policy.active
         self._gaps = sorted(
             set(MULTI_GAPS if multi else ())
-            | ({self.policy.unshrink_gap} if self.policy.unshrink_gap else set()),
+            | ({self.policy.unshrink_gap} if self.policy.unshrink_gap and self.exact else set()),
             reverse=True,
         )
         self.trace_every = max(1, min(100, self.n_samples // 20))
@@ -289,6 +289,8 @@ class Solver:
             ):
                 self._save(n_iter, gap0)
             n_active, n_window = self.recv1[:, 2 * S + N_ACTIVE :].sum(axis=0)
+            if len(self.departures) and n_window == self.n_samples:
+                self.departures.clear()  # every row is back in the window
             if n_active < n_window and n_active <= RELAYOUT * n_window:
                 self._shrink_window()
             r_i = self._winner(self.recv1, 0, True)
@@ -359,7 +361,8 @@ class Solver:
                       "active": self.active.astype(np.int8), "streak": self.streak,
                       "window": self.in_window.astype(np.int8)}  # fmt: skip
             scalars = {"n_iter": n_iter, "gap0": gap0, "gaps": self._gaps,
-                       "unshrunk": self._unshrunk}  # fmt: skip
+                       "unshrunk": self._unshrunk,
+                       "departed": len(self.departures) > 0}  # fmt: skip
             self.checkpoint.save(self.pair, arrays, scalars)
         self.stats.add("n_checkpoint")
 
@@ -368,7 +371,7 @@ class Solver:
         self.active[:] = s["active"] != 0
         self.streak[:] = s["streak"]
         self._relayout(np.flatnonzero(s.get("window", s["active"]) != 0))
-        if self.exact:  # stale rows were saved up to date
+        if s.get("departed"):  # stale rows were saved up to date, as the saving run left them
             self.departures.reset(np.flatnonzero(~self.in_window), self.alpha)
         self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
         self._start = (int(s["n_iter"]), s["gap0"])

@@ -60,3 +60,28 @@ def test_empty_shard():
     col, hit, _ = cache.get(0)
     assert col.shape == (0,) and not hit
     assert cache.get(0)[1]
+
+
+def test_empty_window_then_rows_rejoin():
+    """A rank whose rows all left, then some came back: every column reports them missing."""
+    cache = ColumnCache(n_local=4, n_global=4, cache_mb=1)
+    cache.get(1)[0][:] = [1.0, 2.0, 3.0, 4.0]
+    cache.relayout(np.array([], dtype=np.int64))  # every row left the window
+    col, hit, _ = cache.get(2)  # computed for the empty window
+    assert col.size == 0 and not hit
+    cache.relayout(np.array([-1, -1, -1]))  # three rows rejoin
+    for g in (1, 2):
+        col, hit, missing = cache.get(g)
+        assert hit and col.size == 3 and missing.tolist() == [0, 1, 2]
+
+
+def test_columns_that_grow_stay_within_the_budget():
+    cache = ColumnCache(n_local=1000, n_global=100, cache_mb=4 * 8000 / 2**20)  # 4 columns
+    cache.relayout(np.arange(0, 1000, 4))  # 250 rows: 16 columns fit
+    for g in range(16):
+        cache.get(g)
+    cache.relayout(np.concatenate([np.arange(250), np.full(750, -1)]))  # back to 1000 rows
+    for g in range(16):
+        col, _, _ = cache.get(g)
+        assert col.size == 1000 and cache.used <= cache.budget
+    assert len(cache._cols) == 4
