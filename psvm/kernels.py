@@ -277,7 +277,7 @@ def kernel_sums(
     fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)
     s0 = 0
     while s0 < n_f:
-        s1 = n_f  # halve the chunk until its feature-major copy fits _FT_LIMIT
+        s1 = n_f  # halve the chunk (a multiple of LANES, at least LANES) to fit _FT_LIMIT
         while True:
             used = np.unique(f_indices[f_indptr[s0] : f_indptr[s1]])
             if used.size * (s1 - s0) <= _FT_LIMIT or s1 - s0 <= LANES:
