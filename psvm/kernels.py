@@ -233,10 +233,10 @@ def _lane_totals(lanes, out):
     return out
 
 
-def ordered_dot(coef: np.ndarray, k: np.ndarray) -> float:
-    """sum_s coef[s] k[s], added as :func:`kernel_sums` adds it (lanes, then a fixed tree)."""
-    lanes = _weighted_row_sums(k.reshape(1, -1), coef, np.zeros((1, LANES)))
-    return float(_lane_totals(lanes, np.empty(1))[0])
+def lane_sums(K: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    """sum_s coef[s] K[q, s] for each row q, added as :func:`kernel_sums` adds them."""
+    lanes = _weighted_row_sums(K, coef, np.zeros((K.shape[0], LANES)))
+    return _lane_totals(lanes, np.empty(K.shape[0]))
 
 
 @njit(cache=True, nogil=True)

@@ -21,7 +21,7 @@ from psvm.kernels import (
     finish,
     kernel_diag,
     kernel_sums,
-    ordered_dot,
+    lane_sums,
     row_sq_norms,
 )
 
@@ -111,12 +111,10 @@ class LocalKernel:
         if rows.size > _FEW_ROWS:
             return kernel_sums(fi, fx, fd, f_sq, coef, self.indptr, self.indices, self.data,
                                self.sq, rows, self.kparams)  # fmt: skip
-        acc = np.zeros(rows.size)
         all_f = np.arange(fi.size - 1, dtype=np.int64)
-        col = np.empty(fi.size - 1)
+        K = np.empty((rows.size, fi.size - 1))
         for q, r in enumerate(rows):
             s, e = self.indptr[r], self.indptr[r + 1]
             column_csr(self.indices[s:e], self.data[s:e], self.sq[r], fi, fx, fd, f_sq, all_f,
-                       *self.kparams, self.work, col)  # fmt: skip
-            acc[q] = ordered_dot(coef, finish(self.kid, col))
-        return acc
+                       *self.kparams, self.work, K[q])  # fmt: skip
+        return lane_sums(finish(self.kid, K), coef)

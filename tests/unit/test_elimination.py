@@ -117,24 +117,38 @@ def test_every_heuristic_is_exact(reference, reconstruction):
         assert not model.meta["approximate"]
 
 
+def _gradient(X, y, alpha, gamma):
+    """G = Q alpha - 1, recomputed from scratch."""
+    K = kernel_matrix(sp.csr_matrix(X), sp.csr_matrix(X), KERNELS["rbf"], gamma, 0.0, 3)
+    return (np.outer(y, y) * K) @ alpha - 1.0
+
+
 def _full_gap(X, y, alpha, C, gamma):
     """m - M over all rows, from the gradient recomputed from scratch."""
-    K = kernel_matrix(sp.csr_matrix(X), sp.csr_matrix(X), KERNELS["rbf"], gamma, 0.0, 3)
-    G = (np.outer(y, y) * K) @ alpha - 1.0
-    v = -y * G
+    v = -y * _gradient(X, y, alpha, gamma)
     up = ((y > 0) & (alpha < C)) | ((y < 0) & (alpha > 0))
     low = ((y < 0) & (alpha < C)) | ((y > 0) & (alpha > 0))
     return v[up].max() - v[low].min()
 
 
-def test_false_positives_are_found_and_repaired(shared_data):
+def _heart(shared_data):
     X, y = load_head(shared_data / "heart_scale.xz")
-    y = np.where(y > 0, 1.0, -1.0)
-    C, gamma = 100.0, 0.05
-    cfg = make_svc_config(validate_svc_params(C=C, gamma=gamma, heuristic="earliest"), 13, 0)
+    return X, np.where(y > 0, 1.0, -1.0)
+
+
+def _solver(X, y, n_features, **params):
+    """A one-process solver for the binary problem (X, y), its statistics and its config."""
+    cfg = make_svc_config(validate_svc_params(**params), n_features, 0)
     stats = Stats()
-    problem = BinaryProblem(X, y, np.full(y.size, C), 0, y.size, 13)
-    res = Solver(Comm(), problem, cfg, stats).solve()
+    problem = BinaryProblem(X, y, np.full(y.size, cfg.C), 0, y.size, int(np.diff(X.indptr).max()))
+    return Solver(Comm(), problem, cfg, stats), stats, cfg
+
+
+def test_false_positives_are_found_and_repaired(shared_data):
+    X, y = _heart(shared_data)
+    C, gamma = 100.0, 0.05
+    solver, stats, cfg = _solver(X, y, 13, C=C, gamma=gamma, heuristic="earliest")
+    res = solver.solve()
     assert stats.counts["n_eliminated"] > 0
     assert stats.counts["n_false_positive"] > 0
     assert stats.counts["n_reconstruct"] > 0 and stats.seconds["reconstruct"] > 0
@@ -150,16 +164,10 @@ def test_stale_gradients_are_brought_up_to_date(shared_data, monkeypatch, max_de
     ``max_departures`` 2 refreshes at the third cut (the memory bound's path).
     """
     monkeypatch.setattr(solver_module, "MAX_DEPARTURES", max_departures)
-    X, y = load_head(shared_data / "heart_scale.xz")
-    y = np.where(y > 0, 1.0, -1.0)
-    C, gamma = 100.0, 0.05
-    params = validate_svc_params(C=C, gamma=gamma, heuristic="earliest", max_iter=400)
-    stats = Stats()
-    problem = BinaryProblem(X, y, np.full(y.size, C), 0, y.size, 13)
-    solver = Solver(Comm(), problem, make_svc_config(params, 13, 0), stats)
+    X, y = _heart(shared_data)
+    solver, stats, _ = _solver(X, y, 13, C=100.0, gamma=0.05, heuristic="earliest", max_iter=400)
     assert solver.solve().status == 1  # stopped at max_iter, with stale rows
-    K = kernel_matrix(sp.csr_matrix(X), sp.csr_matrix(X), KERNELS["rbf"], gamma, 0.0, 3)
-    G = (np.outer(y, y) * K) @ solver.alpha - 1.0
+    G = _gradient(X, y, solver.alpha, 0.05)
     stale = ~solver.in_window
     assert stats.counts["n_relayout"] >= 3 and stale.sum() > 100
     assert len(solver.departures) == min(stats.counts["n_relayout"], max_departures)
@@ -172,12 +180,9 @@ def test_stale_gradients_are_brought_up_to_date(shared_data, monkeypatch, max_de
 def test_approximate_libsvm_runs_to_the_tolerance(shared_data):
     """Without reconstruction there is no unshrink point: the active problem is solved to tol."""
     X, y = load_head(shared_data / "a9a.xz", 3000, n_features=123)
-    params = validate_svc_params(C=1.0, gamma=0.05, heuristic="libsvm",
-                                 reconstruction="approximate")  # fmt: skip
-    stats = Stats()
-    width = int(np.diff(X.indptr).max())
-    problem = BinaryProblem(X, y, np.ones(y.size), 0, y.size, width)
-    res = Solver(Comm(), problem, make_svc_config(params, 123, 0), stats).solve()
+    solver, stats, _ = _solver(X, y, 123, C=1.0, gamma=0.05, heuristic="libsvm",
+                               reconstruction="approximate")  # fmt: skip
+    res = solver.solve()
     assert stats.counts["n_eliminated"] > 0 and res.approximate
     assert res.gap < 1e-3
 
