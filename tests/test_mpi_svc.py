@@ -52,6 +52,27 @@ def test_more_ranks_than_rows(tmp_path):
     assert_models_equal(model, ref)
 
 
+@pytest.mark.parametrize("reconstruction", ["single", "multi"])
+def test_a_rank_whose_rows_all_leave_its_window(tmp_path, reconstruction):
+    """The last third of the rows lie deep in the +1 class: with `earliest` a rank's window
+    empties and rows later rejoin it (this crashed the cache); the model is still P = 1's."""
+    rng = np.random.default_rng(0)
+    near = rng.normal(size=(120, 2))
+    labels = np.where(near[:, 0] + near[:, 1] > 0, 1, -1)
+    deep = rng.uniform(2.0, 3.0, size=(60, 2))
+    rows = [f"{c} 1:{a:.6g} 2:{b:.6g}" for c, (a, b) in zip(labels, near, strict=True)]
+    rows += [f"1 1:{a:.6g} 2:{b:.6g}" for a, b in deep]
+    data = tmp_path / "deep.txt"
+    data.write_text("\n".join(rows) + "\n")
+    flags = ["-c", "10", "-g", "0.1", "--heuristic", "earliest", "--reconstruction",
+             reconstruction]  # fmt: skip
+    ref, _ = train(tmp_path, data, 1, flags, "deep")
+    model, stats = train(tmp_path, data, 3, flags, "deep")
+    assert min(min(r["traces"]["active"]) for r in stats["per_rank"]) == 0
+    assert stats["counts"]["n_reconstruct"] > 0
+    assert_models_equal(model, ref)
+
+
 def test_predict_under_mpiexec_matches_libsvm(tmp_path, shared_data):
     """A psvm model loads in LIBSVM and predicts the same labels as psvm-predict."""
     from libsvm import svmutil
