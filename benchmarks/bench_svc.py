@@ -12,6 +12,11 @@ counts (all times are kept in the JSON; on a shared 2-core VM the same run
 varies by tens of percent, more at P = 2). One ``mpiexec`` launch per data set
 and P runs every heuristic after a discarded warm-up run. Accuracy is on the
 LIBSVM test split (the training rows for skin_nonskin, which has none).
+
+``--gamma`` and ``--C`` replace every listed set's own values and ``--rows``
+trains on the head of the file (e.g. the gamma sweep and the large-C run in
+docs/heuristics.md); ``--md`` writes the table of training seconds that docs
+show.
 """
 
 from __future__ import annotations
@@ -22,15 +27,17 @@ import os
 import platform
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from psvm._params import HEURISTICS
-from psvm.bench import DATASETS, dataset_paths, load_csr, run_worker, sklearn_svc_fit
+from psvm.bench import DATASETS, Dataset, dataset_paths, load_csr, run_worker, sklearn_svc_fit
+from psvm.report.text import markdown_table
 
 
-def sklearn_run(name: str, shrinking: bool, cache: float, repeat: int) -> dict:
-    ds = DATASETS[name]
-    train, test = dataset_paths(ds, None, None)
+def sklearn_run(ds: Dataset, rows: int | None, shrinking: bool, cache: float,
+                repeat: int) -> dict:  # fmt: skip
+    train, test = dataset_paths(ds, rows, None)
     X, y = load_csr(train, ds.n_features)
     Xt, yt = load_csr(test, ds.n_features)
     runs = [sklearn_svc_fit(X, y, Xt, yt, ds, shrinking=shrinking, tol=1e-3, cache=cache)
@@ -41,10 +48,10 @@ def sklearn_run(name: str, shrinking: bool, cache: float, repeat: int) -> dict:
             "objective": r["objective"]}  # fmt: skip
 
 
-def psvm_runs(name: str, ranks: int, heuristics: list[str], cache: float, repeat: int) -> dict:
+def psvm_runs(ds: Dataset, rows: int | None, ranks: int, heuristics: list[str], cache: float,
+              repeat: int) -> dict:  # fmt: skip
     """Every heuristic ``repeat`` times in one launch; the fastest run of each."""
-    ds = DATASETS[name]
-    train, test = dataset_paths(ds, None, None)
+    train, test = dataset_paths(ds, rows, None)
     base = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", f"{cache:g}"]
     runs = [{"flags": [*base, "--heuristic", h], "traces": False, "accuracy": k == 0,
              "meta": {"heuristic": h}} for k in range(repeat) for h in heuristics]  # fmt: skip
@@ -82,9 +89,13 @@ def main(argv=None) -> None:
     p.add_argument("--ranks", default="1,2")
     p.add_argument("--heuristics", default="none,libsvm", help="comma-separated, or 'all'")
     p.add_argument("--cache", type=float, default=200.0, help="MB per process")
+    p.add_argument("--gamma", type=float, default=None, help="gamma for every data set")
+    p.add_argument("--C", type=float, default=None, help="C for every data set")
+    p.add_argument("--rows", type=int, default=None, help="train on the first ROWS rows only")
     p.add_argument("--repeat", type=int, default=1, help="runs of each configuration")
     p.add_argument("--no-sklearn", action="store_true")
     p.add_argument("--out", default=None, help="also write the results as JSON")
+    p.add_argument("--md", default=None, help="also write the time table as markdown")
     a = p.parse_args(argv)
     heuristics = list(HEURISTICS) if a.heuristics == "all" else a.heuristics.split(",")
     if "none" not in heuristics:
@@ -96,24 +107,52 @@ def main(argv=None) -> None:
     print(f"{'data':13s} {'solver':28s} {'P':>2s} {'train s':>8s} {'vs none':>7s} "
           f"{'vs SVC':>7s} {'vs SVC-shr':>10s} {'acc %':>6s} {'nSV':>6s} {'iter':>7s}")  # fmt: skip
     for name in a.data.split(","):
+        ds = DATASETS[name]
+        ds = replace(ds, gamma=a.gamma or ds.gamma, C=a.C or ds.C)
         ref = {}
         if not a.no_sklearn:
             for shr in (False, True):
-                r = sklearn_run(name, shr, a.cache, a.repeat)
+                r = sklearn_run(ds, a.rows, shr, a.cache, a.repeat)
                 ref[shr] = r["seconds"]
-                rows.append({"data": name, "solver": f"sklearn SVC shrinking={shr}",
+                solver = f"sklearn SVC shrinking={shr}"
+                rows.append({"data": name, "C": ds.C, "gamma": ds.gamma, "solver": solver,
                              "ranks": 1, **r})  # fmt: skip
                 _print(rows[-1], None, ref)
         for n in map(int, a.ranks.split(",")):
-            res = psvm_runs(name, n, heuristics, a.cache, a.repeat)
+            res = psvm_runs(ds, a.rows, n, heuristics, a.cache, a.repeat)
             for h in heuristics:
-                rows.append({"data": name, "solver": f"psvm {h}", "heuristic": h, "ranks": n,
-                             **res[h], "vs_none": res["none"]["seconds"] / res[h]["seconds"]})
+                vs_none = res["none"]["seconds"] / res[h]["seconds"]
+                rows.append({"data": name, "C": ds.C, "gamma": ds.gamma, "solver": f"psvm {h}",
+                             "heuristic": h, "ranks": n, **res[h], "vs_none": vs_none})  # fmt: skip
                 _print(rows[-1], rows[-1]["vs_none"], ref)
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps({"argv": sys.argv, "repeat": a.repeat, "rows": rows},
                                           indent=1))  # fmt: skip
+    if a.md:
+        Path(a.md).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.md).write_text("\n".join(markdown(rows, heuristics)))
+
+
+def markdown(rows: list[dict], heuristics: list[str]) -> list[str]:
+    """Training seconds, one row per data set, gamma and P: SVC without and with shrinking
+    (on the first P's row), every heuristic (the fastest in bold) and the best one's saving
+    against `none`."""
+    gamma = {r["data"]: r.get("gamma", DATASETS[r["data"]].gamma) for r in rows}  # old JSON
+    svc, psvm = {}, {}
+    for r in rows:
+        g = r.get("gamma", gamma[r["data"]])
+        if "heuristic" in r:
+            psvm.setdefault((r["data"], g, r["ranks"]), {})[r["heuristic"]] = r["seconds"]
+        else:
+            svc.setdefault((r["data"], g), []).append(f"{r['seconds']:.2f}")
+    body = []
+    for (data, g, ranks), t in psvm.items():
+        best = min(t, key=t.get)
+        cells = [f"**{t[h]:.2f}**" if h == best else f"{t[h]:.2f}" for h in heuristics]
+        body.append([data, f"{g:g}", str(ranks), " / ".join(svc.pop((data, g), [])), *cells,
+                     f"{100 * (1 - t[best] / t['none']):.0f}% ({best})"])  # fmt: skip
+    return markdown_table(["data", "gamma", "P", "SVC off / on", *heuristics, "best vs none"], body)
 
 
 def _print(r: dict, vs_none: float | None, ref: dict) -> None:

@@ -42,6 +42,7 @@ from psvm.bench import (
     run_worker,
     versions,
 )
+from psvm.report.text import markdown_table
 
 TOL, CACHE_MB = 1e-3, 200.0
 COLUMNS = (
@@ -178,8 +179,7 @@ def markdown(rows: list[dict], meta: dict, notes: list[str]) -> str:
           "Linear solvers: psvm SGD is `psvm-train --solver sgd` with its defaults (lambda = "
           "1/n, i.e. C = 1; sync period auto); LinearSVC(C=C) is scikit-learn's default "
           "squared hinge; SGDClassifier(loss='hinge', alpha=1/(C n), random_state=0).", ""]
-    md += ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
-    md += ["| " + " | ".join(_fmt_row(r)) + " |" for r in rows] + [""]
+    md += markdown_table(HEADER, [_fmt_row(r) for r in rows])
     md += ["Data: " + "; ".join(f"{d['name']} {d['n_train']:,} training / {d['n_test']:,} "
                                 f"test rows, C={d['C']:g}, gamma={d['gamma']:g}"
                                 for d in meta["datasets"]) + ".", ""]  # fmt: skip

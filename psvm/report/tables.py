@@ -15,7 +15,7 @@ from psvm.report.text import (
     PLOT_TITLES,
     _f,
     _first_p,
-    _table,
+    markdown_table,
     p_invariance,
 )
 
@@ -65,8 +65,8 @@ def _produced(study) -> list[str]:
     body = [[d["name"], f"{d['n_train']:,}", f"{d['n_test']:,}",
              d["test_file"] or "training rows", f"{d['C']:g}", f"{d['gamma']:g}",
              str(d["n_features"])] for d in study["datasets"]]  # fmt: skip
-    out += _table(["data", "training rows", "test rows", "test file", "C", "gamma", "features"],
-                  body)  # fmt: skip
+    header = ["data", "training rows", "test rows", "test file", "C", "gamma", "features"]
+    out += markdown_table(header, body)
     out += [
         "Training rows are the first rows of each file in `../shared/data` (the first "
         "test rows for accuracy); subsets keep the default study short on this machine. "
@@ -93,7 +93,7 @@ def _svc_section(study, svc) -> list[str]:
                              f"{s['min']:.3f}-{s['max']:.3f}", str(s["n_iter"]),
                              str(s["n_support"]), _f(s["objective"], ".6g"),
                              _f(100 * s["accuracy"], ".2f")])  # fmt: skip
-    return ["## Reference: scikit-learn SVC", ""] + _table(
+    return ["## Reference: scikit-learn SVC", ""] + markdown_table(
         ["data", "shrinking", "CPU s", "CPU min-max", "fit s", "fit min-max", "iterations",
          "nSV", "objective", "accuracy %"], body)  # fmt: skip
 
@@ -106,7 +106,7 @@ def _section(title, intro, figures, names, study, rows, header, cells, only=None
     for d in [x["name"] for x in study["datasets"]]:
         rs = [r for r in rows if r["dataset"] == d and (only is None or only(r))]
         if rs:
-            out += [f"### {d}", ""] + _table(header, [cells(r) for r in rs])
+            out += [f"### {d}", ""] + markdown_table(header, [cells(r) for r in rs])
     return out
 
 
@@ -184,7 +184,7 @@ def _msf(out: Path) -> list[str]:
         with open(path, newline="") as f:
             table = list(csv.reader(f))
         if table:
-            md += [f"From `msf/{path.name}`:", ""] + _table(table[0], table[1:])
+            md += [f"From `msf/{path.name}`:", ""] + markdown_table(table[0], table[1:])
     md += [f"![{p.stem}](msf/{p.name})" for p in pngs]
     return md + [""]
 

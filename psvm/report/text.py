@@ -47,7 +47,8 @@ def _pct(ratio) -> str:
     return f"{abs(d):.0f}% {'less' if d >= 0 else 'more'} time"
 
 
-def _table(header: list[str], body: list[list[str]]) -> list[str]:
+def markdown_table(header: list[str], body: list[list[str]]) -> list[str]:
+    """A markdown table's lines, then an empty line."""
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in body]
     return out + [""]

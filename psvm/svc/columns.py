@@ -53,10 +53,6 @@ class LocalKernel:
             self.colptr, self.rowidx, self.cdata = csr_arrays(Xc)  # same dtypes as CSR
         self.work = np.zeros(d + 1)
         self.dots = np.zeros(n)
-        self._pair_indptr = np.zeros(2, dtype=np.int64)
-        self._one = np.zeros(1, dtype=np.int64)
-        self._sq1 = np.zeros(1)
-        self._kij = np.zeros(1)
 
     def column(self, idx, val, x_sq: float, rows: np.ndarray, out: np.ndarray,
                csr_work: int | None = None) -> np.ndarray:  # fmt: skip
@@ -83,16 +79,6 @@ class LocalKernel:
                 *self.kparams, self.work, out,
             )  # fmt: skip
         return finish(self.kid, out[: rows.size])
-
-    def pair(self, idx_i, val_i, sq_i: float, idx_j, val_j, sq_j: float) -> float:
-        """K(x_i, x_j) by the column formula, so it equals the column entry bitwise."""
-        self._pair_indptr[1] = idx_j.size
-        self._sq1[0] = sq_j
-        column_csr(
-            idx_i, val_i, sq_i, self._pair_indptr, idx_j, val_j, self._sq1, self._one,
-            *self.kparams, self.work, self._kij,
-        )  # fmt: skip
-        return float(finish(self.kid, self._kij)[0])
 
     def sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray,
              f_sq: np.ndarray | None = None) -> np.ndarray:  # fmt: skip

@@ -39,7 +39,7 @@ def best_bids(up: np.ndarray, low: np.ndarray) -> tuple[float, int, float, int]:
     """(m, i, -M, j) from the bids; an index is -1 when its set is empty."""
     if not up.size:
         return -np.inf, -1, -np.inf, -1
-    i, j = int(np.argmax(up)), int(np.argmax(low))
+    i, j = int(up.argmax()), int(low.argmax())  # methods: no np.argmax dispatch
     m, minus_M = float(up[i]), float(low[j])
     return m, (i if m > -np.inf else -1), minus_M, (j if minus_M > -np.inf else -1)
 
@@ -67,5 +67,5 @@ def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
 def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj) -> tuple[float, int]:
     """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies."""
     _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj)
-    j = int(np.argmin(obj)) if obj.size else 0
+    j = int(obj.argmin()) if obj.size else 0
     return (float(obj[j]), j) if obj.size and obj[j] < np.inf else (np.inf, -1)

@@ -40,17 +40,28 @@ import scipy.sparse as sp
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.cache import ColumnCache
 from psvm.elimination import MULTI_GAPS, eliminate, make_policy
-from psvm.kernels import csr_arrays
+from psvm.kernels import csr_arrays, finish
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
+from psvm.svc.packets import (
+    DIAG,
+    GIDX,
+    KEY,
+    NNZ,
+    ROW,
+    SQ,
+    column_total,
+    pack,
+    pair_pre,
+    pair_step,
+    winner,
+)
 from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import candidates, second_order
 from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
-from psvm.svc.update import two_variable_step, update_and_select
+from psvm.svc.update import update_and_select
 
-# Packet layout (float64): header fields, then W indices, then W values.
-KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
 # After the two packets of round 1, each rank's INFO block: rank 0's clock says
 # a checkpoint is due; the rank's active rows; the rank's window rows.
 CLOCK, N_ACTIVE, N_WINDOW, INFO = range(4)
@@ -131,6 +142,7 @@ class Solver:
         self.send2 = np.zeros(size)
         self.recv2 = np.zeros((comm.size, size))
         self._idx = np.zeros((2, self.W), dtype=np.int32)
+        self._kij = np.zeros(1)
         self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
         self.checkpoint, self.pair = checkpoint, pair
         self._start = (0, None)  # (n_iter, gap0)
@@ -157,6 +169,8 @@ class Solver:
         self.wall = np.arange(rows.size, dtype=np.int64)
         self.n_active = int(np.count_nonzero(self.wact))
         self._up_w, self._low_w = self._up[: rows.size], self._low[: rows.size]
+        self._pack_args = (self.W, rows, self.offset, self.wy, self.walpha, self.wG, self.wC,
+                           self.wQD, self.K.sq, self.indptr, self.indices, self.data)  # fmt: skip
 
     def _sync(self) -> None:
         """Write the window's live state back to local order."""
@@ -204,42 +218,13 @@ class Solver:
     # -- packets -----------------------------------------------------------
     def _pack(self, buf: np.ndarray, key: float, q: int, with_row: bool) -> None:
         """Window position ``q``'s candidate (q < 0: none) with its state and row."""
-        buf[KEY] = key
-        if q < 0:
-            buf[GIDX] = -1.0
-            return
-        t = self.win[q]
-        buf[GIDX] = self.offset + t
-        buf[Y], buf[ALPHA], buf[GRAD] = self.wy[q], self.walpha[q], self.wG[q]
-        buf[CAP], buf[DIAG], buf[SQ] = self.wC[q], self.wQD[q], self.K.sq[t]
-        if with_row:
-            s, e = self.indptr[t], self.indptr[t + 1]
-            nnz = e - s
-            buf[NNZ] = nnz
-            buf[ROW : ROW + nnz] = self.indices[s:e]
-            buf[ROW + self.W : ROW + self.W + nnz] = self.data[s:e]
+        pack(buf, key, q, with_row, *self._pack_args)
 
     def _row(self, packet: np.ndarray, slot: int) -> tuple[np.ndarray, np.ndarray]:
         nnz = int(packet[NNZ])
         idx = self._idx[slot, :nnz]
         idx[:] = packet[ROW : ROW + nnz]
         return idx, packet[ROW + self.W : ROW + self.W + nnz]
-
-    @staticmethod
-    def _winner(recv: np.ndarray, off: int, maximise: bool) -> int:
-        """Rank whose candidate wins: best key, ties to the smaller global index."""
-        best = -1
-        for r in range(recv.shape[0]):
-            g = recv[r, off + GIDX]
-            if g < 0:
-                continue
-            if best < 0:
-                best, bk, bg = r, recv[r, off + KEY], g
-                continue
-            k = recv[r, off + KEY]
-            if (k > bk if maximise else k < bk) or (k == bk and g < bg):
-                best, bk, bg = r, k, g
-        return best
 
     # -- kernel columns ----------------------------------------------------
     def _column(self, packet: np.ndarray, slot: int) -> np.ndarray:
@@ -258,7 +243,10 @@ class Solver:
         return col
 
     def _kernel_ij(self, p_i: np.ndarray, p_j: np.ndarray) -> float:
-        return self.K.pair(*self._row(p_i, 0), p_i[SQ], *self._row(p_j, 1), p_j[SQ])
+        """K(x_i, x_j), equal to the entry of either column bitwise."""
+        kp = self.K.kparams
+        self._kij[0] = pair_pre(p_i, p_j, self.W, self.K.work, *kp)
+        return float(finish(kp[0], self._kij)[0])
 
     def _candidates(self) -> tuple:
         return candidates(self.wy, self.walpha, self.wC, self.wG, self.wact,
@@ -270,7 +258,11 @@ class Solver:
         first_order = cfg.selection_id == FIRST_ORDER
         max_iter = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * self.n_samples)
         S, status, gap = self.S, 0, 0.0
-        info = self.send1[2 * S :]
+        send_i, send_j, info = self.send1[:S], self.send1[S : 2 * S], self.send1[2 * S :]
+        # each rank's packets in the receive buffers, as views made once
+        recv_i = [row[:S] for row in self.recv1]
+        recv_j = [row[S : 2 * S] for row in self.recv1]
+        recv_2 = list(self.recv2)
         n_iter, gap0 = self._start
         ck = self.checkpoint
         self._t_start = t_start = time.perf_counter()
@@ -279,8 +271,8 @@ class Solver:
         while True:
             m, i, minus_M, j = cand
             with st.timer("select"):
-                self._pack(self.send1[:S], m, i, True)
-                self._pack(self.send1[S : 2 * S], minus_M, j, first_order)
+                self._pack(send_i, m, i, True)
+                self._pack(send_j, minus_M, j, first_order)
                 info[CLOCK] = 0.0 if ck is None else ck.clock_flag()
                 info[N_ACTIVE], info[N_WINDOW] = self.n_active, self.win.size
             comm.allgather_into(self.send1, self.recv1)
@@ -288,15 +280,17 @@ class Solver:
                 n_iter, self.recv1[0, 2 * S + CLOCK]
             ):
                 self._save(n_iter, gap0)
-            n_active, n_window = self.recv1[:, 2 * S + N_ACTIVE :].sum(axis=0)
+            n_active = column_total(self.recv1, 2 * S + N_ACTIVE)
+            n_window = column_total(self.recv1, 2 * S + N_WINDOW)
             if len(self.departures) and n_window == self.n_samples:
                 self.departures.clear()  # every row is back in the window
             if n_active < n_window and n_active <= RELAYOUT * n_window:
                 self._shrink_window()
-            r_i = self._winner(self.recv1, 0, True)
-            r_j = self._winner(self.recv1, S, True)
-            p_i = self.recv1[r_i, :S]
-            gap = p_i[KEY] + self.recv1[r_j, S + KEY] if r_i >= 0 and r_j >= 0 else 0.0
+            r_i = winner(self.recv1, 0, True)
+            r_j = winner(self.recv1, S, True)
+            p_i = recv_i[r_i]
+            m_all, minus_M_all = float(p_i[KEY]), float(recv_j[r_j][KEY])  # over all ranks
+            gap = m_all + minus_M_all if r_i >= 0 and r_j >= 0 else 0.0
             gap0 = gap if gap0 is None else gap0
             if n_iter % self.trace_every == 0:
                 self._trace(n_iter, gap)
@@ -311,19 +305,19 @@ class Solver:
                 status = 1
                 break
             if self.policy.check_now(n_iter, self.n_samples, gap, gap0, cfg.tol):
-                self._eliminate(p_i[KEY], -self.recv1[r_j, S + KEY])
+                self._eliminate(m_all, -minus_M_all)
             col_i = self._column(p_i, 0)
             if first_order:
-                p_j = self.recv1[r_j, S : 2 * S]
+                p_j = recv_j[r_j]
             else:
                 with st.timer("select"):
                     obj, j = second_order(
                         self.wy, self.walpha, self.wC, self.wG, self.wQD, self.wact,
-                        col_i, p_i[KEY], p_i[DIAG], self._up_w,
+                        col_i, m_all, p_i[DIAG], self._up_w,
                     )  # fmt: skip
                     self._pack(self.send2, obj, j, True)
                 comm.allgather_into(self.send2, self.recv2)
-                r_j = self._winner(self.recv2, 0, False)
+                r_j = winner(self.recv2, 0, False)
                 if r_j < 0:  # no violating partner for i on any rank
                     gap = 0.0
                     if not self._can_reconstruct():
@@ -332,7 +326,7 @@ class Solver:
                     if gap < cfg.tol:
                         break
                     continue
-                p_j = self.recv2[r_j]
+                p_j = recv_2[r_j]
             cand = self._step(p_i, p_j, col_i)
             n_iter += 1
             if self.log is not None and n_iter % 1000 == 0:
@@ -460,22 +454,15 @@ class Solver:
 
         Returns the local candidates of the next iteration (found in the same pass).
         """
-        K_ij = self._kernel_ij(p_i, p_j)
-        y_i, y_j = p_i[Y], p_j[Y]
-        old_i, old_j, C_i, C_j = p_i[ALPHA], p_j[ALPHA], p_i[CAP], p_j[CAP]
-        a_i, a_j = two_variable_step(
-            y_i, y_j, old_i, old_j, p_i[GRAD], p_j[GRAD], C_i, C_j, p_i[DIAG], p_j[DIAG], K_ij
-        )
+        a_i, a_j, c_i, c_j = pair_step(p_i, p_j, self._kernel_ij(p_i, p_j))
         col_j = self._column(p_j, 1)  # col_i stays valid even if the cache evicts it
         with self.stats.timer("update"):
-            for p, new in ((p_i, a_i), (p_j, a_j)):
-                lidx = int(p[GIDX]) - self.offset
+            for g, new in ((p_i[GIDX], a_i), (p_j[GIDX], a_j)):
+                lidx = int(g) - self.offset
                 if 0 <= lidx < self.y.size:
                     self.walpha[self.pos[lidx]] = new
-            cand = update_and_select(
-                self.wy, self.walpha, self.wC, self.wG, self.wact, col_i, col_j,
-                y_i * (a_i - old_i), y_j * (a_j - old_j), self._up_w, self._low_w,
-            )  # fmt: skip
+            cand = update_and_select(self.wy, self.walpha, self.wC, self.wG, self.wact, col_i,
+                                     col_j, c_i, c_j, self._up_w, self._low_w)  # fmt: skip
         return cand
 
     def _rho(self, rows: np.ndarray) -> float:

@@ -8,6 +8,7 @@ from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kerne
 import psvm.kernels as pk
 from psvm.kernels import KERNELS, column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums
 from psvm.svc.columns import LocalKernel
+from psvm.svc.packets import ROW, pack, pair_pre
 
 PARAMS = dict(gamma=0.3, coef0=0.7, degree=3)
 REFERENCE = {
@@ -25,6 +26,19 @@ def kparams(name):
 def row(X, i):
     s, e = X.indptr[i], X.indptr[i + 1]
     return X.indices[s:e].astype(np.int32), X.data[s:e]
+
+
+W = 25  # packet row slots: the data's width
+
+
+def packet(K, i):
+    """Row i's candidate packet, as the solver sends it."""
+    buf = np.zeros(ROW + 2 * W)
+    n = K.n
+    ones, rows = np.ones(n), np.arange(n, dtype=np.int64)
+    pack(buf, 0.0, i, True, W, rows, 0, ones, ones, ones, ones, ones, K.sq, K.indptr,
+         K.indices, K.data)  # fmt: skip
+    return buf
 
 
 @pytest.fixture
@@ -47,8 +61,10 @@ def test_column_pair_and_diag_match_sklearn(data, name):
         K.column(*row(data, i), K.sq[i], rows, out)
         np.testing.assert_allclose(out, ref[i], rtol=1e-12, atol=1e-12)
         assert not K.work.any(), "work vector must be zeroed again"
-        for j in (0, 3, 5):  # a pair is the column entry, bitwise
-            assert K.pair(*row(data, i), K.sq[i], *row(data, j), K.sq[j]) == out[j]
+        for j in (0, 3, 5):  # the solver's K_ij from two packets is the column entry, bitwise
+            pre = pair_pre(packet(K, i), packet(K, j), W, K.work, *kparams(name))
+            assert pk.finish(K.kid, np.array([pre]))[0] == out[j]
+            assert not K.work.any()
     np.testing.assert_allclose(K.diag, np.diag(ref), rtol=1e-12, atol=1e-12)
 
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from psvm.svc.packets import GIDX, KEY, ROW, winner
 from psvm.svc.select import candidates, second_order
 from psvm.svc.update import two_variable_step
 
@@ -83,3 +84,15 @@ def test_step_minimises_the_two_variable_problem(seed):
     feasible = (gj >= 0) & (gj <= C_j)
     best = min(f(b, c) for b, c in zip(grid[feasible], gj[feasible], strict=True))
     assert f(new_i, new_j) <= best + 1e-7
+
+
+def test_the_winning_rank_is_the_best_key_then_the_smallest_global_index():
+    """Every rank picks the same winner from the gathered packets, whatever P."""
+    recv = np.zeros((4, 2 * (ROW + 2)))
+    for r, (key, g) in enumerate([(1.0, 7), (3.0, 9), (3.0, 4), (0.5, -1)]):
+        recv[r, KEY], recv[r, GIDX] = key, g  # rank 3 has no candidate (index -1)
+        recv[r, ROW + 2 + KEY], recv[r, ROW + 2 + GIDX] = -key, g
+    assert winner(recv, 0, True) == 2  # keys 3.0 tie: global index 4 < 9
+    assert winner(recv, ROW + 2, False) == 2  # minimising: the same tie on -3.0
+    recv[:, GIDX] = -1
+    assert winner(recv, 0, True) == -1
