@@ -126,22 +126,23 @@ def main(argv=None) -> None:
                              "heuristic": h, "ranks": n, **res[h], "vs_none": vs_none})  # fmt: skip
                 _print(rows[-1], rows[-1]["vs_none"], ref)
     if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps({"argv": sys.argv, "repeat": a.repeat, "rows": rows},
-                                          indent=1))  # fmt: skip
+        _write(a.out, json.dumps({"argv": sys.argv, "repeat": a.repeat, "rows": rows}, indent=1))
     if a.md:
-        Path(a.md).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.md).write_text("\n".join(markdown(rows, heuristics)))
+        _write(a.md, "\n".join(markdown(rows, heuristics)))
+
+
+def _write(path: str, text: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text)
 
 
 def markdown(rows: list[dict], heuristics: list[str]) -> list[str]:
     """Training seconds, one row per data set, gamma and P: SVC without and with shrinking
     (on the first P's row), every heuristic (the fastest in bold) and the best one's saving
     against `none`."""
-    gamma = {r["data"]: r.get("gamma", DATASETS[r["data"]].gamma) for r in rows}  # old JSON
     svc, psvm = {}, {}
     for r in rows:
-        g = r.get("gamma", gamma[r["data"]])
+        g = r.get("gamma", DATASETS[r["data"]].gamma)  # JSON written before --gamma existed
         if "heuristic" in r:
             psvm.setdefault((r["data"], g, r["ranks"]), {})[r["heuristic"]] = r["seconds"]
         else:

@@ -141,7 +141,7 @@ class Solver:
         self.recv1 = np.zeros((comm.size, 2 * size + INFO))
         self.send2 = np.zeros(size)
         self.recv2 = np.zeros((comm.size, size))
-        self._idx = np.zeros((2, self.W), dtype=np.int32)
+        self._idx = np.zeros(self.W, dtype=np.int32)  # a packet row's indices, as ints
         self._kij = np.zeros(1)
         self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
         self.checkpoint, self.pair = checkpoint, pair
@@ -220,19 +220,19 @@ class Solver:
         """Window position ``q``'s candidate (q < 0: none) with its state and row."""
         pack(buf, key, q, with_row, *self._pack_args)
 
-    def _row(self, packet: np.ndarray, slot: int) -> tuple[np.ndarray, np.ndarray]:
+    def _row(self, packet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         nnz = int(packet[NNZ])
-        idx = self._idx[slot, :nnz]
+        idx = self._idx[:nnz]
         idx[:] = packet[ROW : ROW + nnz]
         return idx, packet[ROW + self.W : ROW + self.W + nnz]
 
     # -- kernel columns ----------------------------------------------------
-    def _column(self, packet: np.ndarray, slot: int) -> np.ndarray:
+    def _column(self, packet: np.ndarray) -> np.ndarray:
         """K(x, window rows) for the packet's row x, from the cache when possible."""
         col, hit, missing = self.cache.get(int(packet[GIDX]))
         if hit and missing is None:
             return col
-        idx, val = self._row(packet, slot)
+        idx, val = self._row(packet)
         with self.stats.timer("kernel"):
             if hit:  # rows that rejoined the window since: fill in just those
                 part = np.empty(missing.size)
@@ -306,7 +306,7 @@ class Solver:
                 break
             if self.policy.check_now(n_iter, self.n_samples, gap, gap0, cfg.tol):
                 self._eliminate(m_all, -minus_M_all)
-            col_i = self._column(p_i, 0)
+            col_i = self._column(p_i)
             if first_order:
                 p_j = recv_j[r_j]
             else:
@@ -455,7 +455,7 @@ class Solver:
         Returns the local candidates of the next iteration (found in the same pass).
         """
         a_i, a_j, c_i, c_j = pair_step(p_i, p_j, self._kernel_ij(p_i, p_j))
-        col_j = self._column(p_j, 1)  # col_i stays valid even if the cache evicts it
+        col_j = self._column(p_j)  # col_i stays valid even if the cache evicts it
         with self.stats.timer("update"):
             for g, new in ((p_i[GIDX], a_i), (p_j[GIDX], a_j)):
                 lidx = int(g) - self.offset
