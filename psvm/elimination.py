@@ -41,6 +41,11 @@ def eliminate(y, alpha, C, G, act, m, M, streak, need):
     return n_out
 
 
+# When the rule may be tested (the compiled loop's codes): never; at every period; once
+# m - M < theta * (m - M at the start); once m - M < 100 tol.
+NEVER, ALWAYS, GAP_FRACTION, NEAR_TOL = range(4)
+
+
 class Policy:
     """When to test the elimination rule, and after how many consecutive hits to act.
 
@@ -49,6 +54,8 @@ class Policy:
 
     name = "policy"
     need = 1  # consecutive positive checks before a row leaves
+    readiness = ALWAYS  # the compiled loop's form of :meth:`ready`
+    theta = 0.0
     unshrink_gap = None  # tol multiple at which LIBSVM reactivates everything once
 
     def period(self, n_samples: int) -> int:
@@ -69,6 +76,7 @@ class NoElimination(Policy):
     """Parallel baseline: every row stays active."""
 
     name = "none"
+    readiness = NEVER
 
     def check_now(self, n_iter: int, n_samples: int, gap: float, gap0: float, tol: float) -> bool:
         return False
@@ -133,6 +141,7 @@ class GapTriggered(Policy):
     """Lazy: start testing once m - M < theta * (m - M at the start)."""
 
     name = "gap-triggered"
+    readiness = GAP_FRACTION
 
     def __init__(self, theta: float = 0.1):
         self.theta = theta
@@ -145,6 +154,7 @@ class Lazy(Policy):
     """The laziest: start testing once m - M < 100 tol."""
 
     name = "lazy"
+    readiness = NEAR_TOL
 
     def ready(self, gap: float, gap0: float, tol: float) -> bool:
         return gap < 100.0 * tol

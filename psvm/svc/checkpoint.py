@@ -162,11 +162,9 @@ class Checkpoint:
         return state
 
     # -- iterations ----------------------------------------------------------
-    def clock_flag(self) -> float:
-        """1.0 on rank 0 when the time interval has passed (sent to all in the packet)."""
-        if self.comm.rank != 0 or self.cfg.seconds <= 0:
-            return 0.0
-        return float(time.monotonic() - self._last >= self.cfg.seconds)
+    def next_save(self) -> float:
+        """The monotonic time of the next save by the clock (rank 0's counts; inf: none)."""
+        return self._last + self.cfg.seconds if self.cfg.seconds > 0 else float("inf")
 
     def due(self, n_iter: int, flag: float) -> bool:
         """Whether to save now: rank 0's clock flag or the iteration interval."""

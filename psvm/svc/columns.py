@@ -54,6 +54,26 @@ class LocalKernel:
         self.work = np.zeros(d + 1)
         self.dots = np.zeros(n)
 
+    def engine_arrays(self) -> tuple[tuple, tuple]:
+        """The arrays and parameters of :func:`psvm.svc.engine.kernel_column`."""
+        none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)
+        arrays = (
+            self.indptr, self.indices, self.data, self.sq, self.row_nnz,
+            self.XT if self.XT is not None else np.zeros((0, 0)),
+            self.colptr if self.colptr is not None else none_i,
+            self.rowidx if self.colptr is not None else np.zeros(0, dtype=np.int32),
+            self.cdata if self.colptr is not None else none_f,
+            self.work, self.dots,
+        )  # fmt: skip
+        kid, gamma, coef0, degree = self.kparams
+        params = (int(kid), float(gamma), float(coef0), int(degree), self.XT is not None,
+                  self.colptr is not None)  # fmt: skip
+        return arrays, params
+
+    def packet_arrays(self) -> tuple:
+        """The rows as :func:`psvm.svc.packets.pack` reads them."""
+        return self.sq, self.indptr, self.indices, self.data
+
     def column(self, idx, val, x_sq: float, rows: np.ndarray, out: np.ndarray,
                csr_work: int | None = None) -> np.ndarray:  # fmt: skip
         """out[q] = K(x, x_r) for the q-th row r of ``rows`` (sorted); returns ``out``.

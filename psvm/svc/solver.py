@@ -1,4 +1,4 @@
-"""The distributed SMO loop for one binary C-SVC problem.
+"""The distributed SMO solver for one binary C-SVC problem.
 
 Solves min_a 1/2 a'Qa - e'a subject to 0 <= a_t <= C_t and y'a = 0, with
 Q_st = y_s y_t K(x_s, x_t), rows sharded contiguously over the ranks. Every
@@ -17,6 +17,11 @@ rows with columns i and j. The first-order (maximal violating pair) mode
 takes j from round 1 and skips round 2. Results do not depend on P: each
 kernel value and gradient entry is computed by the same arithmetic whichever
 rank owns it, and every choice is an exact max/min with a fixed tie-break.
+
+The iterations run in compiled code (:mod:`psvm.svc.engine`), collectives
+included; this class sets up the problem, handles the engine's rare events
+(the stop test and reconstruction, window cuts, checkpoints, progress) and
+reads the result. :meth:`Solver.solve` reads like LIBSVM's ``Solver::Solve``.
 
 The window. The per-row state the loop touches (y, alpha, C, G, the kernel
 diagonal, the active flags) is kept in compact *window* arrays, so every pass
@@ -38,35 +43,23 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import FIRST_ORDER, SVCConfig
-from psvm.cache import ColumnCache
-from psvm.elimination import MULTI_GAPS, eliminate, make_policy
-from psvm.kernels import csr_arrays, finish
+from psvm.comm.compiled import CLOCK_FN
+from psvm.elimination import MULTI_GAPS, make_policy
+from psvm.kernels import csr_arrays
 from psvm.stats import Stats
+from psvm.svc import engine as E
+from psvm.svc.cache import ColumnCache
 from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
-from psvm.svc.packets import (
-    DIAG,
-    GIDX,
-    KEY,
-    NNZ,
-    ROW,
-    SQ,
-    column_total,
-    pack,
-    pair_pre,
-    pair_step,
-    winner,
-)
+from psvm.svc.packets import ROW
 from psvm.svc.reconstruct import Departures, violators
-from psvm.svc.select import candidates, second_order
+from psvm.svc.select import candidates
 from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
-from psvm.svc.update import update_and_select
 
-# After the two packets of round 1, each rank's INFO block: rank 0's clock says
-# a checkpoint is due; the rank's active rows; the rank's window rows.
-CLOCK, N_ACTIVE, N_WINDOW, INFO = range(4)
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
+PROGRESS_SECONDS = 5.0  # between two progress lines
+CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 
 
 @dataclass
@@ -111,7 +104,6 @@ class Solver:
         self.offset, self.n_samples = problem.offset, problem.n_samples
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
         self.K = LocalKernel(problem.X, kp)
-        self.indptr, self.indices, self.data = self.K.indptr, self.K.indices, self.K.data
         # local-order state: every row's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
@@ -132,24 +124,52 @@ class Solver:
             | ({self.policy.unshrink_gap} if self.policy.unshrink_gap and self.exact else set()),
             reverse=True,
         )
-        self.trace_every = max(1, min(100, self.n_samples // 20))
         self.cache = ColumnCache(n, self.n_samples, config.cache_size)
-        self.W = max(problem.max_row_nnz, 1)
-        size = ROW + 2 * self.W
-        self.S = size
-        self.send1 = np.zeros(2 * size + INFO)
-        self.recv1 = np.zeros((comm.size, 2 * size + INFO))
-        self.send2 = np.zeros(size)
-        self.recv2 = np.zeros((comm.size, size))
-        self._idx = np.zeros(self.W, dtype=np.int32)  # a packet row's indices, as ints
-        self._kij = np.zeros(1)
+        self.row_width = max(problem.max_row_nnz, 1)
+        self.packet_size = size = ROW + 2 * self.row_width
+        self.bufs = (
+            np.zeros(2 * size + E.INFO),
+            np.zeros((comm.size, 2 * size + E.INFO)),
+            np.zeros(size),
+            np.zeros((comm.size, size)),
+            np.zeros(self.row_width, dtype=np.int32),  # a packet row's indices, as ints
+            np.empty(n),  # a column's rows that rejoined the window
+        )
         self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
+        self._obj = np.empty(n)
         self.checkpoint, self.pair = checkpoint, pair
-        self._start = (0, None)  # (n_iter, gap0)
+        self._controls(problem, config)
         self._set_window(np.arange(n, dtype=np.int64))
         state = None if checkpoint is None else checkpoint.solver_state(pair, self.offset, n)
         if state is not None:
             self._restore(state)
+
+    def _controls(self, problem: BinaryProblem, cfg: SVCConfig) -> None:
+        """The engine's control arrays: settings, the policy as integers, counters, traces."""
+        ci = self.ctl_i = np.zeros(E.N_CTL_I, dtype=np.int64)
+        cf = self.ctl_f = np.zeros(E.N_CTL_F)
+        policy, n = self.policy, self.n_samples
+        ci[E.MAX_ITER_] = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * n)
+        ci[E.ITER_BUDGET] = 1000
+        ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER
+        ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
+        ci[E.OFFSET], ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = self.offset, n, self.row_width
+        ci[E.CK_ITERS] = 0 if self.checkpoint is None else self.checkpoint.cfg.iters
+        ci[E.CLOCK_DONE], ci[E.LAST_TRACE] = 0, -1  # no checkpoint at the starting iteration
+        ci[E.TRACE_EVERY] = max(1, min(100, n // 20))
+        ci[E.RANK], ci[E.CLOCK_FN] = self.comm.rank, CLOCK_FN
+        cf[E.TOL], cf[E.GAP0], cf[E.THETA], cf[E.RELAYOUT] = cfg.tol, np.nan, policy.theta, RELAYOUT
+        self.out = np.zeros(E.N_OUT)
+        self.counts = np.zeros(E.N_COUNTS, dtype=np.int64)
+        self.timers = np.zeros(E.N_TIMERS)
+        self._ts = np.zeros(2, dtype=np.int64)
+        self._trace_arrays(1000)
+
+    def _trace_arrays(self, budget: int) -> None:
+        cap = budget // int(self.ctl_i[E.TRACE_EVERY]) + 2
+        self.trace = (np.empty(cap, dtype=np.int64), np.empty(cap),
+                      np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
+                      np.empty(cap))  # fmt: skip
 
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
@@ -166,11 +186,16 @@ class Solver:
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
         self.KW = self.K if full else LocalKernel(self._local_rows(rows), self.K.kparams)
-        self.wall = np.arange(rows.size, dtype=np.int64)
-        self.n_active = int(np.count_nonzero(self.wact))
-        self._up_w, self._low_w = self._up[: rows.size], self._low[: rows.size]
-        self._pack_args = (self.W, rows, self.offset, self.wy, self.walpha, self.wG, self.wC,
-                           self.wQD, self.K.sq, self.indptr, self.indices, self.data)  # fmt: skip
+        self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+        w = rows.size
+        self.window_arrays = (rows, self.pos, self.wy, self.walpha, self.wC, self.wG, self.wQD,
+                              self.wact, self.wstreak, self._up[:w], self._low[:w],
+                              self._obj[:w], np.arange(w, dtype=np.int64))  # fmt: skip
+        self.kernel_arrays, self.kernel_params = self.KW.engine_arrays()
+
+    @property
+    def n_active(self) -> int:
+        return int(self.ctl_i[E.N_ACTIVE])
 
     def _sync(self) -> None:
         """Write the window's live state back to local order."""
@@ -180,7 +205,7 @@ class Solver:
             self.active[w], self.streak[w] = self.wact, self.wstreak
 
     def _relayout(self, rows: np.ndarray) -> None:
-        """Make ``rows`` the window (state synced first); cached columns follow lazily."""
+        """Make ``rows`` the window (state synced first); cached columns move with it."""
         old = self.pos
         self._set_window(rows)
         self.cache.relayout(old[rows])
@@ -215,147 +240,125 @@ class Solver:
                 self.G[rows] += self.y[rows] * acc
         dep.reset(stale, self.alpha)
 
-    # -- packets -----------------------------------------------------------
-    def _pack(self, buf: np.ndarray, key: float, q: int, with_row: bool) -> None:
-        """Window position ``q``'s candidate (q < 0: none) with its state and row."""
-        pack(buf, key, q, with_row, *self._pack_args)
-
-    def _row(self, packet: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        nnz = int(packet[NNZ])
-        idx = self._idx[:nnz]
-        idx[:] = packet[ROW : ROW + nnz]
-        return idx, packet[ROW + self.W : ROW + self.W + nnz]
-
-    # -- kernel columns ----------------------------------------------------
-    def _column(self, packet: np.ndarray) -> np.ndarray:
-        """K(x, window rows) for the packet's row x, from the cache when possible."""
-        col, hit, missing = self.cache.get(int(packet[GIDX]))
-        if hit and missing is None:
-            return col
-        idx, val = self._row(packet)
-        with self.stats.timer("kernel"):
-            if hit:  # rows that rejoined the window since: fill in just those
-                part = np.empty(missing.size)
-                self.KW.column(idx, val, packet[SQ], missing, part)
-                col[missing] = part
-            else:
-                self.KW.column(idx, val, packet[SQ], self.wall, col, self.KW.nnz)
-        return col
-
-    def _kernel_ij(self, p_i: np.ndarray, p_j: np.ndarray) -> float:
-        """K(x_i, x_j), equal to the entry of either column bitwise."""
-        kp = self.K.kparams
-        self._kij[0] = pair_pre(p_i, p_j, self.W, self.K.work, *kp)
-        return float(finish(kp[0], self._kij)[0])
-
-    def _candidates(self) -> tuple:
-        return candidates(self.wy, self.walpha, self.wC, self.wG, self.wact,
-                          self._up_w, self._low_w)  # fmt: skip
-
     # -- the loop ----------------------------------------------------------
     def solve(self) -> BinaryResult:
-        cfg, comm, st = self.cfg, self.comm, self.stats
-        first_order = cfg.selection_id == FIRST_ORDER
-        max_iter = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * self.n_samples)
-        S, status, gap = self.S, 0, 0.0
-        send_i, send_j, info = self.send1[:S], self.send1[S : 2 * S], self.send1[2 * S :]
-        # each rank's packets in the receive buffers, as views made once
-        recv_i = [row[:S] for row in self.recv1]
-        recv_j = [row[S : 2 * S] for row in self.recv1]
-        recv_2 = list(self.recv2)
-        n_iter, gap0 = self._start
-        ck = self.checkpoint
-        self._t_start = t_start = time.perf_counter()
-        with st.timer("select"):
-            cand = self._candidates()
+        """Iterate to the stop test (or ``max_iter``); the result's rho and objective."""
+        cfg, status = self.cfg, 0
+        self._t_start = self._last_progress = time.perf_counter()
         while True:
-            m, i, minus_M, j = cand
-            with st.timer("select"):
-                self._pack(send_i, m, i, True)
-                self._pack(send_j, minus_M, j, first_order)
-                info[CLOCK] = 0.0 if ck is None else ck.clock_flag()
-                info[N_ACTIVE], info[N_WINDOW] = self.n_active, self.win.size
-            comm.allgather_into(self.send1, self.recv1)
-            if ck is not None and n_iter > self._start[0] and ck.due(
-                n_iter, self.recv1[0, 2 * S + CLOCK]
-            ):
-                self._save(n_iter, gap0)
-            n_active = column_total(self.recv1, 2 * S + N_ACTIVE)
-            n_window = column_total(self.recv1, 2 * S + N_WINDOW)
-            if len(self.departures) and n_window == self.n_samples:
-                self.departures.clear()  # every row is back in the window
-            if n_active < n_window and n_active <= RELAYOUT * n_window:
+            event = self._run()
+            gap = float(self.out[E.GAP_OUT])
+            if event == E.CUT:
                 self._shrink_window()
-            r_i = winner(self.recv1, 0, True)
-            r_j = winner(self.recv1, S, True)
-            p_i = recv_i[r_i]
-            m_all, minus_M_all = float(p_i[KEY]), float(recv_j[r_j][KEY])  # over all ranks
-            gap = m_all + minus_M_all if r_i >= 0 and r_j >= 0 else 0.0
-            gap0 = gap if gap0 is None else gap0
-            if n_iter % self.trace_every == 0:
-                self._trace(n_iter, gap)
-            if gap < cfg.tol or self._thresholds_crossed(gap):
-                if not self._can_reconstruct():
-                    break
-                gap, cand = self._reconstruct(all_rows=self._unshrink_due(gap))
-                if gap < cfg.tol:
-                    break
-                continue
-            if n_iter >= max_iter:
+            elif event == E.ALL_BACK:
+                self.departures.clear()  # every row is back in the window
+                self.ctl_i[E.HAS_DEPARTURES] = 0
+            elif event == E.CLOCK:
+                self._on_clock()
+            elif event == E.MAX_ITER:
                 status = 1
                 break
-            if self.policy.check_now(n_iter, self.n_samples, gap, gap0, cfg.tol):
-                self._eliminate(m_all, -minus_M_all)
-            col_i = self._column(p_i)
-            if first_order:
-                p_j = recv_j[r_j]
-            else:
-                with st.timer("select"):
-                    obj, j = second_order(
-                        self.wy, self.walpha, self.wC, self.wG, self.wQD, self.wact,
-                        col_i, m_all, p_i[DIAG], self._up_w,
-                    )  # fmt: skip
-                    self._pack(self.send2, obj, j, True)
-                comm.allgather_into(self.send2, self.recv2)
-                r_j = winner(self.recv2, 0, False)
-                if r_j < 0:  # no violating partner for i on any rank
-                    gap = 0.0
-                    if not self._can_reconstruct():
-                        break
-                    gap, cand = self._reconstruct(all_rows=False)
-                    if gap < cfg.tol:
-                        break
-                    continue
-                p_j = recv_2[r_j]
-            cand = self._step(p_i, p_j, col_i)
-            n_iter += 1
-            if self.log is not None and n_iter % 1000 == 0:
-                el = time.perf_counter() - t_start
-                self.log(f"iter {n_iter}  m-M {gap:.4g}  active {self.n_active}"
-                         f"  elapsed {el:.1f}s")  # fmt: skip
-        self._trace(n_iter, gap)
+            elif event in (E.GAP, E.NO_PAIR):
+                if event == E.GAP and gap >= cfg.tol and not self._thresholds_crossed(gap):
+                    continue  # a threshold passed with nothing eliminated
+                if not self._can_reconstruct():
+                    break
+                gap = self._reconstruct(all_rows=event == E.GAP and self._unshrink_due(gap))
+                if gap < cfg.tol:
+                    break
+            elif event == E.MPI_ERROR:
+                raise RuntimeError("MPI_Allgather failed in the solver loop")
+        return self._result(status, gap)
+
+    def _run(self) -> int:
+        """One engine call; its budget grows until a call lasts about CALL_SECONDS."""
+        ci, cf = self.ctl_i, self.ctl_f
+        cf[E.NEXT_GAP] = self._gaps[0] * self.cfg.tol if self._gaps else -np.inf
+        cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
+        ci[E.HAS_DEPARTURES] = len(self.departures) > 0
+        t0 = time.perf_counter()
+        event = E.run(self.window_arrays, self.K.packet_arrays(), self.kernel_arrays,
+                      self.kernel_params, self.cache.arrays, self.comm.compiled(), self.bufs,
+                      ci, cf, self.out, self.counts, self.timers, self.trace, self._ts)  # fmt: skip
+        self._flush_trace()
+        if event == E.BUDGET and time.perf_counter() - t0 < CALL_SECONDS / 2:
+            ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 40)
+            self._trace_arrays(int(ci[E.ITER_BUDGET]))
+        return event
+
+    def _deadlines(self) -> tuple[float, float]:
+        """Rank 0's monotonic times of the next checkpoint and progress line (inf: none)."""
+        ck = self.checkpoint
+        ck_at = ck.next_save() if ck is not None else np.inf
+        return ck_at, self._last_progress + PROGRESS_SECONDS if self.log is not None else np.inf
+
+    def _on_clock(self) -> None:
+        """A checkpoint or a progress line is due (every rank, the same iteration)."""
+        n_iter = int(self.ctl_i[E.N_ITER])
+        self.ctl_i[E.CLOCK_DONE] = n_iter
+        flag = int(self.bufs[1][0, 2 * self.packet_size + E.INFO_CLOCK])
+        ck = self.checkpoint
+        if ck is not None and ck.due(n_iter, flag & 1):
+            self._save(n_iter)
+        if self.log is not None and flag & 2:
+            self._last_progress = time.perf_counter()
+            active = int(self.bufs[1][:, 2 * self.packet_size + E.INFO_ACTIVE].sum())
+            self.log(f"iter {n_iter}  m-M {self.out[E.GAP_OUT]:.4g}  active {active}"
+                     f"  elapsed {self._last_progress - self._t_start:.1f}s")  # fmt: skip
+
+    def _flush_trace(self) -> None:
+        """Move the engine's trace samples into the statistics."""
+        k = int(self.counts[E.C_TRACE])
+        if k:
+            it, gap, active, misses, clock = (a[:k] for a in self.trace)
+            tr = self.stats.traces
+            tr["iter"].extend(it.tolist())
+            tr["gap"].extend(gap.tolist())
+            tr["active"].extend(active.tolist())
+            tr["seconds"].extend((clock - self._t_start).tolist())
+            tr["cache_misses"].extend(misses.tolist())
+            self.counts[E.C_TRACE] = 0
+
+    def _result(self, status: int, gap: float) -> BinaryResult:
+        """Statistics, rho and the objective at the end of the loop."""
+        n_iter = int(self.ctl_i[E.N_ITER])
+        tr = self.stats.traces
+        if not tr["iter"] or tr["iter"][-1] != n_iter:
+            tr["iter"].append(n_iter)
+            tr["gap"].append(gap)
+            tr["active"].append(self.n_active)
+            tr["seconds"].append(time.perf_counter() - self._t_start)
+            tr["cache_misses"].append(self.cache.misses)
         self._sync()
+        st = self.stats
         st.add("n_iter", n_iter)
         st.add("cache_hits", self.cache.hits)
         st.add("cache_misses", self.cache.misses)
+        st.add("n_eliminated", int(self.counts[E.C_ELIMINATED]))
+        timed = max(int(self.counts[E.C_TIMED]), 1)
+        scale = max(n_iter, 1) / timed  # the timers sample one iteration in TIMED_EVERY
+        for name, k in (("select", E.T_SELECT), ("comm", E.T_COMM), ("kernel", E.T_KERNEL),
+                        ("update", E.T_UPDATE)):  # fmt: skip
+            st.seconds[name] += float(self.timers[k]) * scale
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
-        approximate = cfg.reconstruction == "approximate" and self.eliminated_any_global()
+        approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
         rho = self._rho(rows)
-        obj = 0.5 * comm.sum_(float(dual_objective_terms(self.alpha, self.G)))
+        obj = 0.5 * self.comm.sum_(float(dual_objective_terms(self.alpha, self.G)))
         return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate)
 
     # -- checkpoints -------------------------------------------------------
-    def _save(self, n_iter: int, gap0: float | None) -> None:
+    def _save(self, n_iter: int) -> None:
         """Write the state between two iterations (collective)."""
         with self.stats.timer("checkpoint"):
             self._sync()
             self._refresh_stale()  # G exact on every row: the file needs no snapshots
+            gap0 = float(self.ctl_f[E.GAP0])
             arrays = {"alpha": self.alpha, "G": self.G,
                       "active": self.active.astype(np.int8), "streak": self.streak,
                       "window": self.in_window.astype(np.int8)}  # fmt: skip
-            scalars = {"n_iter": n_iter, "gap0": gap0, "gaps": self._gaps,
-                       "unshrunk": self._unshrunk,
+            scalars = {"n_iter": n_iter, "gap0": None if np.isnan(gap0) else gap0,
+                       "gaps": self._gaps, "unshrunk": self._unshrunk,
                        "departed": len(self.departures) > 0}  # fmt: skip
             self.checkpoint.save(self.pair, arrays, scalars)
         self.stats.add("n_checkpoint")
@@ -364,31 +367,16 @@ class Solver:
         self.alpha[:], self.G[:] = s["alpha"], s["G"]
         self.active[:] = s["active"] != 0
         self.streak[:] = s["streak"]
-        self._relayout(np.flatnonzero(s.get("window", s["active"]) != 0))
+        self._relayout(np.flatnonzero(s["window"] != 0))
         if s.get("departed"):  # stale rows were saved up to date, as the saving run left them
             self.departures.reset(np.flatnonzero(~self.in_window), self.alpha)
+            self.ctl_i[E.HAS_DEPARTURES] = 1
         self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
-        self._start = (int(s["n_iter"]), s["gap0"])
+        self.ctl_i[E.N_ITER] = self.ctl_i[E.CLOCK_DONE] = int(s["n_iter"])
+        self.ctl_f[E.GAP0] = np.nan if s["gap0"] is None else s["gap0"]
         self.stats.values["resumed_at_iter"] = int(s["n_iter"])
 
     # -- elimination and reconstruction ------------------------------------
-    def _trace(self, n_iter: int, gap: float) -> None:
-        tr = self.stats.traces
-        tr["iter"].append(n_iter)
-        tr["gap"].append(float(gap))
-        tr["active"].append(self.n_active)
-        tr["seconds"].append(time.perf_counter() - self._t_start)
-        tr["cache_misses"].append(self.cache.misses)
-
-    def _eliminate(self, m: float, M: float) -> None:
-        """Clear the active flag of the rows the policy's rule selects (they stay in the window)."""
-        with self.stats.timer("select"):
-            gone = eliminate(self.wy, self.walpha, self.wC, self.wG, self.wact, m, M,
-                             self.wstreak, self.policy.need)  # fmt: skip
-        if gone:
-            self.n_active -= gone
-            self.stats.add("n_eliminated", gone)
-
     def _can_reconstruct(self) -> bool:
         """Whether any rank has eliminated rows that a reconstruction could revive."""
         return self.exact and self.eliminated_any_global()
@@ -412,12 +400,11 @@ class Solver:
             return True
         return False
 
-    def _reconstruct(self, all_rows: bool) -> tuple[float, tuple]:
+    def _reconstruct(self, all_rows: bool) -> float:
         """Rebuild G of the stale rows, then revive every violator (or every row).
 
         Rows eliminated but still in the window have exact G already. Returns
-        the gap m - M over all rows and the local candidates over the new
-        active set.
+        the gap m - M over all rows.
         """
         st = self.stats
         with st.timer("reconstruct"):
@@ -441,29 +428,12 @@ class Solver:
             else:  # all in the window already: just the flags
                 self.wact[self.pos[back]] = True
                 self.wstreak[self.pos[back]] = 0
-                self.n_active = int(np.count_nonzero(self.wact))
-            cand = self._candidates()
-        return float(m + minus_M), cand
+                self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+        return float(m + minus_M)
 
     def _local_rows(self, rows: np.ndarray) -> sp.csr_matrix:
-        return sp.csr_matrix((self.data, self.indices, self.indptr),
+        return sp.csr_matrix((self.K.data, self.K.indices, self.K.indptr),
                              shape=(self.y.size, self.K.n_features))[rows]  # fmt: skip
-
-    def _step(self, p_i: np.ndarray, p_j: np.ndarray, col_i: np.ndarray) -> tuple:
-        """The two-variable update, identical on every rank, then the window's gradients.
-
-        Returns the local candidates of the next iteration (found in the same pass).
-        """
-        a_i, a_j, c_i, c_j = pair_step(p_i, p_j, self._kernel_ij(p_i, p_j))
-        col_j = self._column(p_j)  # col_i stays valid even if the cache evicts it
-        with self.stats.timer("update"):
-            for g, new in ((p_i[GIDX], a_i), (p_j[GIDX], a_j)):
-                lidx = int(g) - self.offset
-                if 0 <= lidx < self.y.size:
-                    self.walpha[self.pos[lidx]] = new
-            cand = update_and_select(self.wy, self.walpha, self.wC, self.wG, self.wact, col_i,
-                                     col_j, c_i, c_j, self._up_w, self._low_w)  # fmt: skip
-        return cand
 
     def _rho(self, rows: np.ndarray) -> float:
         """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""

@@ -1,6 +1,6 @@
 import numpy as np
 
-from psvm.cache import ColumnCache
+from psvm.svc.cache import ColumnCache
 
 
 def test_lru_evicts_least_recently_used_and_counts():
@@ -84,4 +84,4 @@ def test_columns_that_grow_stay_within_the_budget():
     for g in range(16):
         col, _, _ = cache.get(g)
         assert col.size == 1000 and cache.used <= cache.budget
-    assert len(cache._cols) == 4
+    assert cache.n_columns == 4

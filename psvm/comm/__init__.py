@@ -45,6 +45,7 @@ class Comm:
         # verb -> [calls, bytes sent, seconds]
         self.counters: dict[str, list] = defaultdict(lambda: [0, 0, 0.0])
         self._in_place = self._sum_op = None  # MPI handles, looked up once
+        self._jit = None  # the tuple of :meth:`compiled`
 
     # -- bookkeeping -------------------------------------------------------
     def _tick(self, verb: str, nbytes: int, t0: float) -> None:
@@ -220,6 +221,27 @@ class Comm:
             self._c.Free()
             self._c = None
             self.rank, self.size = 0, 1
+
+    def compiled(self) -> tuple[int, int, int, int]:
+        """This communicator for :mod:`psvm.comm.compiled`: (MPI_Allgather's address, the
+        communicator's handle, MPI_DOUBLE's handle, size); one process: (0, 0, 0, 1)."""
+        if self._c is None:
+            return (0, 0, 0, 1)
+        if self._jit is None:
+            import ctypes
+
+            from mpi4py import MPI
+
+            if MPI._sizeof(MPI.Comm) != ctypes.sizeof(ctypes.c_int):
+                raise RuntimeError("psvm's compiled solver needs an MPI with int handles (MPICH)")
+            lib = ctypes.CDLL(MPI.__file__)
+            fn = ctypes.cast(lib.MPI_Allgather, ctypes.c_void_p).value
+
+            def handle(obj) -> int:
+                return ctypes.c_int32(MPI._handleof(obj) & 0xFFFFFFFF).value
+
+            self._jit = (fn, handle(self._c), handle(MPI.DOUBLE), self.size)
+        return self._jit
 
     def abort(self, code: int = 1) -> None:
         """Kill every rank: for unexpected errors that other ranks cannot see."""
