@@ -179,7 +179,8 @@ def column_csc(
     is non-zero. Terms still come in ascending feature order, so results are
     bitwise equal to the CSR path (a skipped zero term does not change a float sum).
     """
-    dots[:] = 0.0
+    for t in range(dots.size):  # a loop: no slice-assignment checks to compile
+        dots[t] = 0.0
     for p in range(x_idx.size):
         f = x_idx[p]
         v = x_val[p]
@@ -202,7 +203,8 @@ def column_dense(
     in ascending feature order as in the CSR path, so results are bitwise
     equal to it (the extra terms are exact zeros).
     """
-    dots[:] = 0.0
+    for t in range(dots.size):  # a loop: no slice-assignment checks to compile
+        dots[t] = 0.0
     for p in range(x_idx.size):
         xf = XT[x_idx[p]]
         v = x_val[p]
@@ -238,7 +240,8 @@ def _block_pre(
     for q in prange(rows.size):
         r = rows[q]
         o = out[q]
-        o[:] = 0.0
+        for s in range(n_f):
+            o[s] = 0.0
         for p in range(indptr[r], indptr[r + 1]):
             f = indices[p]
             k = fmap[f] if f < fmap.size else -1

@@ -54,8 +54,13 @@ class Comm:
         c[1] += nbytes
         c[2] += time.perf_counter() - t0
 
-    def comm_seconds(self) -> float:
-        return sum(c[2] for c in self.counters.values())
+    def record(self, verb: str, calls: int, nbytes: int, seconds: float) -> None:
+        """Count calls made from compiled code (:mod:`psvm.comm.compiled`)."""
+        if self._c is not None:
+            c = self.counters[verb]
+            c[0] += calls
+            c[1] += nbytes
+            c[2] += seconds
 
     # -- hot-loop verbs (buffers, no pickling) -----------------------------
     def allgather_into(self, send: np.ndarray, recv: np.ndarray) -> np.ndarray:

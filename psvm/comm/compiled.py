@@ -60,7 +60,8 @@ def allgather(mpi, send, recv):
     """
     fn, handle, dtype, size = mpi
     if size == 1:
-        recv[0, :] = send
+        for k in range(send.size):
+            recv[0, k] = send[k]
         return 0
     return _allgather(fn, send.ctypes.data, np.int32(send.size), dtype, recv.ctypes.data, handle)
 

@@ -70,7 +70,7 @@ TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
 # outputs (``out``): the gap and the extremes at the last test
 GAP_OUT, M_OUT, MINUS_M_OUT, N_OUT = range(4)
 # counters (``counts``) and sampled timers (``timers``)
-C_ELIMINATED, C_TIMED, C_TRACE, N_COUNTS = range(4)
+C_ELIMINATED, C_TIMED, C_TRACE, C_ROUND1, C_ROUND2, N_COUNTS = range(6)
 T_SELECT, T_COMM, T_KERNEL, T_UPDATE, N_TIMERS = range(5)
 # the INFO block after the two packets of round 1
 INFO_CLOCK, INFO_ACTIVE, INFO_WINDOW, INFO = range(4)
@@ -206,6 +206,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
         if timed:
             t1 = now(clock_fn, ts)
             timers[T_SELECT] += t1 - t0
+        counts[C_ROUND1] += 1
         if allgather(mpi, send1, recv1) != 0:
             event = MPI_ERROR
             break
@@ -270,6 +271,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
             if timed:
                 t1 = now(clock_fn, ts)
                 timers[T_SELECT] += t1 - t0
+            counts[C_ROUND2] += 1
             if allgather(mpi, send2, recv2) != 0:
                 event = MPI_ERROR
                 break

@@ -340,6 +340,10 @@ class Solver:
         for name, k in (("select", E.T_SELECT), ("comm", E.T_COMM), ("kernel", E.T_KERNEL),
                         ("update", E.T_UPDATE)):  # fmt: skip
             st.seconds[name] += float(self.timers[k]) * scale
+        rounds = self.counts[E.C_ROUND1], self.counts[E.C_ROUND2]
+        nbytes = rounds[0] * self.bufs[0].nbytes + rounds[1] * self.bufs[2].nbytes
+        comm_seconds = float(self.timers[E.T_COMM]) * scale
+        self.comm.record("allgather", int(sum(rounds)), int(nbytes), comm_seconds)
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
