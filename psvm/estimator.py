@@ -24,10 +24,11 @@ from psvm._face import (
     ovr_decision,
     resolve_heuristic,
 )
-from psvm._params import validate_svc_params
+from psvm._params import ParameterError, validate_svc_params
 from psvm.model import SVCModel
 from psvm.stats import Stats, reduce_stats
 from psvm.svc.checkpoint import make_checkpoint_config
+from psvm.threads import check_threads, rank_threads
 
 
 class SVC(ClassifierMixin, BaseEstimator):
@@ -87,9 +88,17 @@ class SVC(ClassifierMixin, BaseEstimator):
     selection : {'second', 'first'}, default='second'
         Working-set selection: LIBSVM's second-order gain, or the maximal
         violating pair.
+    n_threads : int, default=None
+        numba threads of each rank. None or 0: during :meth:`fit`, the ranks
+        on one node share its cores (``cores // ranks on the node`` threads
+        each, at least one), so they never run more threads than cores.
+        A positive int is used as given, within numba's pool
+        (``NUMBA_NUM_THREADS``); :meth:`predict` and
+        :meth:`decision_function` (local to a rank) use it too.
     n_jobs : int, default=None
-        numba threads inside each rank during fit and predict (-1: all,
-        -2: all but one); None leaves numba's setting.
+        The older knob: numba threads inside each rank during fit and predict
+        (-1: all, -2: all but one); used only when ``n_threads`` is None.
+        Giving both is an error.
     comm : mpi4py.MPI.Comm, default=None
         Communicator to train over; None is the world under ``mpiexec`` and
         one process otherwise. It is not pickled: a loaded estimator has
@@ -177,6 +186,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         heuristic=None,
         reconstruction="single",
         selection="second",
+        n_threads=None,
         n_jobs=None,
         comm=None,
         distributed="replicated",
@@ -202,6 +212,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         self.heuristic = heuristic
         self.reconstruction = reconstruction
         self.selection = selection
+        self.n_threads = n_threads
         self.n_jobs = n_jobs
         self.comm = comm
         self.distributed = distributed
@@ -231,6 +242,9 @@ class SVC(ClassifierMixin, BaseEstimator):
         check_face_params(distributed=self.distributed, n_jobs=self.n_jobs,
                           decision_function_shape=self.decision_function_shape,
                           random_state=self.random_state)  # fmt: skip
+        if check_threads(self.n_threads) is not None and self.n_jobs is not None:
+            raise ParameterError(f"n_threads={self.n_threads!r} and n_jobs={self.n_jobs!r}: "
+                                 "give one of them (n_jobs is the older name)")  # fmt: skip
         cw = self.class_weight
         params = validate_svc_params(
             C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma,
@@ -242,7 +256,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         checkpoint = make_checkpoint_config(
             self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
         )
-        with fit_comm(self.comm) as comm, numba_threads(self.n_jobs):
+        with fit_comm(self.comm) as comm, self._fit_threads(comm):
             self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
             warnings.warn(f"Solver terminated early (max_iter={self.max_iter}). Consider "
@@ -250,7 +264,15 @@ class SVC(ClassifierMixin, BaseEstimator):
                           ConvergenceWarning, stacklevel=2)  # fmt: skip
         return self
 
+    def _fit_threads(self, comm):
+        """The thread count of one fit: n_threads (default: the node's share), else n_jobs."""
+        if check_threads(self.n_threads) is None and self.n_jobs is not None:
+            return numba_threads(self.n_jobs)
+        return rank_threads(self.n_threads, comm)
+
     def _fit(self, comm, params: dict, checkpoint, X, y, sample_weight) -> None:
+        import numba
+
         from psvm.svc.multiclass import fit_ovo  # the solver's numba modules load on first fit
 
         data = fit_input(self, comm, X, y, sample_weight, self.distributed)
@@ -258,6 +280,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
         params["class_weight"] = dict(enumerate(self.class_weight_.tolist()))
         stats = Stats()
+        stats.values["n_threads"] = numba.get_num_threads()
         log = print if self.verbose and comm.rank == 0 else None
         with stats.timer("train"):
             model, support = fit_ovo(
@@ -293,7 +316,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         """LIBSVM's one-vs-one values (or its vote) for validated X."""
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        with numba_threads(self.n_jobs):
+        with numba_threads(check_threads(self.n_threads) or self.n_jobs):
             return getattr(self._model, method)(X)
 
     def decision_function(self, X):

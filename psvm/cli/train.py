@@ -36,6 +36,7 @@ FLAGS = {
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
     "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1)"),
     "-b": ("probability", int, "probability estimates: only 0 is supported"),
+    "-o": ("n_threads", int, "threads per rank (default 0: the node's cores / its ranks)"),
     "--heuristic": ("heuristic", str, "elimination heuristic (default frequent; -h 0: none)"),
     "--reconstruction": ("reconstruction", str, "single, multi or approximate (default single)"),
     "--selection": ("selection", str, "working set selection: first or second (default second)"),
@@ -121,6 +122,7 @@ def _body(argv: list[str]) -> int:
     from psvm.stats import Stats, reduce_stats
     from psvm.svc.checkpoint import make_checkpoint_config
     from psvm.svc.multiclass import fit_ovo
+    from psvm.threads import apply_threads
 
     opts = parse_args(argv)
     comm = world()
@@ -144,11 +146,13 @@ def _body(argv: list[str]) -> int:
         opts.get("checkpoint_iters", 0),
         opts["resume"],
     )
+    n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
     classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
     stats = Stats()
+    stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
     with stats.timer("train"):
         model, _ = fit_ovo(

@@ -32,6 +32,7 @@ FLAGS = {
     "--validation": ("validation", str, "LIBSVM file scored after every epoch"),
     "--n-features": ("n_features", int, "number of features (default: largest index)"),
     "--stats": ("stats", str, "write run statistics as JSON to this file"),
+    "-o": ("n_threads", int, "threads per rank (default 0: the node's cores / its ranks)"),
     "-wi": ("class_weight", WEIGHTS, "weight of class i in the hinge loss (default 1)"),
     "-q": ("quiet", SWITCH, "quiet mode (no outputs)"),
 }
@@ -63,6 +64,7 @@ def body(argv: list[str]) -> int:
     from psvm.sgd.msf import make_policy
     from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
     from psvm.stats import Stats, reduce_stats
+    from psvm.threads import apply_threads
 
     opts = parse_args(argv)
     comm = world()
@@ -74,6 +76,7 @@ def body(argv: list[str]) -> int:
         average=opts.get("average", 1), intercept_decay=0.01,
     )  # fmt: skip
     validate_sgd_params(**cfg_args)  # parameter errors before any file is read
+    n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
@@ -92,6 +95,7 @@ def body(argv: list[str]) -> int:
         vs = load_shard(comm, opts["validation"], n_features=shard.n_features, min_classes=0)
         validation = (vs.X, _codes(vs.y, order))
     stats = Stats()
+    stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
     prob = make_problem(comm, shard.X, codes, classes.size, class_weight=cw,
                         validation=validation)  # fmt: skip

@@ -254,6 +254,18 @@ class Comm:
             raise SystemExit(code)
         self._c.Abort(code)
 
+    def local_size(self) -> int:
+        """How many ranks of this communicator share this node's memory (collective)."""
+        if self._c is None:
+            return 1
+        from mpi4py import MPI
+
+        node = self._c.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            return node.Get_size()
+        finally:
+            node.Free()
+
 
 def _mpi_type(dtype: np.dtype):
     from mpi4py import MPI

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -20,6 +22,7 @@ from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
 from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
 from psvm.stats import Stats, reduce_stats
+from psvm.threads import check_threads, rank_threads
 
 # scikit-learn's rule: the bias learns 100x slower on sparse input (fewer, larger updates).
 SPARSE_INTERCEPT_DECAY = 0.01
@@ -80,6 +83,12 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     fit_intercept : bool, default=True
     verbose : int, default=0
         Print per-epoch progress on rank 0.
+    n_threads : int, default=None
+        numba threads of each rank during :meth:`fit` and :meth:`partial_fit`.
+        None or 0: the ranks on one node share its cores (``cores // ranks on
+        the node`` threads each, at least one), so they never run more threads
+        than cores; a positive int is used as given, within numba's pool
+        (``NUMBA_NUM_THREADS``).
     comm : mpi4py communicator, default=None
         None: the world communicator under ``mpiexec``, else one process.
     distributed : {'replicated', 'sharded'}, default='replicated'
@@ -141,6 +150,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         class_weight=None,
         fit_intercept=True,
         verbose=0,
+        n_threads=None,
         comm=None,
         distributed="replicated",
     ):
@@ -158,6 +168,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self.class_weight = class_weight
         self.fit_intercept = fit_intercept
         self.verbose = verbose
+        self.n_threads = n_threads
         self.comm = comm
         self.distributed = distributed
 
@@ -188,13 +199,16 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             self._train(comm, X, y, sw, 1, stop_on_tol=False)
         return self
 
+    @contextmanager
     def _comm(self):
-        """A context giving the Comm of one fit (see :func:`psvm._face.fit_comm`)."""
+        """A context giving the Comm of one fit (:func:`psvm._face.fit_comm`) and its threads."""
         if self.distributed not in ("replicated", "sharded"):
             raise ValueError(
                 f"distributed must be 'replicated' or 'sharded', got {self.distributed!r}"
             )
-        return fit_comm(self.comm)
+        check_threads(self.n_threads)
+        with fit_comm(self.comm) as comm, rank_threads(self.n_threads, comm):
+            yield comm
 
     def _check_input(self, X, y, sample_weight, *, reset=True):
         """This rank's checks of its input; fit agrees on their errors over the ranks."""
@@ -295,7 +309,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self.sync_every_ = int(trainer.period)
         self.fit_status_ = 0 if trainer.converged or not stop_on_tol else 1
         self.fit_stats_ = reduce_stats(comm, stats)
-        self.fit_stats_["values"].update(msf=self._policy.state(), n_samples=prob.n_samples)
+        self.fit_stats_["values"].update(msf=self._policy.state(), n_samples=prob.n_samples,
+                                         n_threads=numba.get_num_threads())  # fmt: skip
         if stop_on_tol and self._cfg.tol is not None and not trainer.converged:
             warnings.warn(
                 f"Maximum number of epochs ({self.max_iter}) reached before the objective "

@@ -311,6 +311,7 @@ def test_random_state_and_n_jobs_do_not_change_the_model(digits):
         (dict(class_weight={5: 1.0}), "class_weight"),
         (dict(decision_function_shape="ovx"), "decision_function_shape"),
         (dict(n_jobs=0), "n_jobs"),
+        (dict(n_threads=-1), "n_threads"),
         (dict(random_state="seed"), "random_state"),
         (dict(distributed="scattered"), "distributed"),
     ],

@@ -1,0 +1,74 @@
+"""How many numba threads each rank runs: by default, its share of the node's cores.
+
+numba's pool has one thread per core in every process, so P ranks on one node
+would run P times as many threads as there are cores, and ``mpiexec -n 2`` on
+two cores would be slower than one process. By default the ranks of a node
+share its cores instead: ``cores // ranks on the node`` threads each (at least
+one), never more than numba's pool (``NUMBA_NUM_THREADS``, the cores by
+default). An explicit count (``psvm-train -o N``, ``n_threads=N``) overrides
+the default, within numba's pool.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from psvm._params import ParameterError
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        return os.cpu_count() or 1
+
+
+def default_threads(local_ranks: int) -> int:
+    """This rank's share of the usable cores when ``local_ranks`` ranks share the node."""
+    import numba
+
+    share = max(1, usable_cores() // max(1, int(local_ranks)))
+    return min(share, numba.config.NUMBA_NUM_THREADS)
+
+
+def check_threads(n, name: str = "n_threads") -> int | None:
+    """``n`` as a positive int, or None for the default (None or 0); else a ParameterError."""
+    if n is None:
+        return None
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise ParameterError(
+            f"{name} must be a positive integer (0 or None: the default), got {n!r}"
+        )
+    return int(n) or None
+
+
+def apply_threads(n, comm, name: str = "n_threads") -> int:
+    """Set numba's thread count for this rank and return it.
+
+    ``n`` None or 0: the default, :func:`default_threads` of the ranks of
+    ``comm`` on this node (a collective over ``comm``: every rank calls it).
+    A positive ``n`` is used as given, capped at numba's pool. ``name`` is the
+    parameter named in a validation error (``n_threads``, ``-o``).
+    """
+    import numba
+
+    n = check_threads(n, name)
+    n = default_threads(comm.local_size()) if n is None else min(n, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(n)
+    return n
+
+
+@contextmanager
+def rank_threads(n, comm, name: str = "n_threads") -> Iterator[int]:
+    """:func:`apply_threads` for the block (it yields the count), then numba's previous count."""
+    import numba
+
+    old = numba.get_num_threads()
+    try:
+        yield apply_threads(n, comm, name)
+    finally:
+        numba.set_num_threads(old)

@@ -1,0 +1,65 @@
+"""MPI scenario: how many numba threads each rank runs, by default and with overrides.
+
+Usage: mpiexec -n P python -m mpi4py run_threads.py DIR
+
+Cases: the ranks on this node (a shared-memory split) and the default count
+applied; psvm.SVC and psvm.SGDSVC fits (the count during the fit, and
+numba's count restored afterwards); psvm-train (smo and sgd) in this process
+by default and with ``-o 1``, which leave the count set. ``DIR`` receives a
+small training file. Before every case each rank sets numba's whole pool, so
+a case that applies nothing shows it. Rank 0 prints one JSON line: per case,
+every rank's count.
+"""
+
+import json
+import os
+import sys
+
+import numba
+from sklearn.datasets import make_blobs
+
+import psvm
+from psvm.cli import train
+from psvm.comm import world
+from psvm.threads import apply_threads
+
+TOP = numba.config.NUMBA_NUM_THREADS
+
+
+def main(folder: str) -> None:
+    comm = world()
+    X, y = make_blobs(n_samples=200, centers=2, n_features=4, random_state=0)
+    data = os.path.join(folder, "blobs.txt")
+    if comm.rank == 0:
+        with open(data, "w") as f:
+            for row, label in zip(X, y, strict=True):
+                feats = " ".join(f"{j + 1}:{v:.6g}" for j, v in enumerate(row))
+                f.write(f"{2 * label - 1} {feats}\n")
+    comm.barrier()
+
+    def every_rank(value) -> list:
+        return comm.allgather_obj(value)
+
+    out = {"top": every_rank(TOP), "local_size": every_rank(comm.local_size())}
+    numba.set_num_threads(TOP)
+    out["default"] = every_rank([apply_threads(None, comm), numba.get_num_threads()])
+    for cls in (psvm.SVC, psvm.SGDSVC):
+        numba.set_num_threads(TOP)
+        est = cls().fit(X, y)  # replicated: every rank passes the whole set
+        out[cls.__name__] = every_rank([est.fit_stats_["values"]["n_threads"],
+                                        numba.get_num_threads()])  # fmt: skip
+    model = os.path.join(folder, "blobs.model")
+    for name, argv in {
+        "cli": ["-q", data, model],
+        "cli -o 1": ["-q", "-o", "1", data, model],
+        "cli sgd": ["--solver", "sgd", "--epochs", "2", "-q", data, model],
+    }.items():
+        numba.set_num_threads(TOP)
+        code = train.main(argv)
+        out[name] = every_rank([code, numba.get_num_threads()])
+    if comm.rank == 0:
+        print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

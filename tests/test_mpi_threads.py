@@ -1,0 +1,32 @@
+"""Threads under mpiexec: the ranks of a node share its cores instead of each taking them all.
+
+One launch of tests/mpi/run_threads.py with two ranks on this node and numba's
+pool as large as the cores (the suite's launchers otherwise pin it to one
+thread): the library, both estimators and psvm-train must each give every
+rank ``cores // 2`` threads (1 on a 2-core box, where numba alone would run 2
+per rank), and ``-o`` must override it.
+"""
+
+import json
+import os
+
+from _helpers import run_mpi
+
+TIMEOUT = 180
+
+
+def test_two_ranks_share_the_node(tmp_path):
+    cores = len(os.sched_getaffinity(0))
+    proc = run_mpi("run_threads.py", [tmp_path], 2, timeout=TIMEOUT,
+                   env={"NUMBA_NUM_THREADS": str(cores)})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    share = max(1, cores // 2)
+    assert out["top"] == [cores, cores]  # numba's pool is every core, as without the suite
+    assert out["local_size"] == [2, 2]
+    assert out["default"] == [[share, share]] * 2  # returned and applied
+    for name in ("SVC", "SGDSVC"):
+        assert out[name] == [[share, cores]] * 2, name  # during fit; restored after
+    assert out["cli"] == [[0, share]] * 2
+    assert out["cli sgd"] == [[0, share]] * 2
+    assert out["cli -o 1"] == [[0, 1]] * 2

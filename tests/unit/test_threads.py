@@ -1,0 +1,172 @@
+"""psvm.threads: each rank's share of the node's cores, the n_threads / -o overrides."""
+
+import os
+
+import numba
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+
+import psvm
+from psvm import threads
+from psvm._params import ParameterError
+from psvm.cli import train, train_sgd
+from psvm.comm import Comm
+
+TOP = numba.config.NUMBA_NUM_THREADS  # numba's pool: the most threads set_num_threads takes
+
+
+class Node:
+    """A stand-in communicator: ``local`` ranks share this node."""
+
+    def __init__(self, local: int):
+        self.local, self.calls = local, 0
+
+    def local_size(self) -> int:
+        self.calls += 1
+        return self.local
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    before = numba.get_num_threads()
+    yield
+    numba.set_num_threads(before)
+
+
+@pytest.fixture
+def cores(monkeypatch):
+    """Pretend this process may run on ``n`` cores."""
+
+    def set_cores(n: int) -> None:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(n)), raising=False)
+
+    return set_cores
+
+
+@pytest.mark.parametrize(
+    "n_cores, local, expected",
+    [(8, 1, 8), (8, 2, 4), (8, 3, 2), (8, 8, 1), (8, 16, 1), (2, 2, 1), (2, 1, 2), (1, 4, 1)],
+)
+def test_default_is_the_node_share(monkeypatch, cores, n_cores, local, expected):
+    cores(n_cores)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 64)
+    assert threads.default_threads(local) == expected
+
+
+def test_default_never_exceeds_numba_pool(monkeypatch, cores):
+    cores(16)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 3)
+    assert threads.default_threads(1) == 3
+    assert threads.default_threads(8) == 2
+
+
+def test_cores_are_the_affinity_else_cpu_count(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    assert threads.usable_cores() == 3  # a CPU set smaller than the machine
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert threads.usable_cores() == 32
+
+
+@pytest.mark.parametrize("n, expected", [(None, None), (0, None), (1, 1), (np.int64(3), 3)])
+def test_check_threads_accepts(n, expected):
+    got = threads.check_threads(n)
+    assert got == expected and (got is None or type(got) is int)
+
+
+@pytest.mark.parametrize("n", [-1, 1.5, 2.0, "2", True, [2]])
+@pytest.mark.parametrize("name", ["n_threads", "-o"])
+def test_check_threads_names_the_parameter(n, name):
+    with pytest.raises(ParameterError, match=rf"^{name} must be a positive integer"):
+        threads.check_threads(n, name)
+
+
+def test_apply_default_from_the_local_ranks(cores):
+    cores(2 * TOP)
+    node = Node(2)
+    assert threads.apply_threads(None, node) == TOP == numba.get_num_threads()
+    assert node.calls == 1
+    if TOP > 1:  # with a pool of one thread every choice is 1
+        numba.set_num_threads(TOP)
+        assert threads.apply_threads(0, Node(4 * TOP)) == 1 == numba.get_num_threads()
+
+
+def test_apply_explicit_count_skips_the_split_and_caps():
+    node = Node(1000)
+    assert threads.apply_threads(1, node) == 1 == numba.get_num_threads()
+    assert threads.apply_threads(TOP + 5, node) == TOP == numba.get_num_threads()
+    assert node.calls == 0
+
+
+def test_apply_validates_before_any_collective():
+    node = Node(2)
+    with pytest.raises(ParameterError, match="^-o must be"):
+        threads.apply_threads(-2, node, name="-o")
+    assert node.calls == 0
+
+
+def test_one_process_is_alone_on_its_node():
+    assert Comm().local_size() == 1
+
+
+def test_rank_threads_restores():
+    numba.set_num_threads(TOP)
+    with threads.rank_threads(1, Node(1)) as n:
+        assert n == 1 == numba.get_num_threads()
+    assert numba.get_num_threads() == TOP
+
+
+# -- the estimators ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def blobs():
+    return make_blobs(n_samples=120, centers=2, n_features=4, random_state=0)
+
+
+@pytest.mark.parametrize("cls", [psvm.SVC, psvm.SGDSVC])
+def test_estimators_store_validate_and_apply(blobs, cls):
+    X, y = blobs
+    est = cls(n_threads=-1)
+    assert est.get_params()["n_threads"] == -1  # __init__ only stores
+    with pytest.raises(ValueError, match=r"^n_threads must be a positive integer"):
+        est.fit(X, y)
+    numba.set_num_threads(TOP)
+    fitted = cls(n_threads=1).fit(X, y)
+    assert fitted.fit_stats_["values"]["n_threads"] == 1  # the count during the fit
+    assert numba.get_num_threads() == TOP  # restored afterwards
+    default = cls().fit(X, y).fit_stats_["values"]["n_threads"]
+    assert default == threads.default_threads(1)  # one process: all its cores
+
+
+def test_sgd_partial_fit_applies_threads(blobs):
+    X, y = blobs
+    est = psvm.SGDSVC(n_threads=1).partial_fit(X, y, classes=[0, 1])
+    assert est.fit_stats_["values"]["n_threads"] == 1
+    with pytest.raises(ValueError, match=r"^n_threads"):
+        est.set_params(n_threads=2.5).partial_fit(X, y)
+
+
+def test_svc_n_jobs_still_works_and_conflicts_with_n_threads(blobs):
+    X, y = blobs
+    assert psvm.SVC(n_jobs=1).fit(X, y).fit_stats_["values"]["n_threads"] == 1
+    with pytest.raises(ValueError, match=r"^n_threads=1 and n_jobs=1"):
+        psvm.SVC(n_threads=1, n_jobs=1).fit(X, y)
+    # n_threads=0 is the default, so n_jobs decides
+    assert psvm.SVC(n_threads=0, n_jobs=1).fit(X, y).fit_stats_["values"]["n_threads"] == 1
+
+
+# -- the command line -------------------------------------------------------------------------
+def test_o_flag_is_parsed_by_both_solvers():
+    assert train.parse_args(["-o", "3", "f"])["n_threads"] == 3
+    assert "n_threads" not in train.parse_args(["f"])
+    assert train_sgd.parse_args(["--solver", "sgd", "-o", "1", "f"])["n_threads"] == 1
+    assert "-o n_threads: threads per rank" in train.USAGE
+    assert "-o n_threads: threads per rank" in train_sgd.USAGE
+
+
+@pytest.mark.parametrize("solver", [[], ["--solver", "sgd"]])
+def test_o_flag_error_names_it_before_reading_files(tmp_path, capsys, solver):
+    missing = tmp_path / "missing.txt"
+    assert train.main([*solver, "-q", "-o", "-2", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert "-o must be a positive integer" in err and "missing" not in err
