@@ -83,6 +83,7 @@ def exp(x):
     kernel value do not depend on where it sits in a buffer. Below -708 it
     gives 0 (no subnormals), above 709 about 8e307.
     """
+    tiny = x < -708.0
     x = min(max(x, -708.0), 709.0)
     k = math.floor(x * _LOG2E + 0.5)
     r = (x - k * _LN2_HI) - k * _LN2_LO
@@ -100,7 +101,7 @@ def exp(x):
     p = p * r + 0.5
     p = p * r + 1.0
     p = p * r + 1.0
-    return p * _as_float64((np.int64(k) + 1023) << 52)
+    return 0.0 if tiny else p * _as_float64((np.int64(k) + 1023) << 52)
 
 
 @njit(cache=True, nogil=True)

@@ -176,13 +176,14 @@ def _move(old, new, pos):
 
 
 class ColumnCache:
-    """The cache's arrays (:attr:`arrays`) for ``n_window`` rows within ``cache_mb`` MB."""
+    """The cache's arrays (:attr:`arrays`) for a window of all ``n_local`` rows, within
+    ``cache_mb`` MB."""
 
-    def __init__(self, n_window: int, n_global: int, cache_mb: float):
+    def __init__(self, n_local: int, n_global: int, cache_mb: float):
         self.n_global = n_global
-        n = max(n_window, 1)
+        n = max(n_local, 1)
         self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * max(n_global, 1)))
-        self.arrays = new_cache(n_window, _slots(self.budget, n_window, n_global))
+        self.arrays = new_cache(n_local, _slots(self.budget, n_local, n_global))
 
     @property
     def hits(self) -> int:

@@ -36,7 +36,7 @@ def test_one_process_allgather_copies():
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=300), st.integers(2, 9))
 def test_cache_is_an_lru(keys, slots):
     """Hits, misses and evictions match an OrderedDict LRU of ``slots`` columns."""
-    cache = ColumnCache(n_window=10, n_global=100, cache_mb=slots * 10 * 8 / 2**20)
+    cache = ColumnCache(n_local=10, n_global=100, cache_mb=slots * 10 * 8 / 2**20)
     model: OrderedDict[int, None] = OrderedDict()
     for g in keys:
         col, hit, _ = cache.get(g)
