@@ -302,6 +302,42 @@ def lane_sums(K: np.ndarray, coef: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
+def take_rows(indptr, indices, data, rows):
+    """CSR arrays (indptr, indices, data) of ``rows``, in that order."""
+    out_ptr = np.empty(rows.size + 1, dtype=np.int64)
+    out_ptr[0] = 0
+    for q in range(rows.size):
+        out_ptr[q + 1] = out_ptr[q] + indptr[rows[q] + 1] - indptr[rows[q]]
+    out_idx = np.empty(out_ptr[rows.size], dtype=np.int32)
+    out_val = np.empty(out_ptr[rows.size], dtype=np.float64)
+    for q in range(rows.size):
+        s = indptr[rows[q]]
+        for p in range(out_ptr[q + 1] - out_ptr[q]):
+            out_idx[out_ptr[q] + p] = indices[s + p]
+            out_val[out_ptr[q] + p] = data[s + p]
+    return out_ptr, out_idx, out_val
+
+
+@njit(cache=True, nogil=True)
+def transpose_csr(indptr, indices, data, n_cols):
+    """The CSC arrays (colptr, rowidx, cdata) of CSR rows; rows ascend within each column."""
+    colptr = np.zeros(n_cols + 1, dtype=np.int64)
+    for p in range(indptr[-1]):
+        colptr[indices[p] + 1] += 1
+    for f in range(n_cols):
+        colptr[f + 1] += colptr[f]
+    fill = colptr[:-1].copy()
+    rowidx = np.empty(indptr[-1], dtype=np.int32)
+    cdata = np.empty(indptr[-1], dtype=np.float64)
+    for r in range(indptr.size - 1):
+        for p in range(indptr[r], indptr[r + 1]):
+            q = fill[indices[p]]
+            rowidx[q], cdata[q] = r, data[p]
+            fill[indices[p]] = q + 1
+    return colptr, rowidx, cdata
+
+
+@njit(cache=True, nogil=True)
 def feature_major(indptr, indices, data, XT):
     """XT[f, r] = X[r, f]: the dense feature-major copy of CSR rows (XT zeroed)."""
     for r in range(indptr.size - 1):

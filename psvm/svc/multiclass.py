@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from psvm._params import SVCConfig, make_svc_config
 from psvm.model import SVCModel
 from psvm.stats import Stats
+from psvm.kernels import csr_arrays, take_rows
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.solver import BinaryProblem, BinaryResult, Solver
 from psvm.svc.state import compact_features, gather_rows
@@ -68,6 +69,7 @@ def fit_ovo(
     weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
     C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
     Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
+    Xc_arrays = csr_arrays(Xc)
     ck = None
     if checkpoint is not None:
         ck = Checkpoint(comm, checkpoint, fingerprint(comm, shard, C_row, cfg, classes))
@@ -80,7 +82,7 @@ def fit_ovo(
             pair += 1
             rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
             problem = BinaryProblem(
-                X=Xc[rows],
+                X=sp.csr_matrix(take_rows(*Xc_arrays, rows)[::-1], shape=(rows.size, Xc.shape[1])),
                 y=np.where(cls[rows] == a, 1.0, -1.0),
                 C=C_row[rows],
                 offset=comm.exscan_sum(rows.size),

@@ -45,7 +45,7 @@ import scipy.sparse as sp
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.comm.compiled import CLOCK_FN
 from psvm.elimination import MULTI_GAPS, make_policy
-from psvm.kernels import csr_arrays
+from psvm.kernels import take_rows
 from psvm.stats import Stats
 from psvm.svc import engine as E
 from psvm.svc.cache import ColumnCache
@@ -54,7 +54,7 @@ from psvm.svc.columns import LocalKernel
 from psvm.svc.packets import ROW
 from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import candidates
-from psvm.svc.state import bias_terms, dual_objective_terms, gather_rows
+from psvm.svc.state import bias_terms, dual_objective_terms, gather_csr
 
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
@@ -185,7 +185,7 @@ class Solver:
         self.walpha, self.wG = take(self.alpha), take(self.G)
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
-        self.KW = self.K if full else LocalKernel(self._local_rows(rows), self.K.kparams)
+        self.KW = self.K if full else LocalKernel.of_rows(self.K, rows)
         self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
         w = rows.size
         self.window_arrays = (rows, self.pos, self.wy, self.walpha, self.wC, self.wG, self.wQD,
@@ -228,7 +228,8 @@ class Solver:
         if not len(dep):
             return
         changed, coef = dep.changes(self.y, self.alpha)
-        F = gather_rows(self.comm, self._local_rows(changed))
+        K = self.K
+        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, changed))
         coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
@@ -236,7 +237,7 @@ class Solver:
             rows = stale[epoch == e]
             moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term
             if moved.size:
-                acc = self.K.sums(csr_arrays(F[moved]), coef[moved, e], rows)
+                acc = K.sums(take_rows(*F, moved), coef[moved, e], rows)
                 self.G[rows] += self.y[rows] * acc
         dep.reset(stale, self.alpha)
 
@@ -434,10 +435,6 @@ class Solver:
                 self.wstreak[self.pos[back]] = 0
                 self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
         return float(m + minus_M)
-
-    def _local_rows(self, rows: np.ndarray) -> sp.csr_matrix:
-        return sp.csr_matrix((self.K.data, self.K.indices, self.K.indptr),
-                             shape=(self.y.size, self.K.n_features))[rows]  # fmt: skip
 
     def _rho(self, rows: np.ndarray) -> float:
         """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""

@@ -9,13 +9,19 @@ from numba import njit
 from psvm.kernels import restrict_columns
 
 
+def gather_csr(comm, indptr, indices, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All ranks' CSR rows stacked in rank order, as arrays, on every rank (collective)."""
+    if comm.size == 1:
+        return indptr, indices, data
+    counts = comm.allgatherv(np.diff(indptr).astype(np.int64))
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    return indptr, comm.allgatherv(indices.astype(np.int32)), comm.allgatherv(data)
+
+
 def gather_rows(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     """All ranks' rows stacked in rank order, on every rank (collective)."""
-    counts = comm.allgatherv(np.diff(X.indptr).astype(np.int64))
-    indptr = np.concatenate(([0], np.cumsum(counts)))
-    indices = comm.allgatherv(X.indices.astype(np.int32))
-    data = comm.allgatherv(X.data.astype(np.float64))
-    return sp.csr_matrix((data, indices, indptr), shape=(counts.size, X.shape[1]))
+    indptr, indices, data = gather_csr(comm, X.indptr, X.indices, X.data.astype(np.float64))
+    return sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, X.shape[1]))
 
 
 def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
