@@ -145,7 +145,9 @@ def _push_slow(slow, n_slow, target, s, e, line):
     """Append a token for Python's float(); grows the table by doubling."""
     if n_slow == slow.shape[0]:
         bigger = np.empty((2 * slow.shape[0], 4), dtype=np.int64)
-        bigger[:n_slow] = slow[:n_slow]
+        for r in range(n_slow):  # a loop: slice assignment would compile shape checks
+            for c in range(4):
+                bigger[r, c] = slow[r, c]
         slow = bigger
     slow[n_slow, 0] = target
     slow[n_slow, 1] = s
