@@ -11,13 +11,15 @@ iteration and Python's collective handling of it stays in step. Only
 
 One iteration (see :mod:`psvm.svc.solver` for the algorithm):
 
-- :func:`_select`: each rank packs its best i and best of I_low; one
-  Allgather; every rank picks the same winners, checks the stop test;
-- :func:`_eliminate`: the policy's test, now and then;
-- :func:`_fetch`: column K(x_i, window) from the cache or computed;
-- :func:`_partner`: second-order j: local best by the gain, one Allgather;
-- :func:`_step`: the two-variable step from the two packets and the
-  gradient update of the window, which also finds the next candidates.
+- select: each rank packs its best i and best of I_low (:func:`pack`); one
+  Allgather; every rank picks the same winners (:func:`winner_rank`) and
+  checks the events and the stop test;
+- eliminate: the policy's test, now and then (:func:`_ready`, :func:`eliminate`);
+- the column K(x_i, window) from the cache or computed (:func:`_compute`);
+- second-order j: local best by the gain (:func:`second_order`), one Allgather;
+- the two-variable step from the two packets (:func:`pair_step`), the column
+  of j, and the gradient update of the window, which also finds the next
+  candidates (:func:`update_gradient`, :func:`best`).
 
 The timers are sampled on every 16th iteration (a clock read costs about
 20 ns); :class:`psvm.svc.solver.Solver` scales them to the whole run.
@@ -56,8 +58,8 @@ from psvm.svc.packets import (
     pair_step,
 )
 from psvm.svc.packets import winner as winner_rank
-from psvm.svc.select import _second_order_objectives, bids
-from psvm.svc.update import _update_gradient
+from psvm.svc.select import best, bids, second_order
+from psvm.svc.update import update_gradient
 
 # events: why :func:`run` returned
 BUDGET, GAP, MAX_ITER, NO_PAIR, CUT, CLOCK, ALL_BACK, MPI_ERROR = range(8)
@@ -131,17 +133,6 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
         cache[cc.COMPLETE][s] = True
     else:
         kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, col, ker[0][-1])
-
-
-@njit(cache=True, nogil=True, inline="always")
-def best(up, low):
-    """(m, i, -M, j) from the bids; an index is -1 when its set is empty. Ties go to the
-    first position, hence (the window is sorted) to the smaller global index."""
-    if up.size == 0:
-        return -np.inf, -1, -np.inf, -1
-    i, j = up.argmax(), low.argmax()
-    m, minus_M = up[i], low[j]
-    return m, (i if m > -np.inf else -1), minus_M, (j if minus_M > -np.inf else -1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -263,11 +254,9 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
         if first_order:
             p_j = recv1[r_j, S : 2 * S]
         else:  # round 2: the partner j by the second-order gain
-            _second_order_objectives(y, alpha, C, G, QD, act, col_i, m_all, p_i[DIAG], obj)
-            q = obj.argmin() if obj.size else 0
-            key = obj[q] if obj.size else np.inf
-            pack(send2, key, q if key < np.inf else -1, True, W, rows, offset, y, alpha, G, C,
-                 QD, l_sq, l_indptr, l_indices, l_data)  # fmt: skip
+            key, q = second_order(y, alpha, C, G, QD, act, col_i, m_all, p_i[DIAG], obj)
+            pack(send2, key, q, True, W, rows, offset, y, alpha, G, C, QD, l_sq, l_indptr,
+                 l_indices, l_data)  # fmt: skip
             if timed:
                 t1 = now(clock_fn, ts)
                 timers[T_SELECT] += t1 - t0
@@ -297,7 +286,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
             lidx = np.int64(g) - offset
             if 0 <= lidx < pos.size:
                 alpha[pos[lidx]] = new
-        _update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
+        update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
         m, i, minus_M, j = best(up, low)
         n_iter += 1
         if timed:

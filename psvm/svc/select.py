@@ -35,19 +35,22 @@ def bids(y, alpha, C, G, act, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], G[t], act[t])
 
 
-def best_bids(up: np.ndarray, low: np.ndarray) -> tuple[float, int, float, int]:
-    """(m, i, -M, j) from the bids; an index is -1 when its set is empty."""
-    if not up.size:
+@njit(cache=True, nogil=True, inline="always")
+def best(up, low):
+    """(m, i, -M, j) from the bids; an index is -1 when its set is empty. ``argmax`` takes
+    the first maximum: ties go to the smaller position."""
+    if up.size == 0:
         return -np.inf, -1, -np.inf, -1
-    i, j = int(up.argmax()), int(low.argmax())  # methods: no np.argmax dispatch
-    m, minus_M = float(up[i]), float(low[j])
+    i, j = up.argmax(), low.argmax()
+    m, minus_M = up[i], low[j]
     return m, (i if m > -np.inf else -1), minus_M, (j if minus_M > -np.inf else -1)
 
 
-def candidates(y, alpha, C, G, act, up, low) -> tuple[float, int, float, int]:
+@njit(cache=True, nogil=True)
+def candidates(y, alpha, C, G, act, up, low):
     """Local (m, i) over active I_up and (-M, j) over active I_low (``up``, ``low``: scratch)."""
     bids(y, alpha, C, G, act, up, low)
-    return best_bids(up, low)
+    return best(up, low)
 
 
 @njit(cache=True, nogil=True)
@@ -64,8 +67,11 @@ def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
         obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
 
 
-def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj) -> tuple[float, int]:
+@njit(cache=True, nogil=True, inline="always")
+def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
     """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies."""
     _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj)
-    j = int(obj.argmin()) if obj.size else 0
-    return (float(obj[j]), j) if obj.size and obj[j] < np.inf else (np.inf, -1)
+    if obj.size == 0:
+        return np.inf, -1
+    j = obj.argmin()
+    return (obj[j], j) if obj[j] < np.inf else (np.inf, -1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from psvm.svc.select import TAU, best_bids, bid
+from psvm.svc.select import TAU, bid
 
 
 @njit(cache=True, nogil=True)
@@ -55,18 +55,13 @@ def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
 
 
 @njit(cache=True, nogil=True)
-def _update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
+def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
+    """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
+    row's bids for the next iteration (:func:`psvm.svc.select.bid`) in the same pass.
+
+    Eliminated rows of the window are updated too: their G stays exact.
+    """
     for t in range(y.size):
         g = G[t] + y[t] * (c_i * K_i[t] + c_j * K_j[t])
         G[t] = g
         up[t], low[t] = bid(y[t], alpha[t], C[t], g, act[t])
-
-
-def update_and_select(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low) -> tuple:
-    """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), then the
-    next iteration's candidates (:func:`psvm.svc.select.candidates`) from the same pass.
-
-    Eliminated rows of the window are updated too: their G stays exact.
-    """
-    _update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low)
-    return best_bids(up, low)
