@@ -1,0 +1,308 @@
+"""End-to-end wall time as a user sees it: psvm-train against LIBSVM's svm-train and sklearn.
+
+    python benchmarks/bench_e2e.py                  # a9a,w8a,ijcnn1,skin_nonskin at P = 1,2
+    python benchmarks/bench_e2e.py --data a9a --rows 2000 --ranks 1,2 --repeat 1
+    python benchmarks/bench_e2e.py --repeat 3 --md benchmarks/results/e2e.md
+
+Every tool runs as a fresh process with the parent's environment passed on
+UNCHANGED: no NUMBA_NUM_THREADS, OMP_NUM_THREADS or other override is set, so
+psvm picks its own threads per rank (``-o 0``: the node's cores / its ranks),
+just as for a user typing the commands. Per data set (files
+``$PSVM_SHARED_DATA/NAME.xz`` and ``NAME.t.xz``, default ``../shared/data``; C
+and gamma from :data:`psvm.bench.DATASETS`) the train and test files are
+decompressed once to a temporary directory (train: the first ``--rows`` lines
+only, if given), then, ``--repeat`` times interleaved (the fastest run counts):
+
+* psvm: ``mpiexec -n P psvm-train -c C -g G -m 200 TRAIN MODEL`` for each P in
+  ``--ranks`` (mpiexec and psvm-train from next to this Python, i.e. the mpich
+  wheel and the installed entry point, bypassing any pyenv shim); wall clock
+  from launch to exit, plus "train+load s", the time psvm-train prints itself
+  (``Wrote MODEL in X s``: reading, training and writing the model);
+* LIBSVM: ``svm-train -c C -g G -m 200 TRAIN MODEL`` (the binary on PATH,
+  e.g. Debian's libsvm-tools), wall clock from launch to exit; without the
+  binary, ``python -c`` running libsvm-official's ``svm_read_problem`` +
+  ``svm_train`` with the same options (column labelled "libsvm-py");
+* scikit-learn: ``python -c`` running ``load_svmlight_file`` (indices cast to
+  32 bits, which SVC requires) + ``SVC(C, gamma, cache_size=200).fit``; wall
+  clock from launch to the end of ``fit`` (the child reports ``time.time()``
+  then and predicts the test set afterwards, untimed), plus the fit time
+  measured inside.
+
+Accuracy: ``psvm-predict TEST MODEL OUT`` once (one process, the P = 1 model),
+``svm-predict`` likewise, SVC's ``predict`` in its child. Data sets without a
+test split (skin_nonskin, heart_scale) are scored on the training rows. Note
+that ``-m 200`` is per process: psvm at P = 2 has 2 x 200 MB of kernel cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from psvm.bench import DATASETS, Dataset, data_dir, machine, mpiexec, versions
+from psvm.report.text import markdown_table
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE_MB = 200
+ENV_VARS = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+SKLEARN_CHILD = """
+import sys, time
+import numpy as np
+from sklearn.datasets import load_svmlight_file
+from sklearn.svm import SVC
+train, test, C, gamma, nf = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), \
+    int(sys.argv[5])
+def load(path):
+    X, y = load_svmlight_file(path, n_features=nf)
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    return X, y
+X, y = load(train)
+clf = SVC(C=C, gamma=gamma, cache_size=CACHE)
+t = time.perf_counter()
+clf.fit(X, y)
+fit = time.perf_counter() - t
+print(f"fit_end {time.time():.6f} fit {fit:.6f} nsv {int(clf.n_support_.sum())}", flush=True)
+Xt, yt = load(test)
+print(f"accuracy {100 * np.mean(clf.predict(Xt) == yt):.4f}")
+""".replace("CACHE", str(CACHE_MB))
+
+LIBSVM_CHILD = """
+import sys, time
+from libsvm.svmutil import svm_predict, svm_read_problem, svm_train
+train, test, C, gamma = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+y, x = svm_read_problem(train)
+t = time.perf_counter()
+m = svm_train(y, x, f"-c {C} -g {gamma} -m CACHE -q")
+fit = time.perf_counter() - t
+print(f"fit_end {time.time():.6f} fit {fit:.6f} nsv {m.get_nr_sv()}", flush=True)
+yt, xt = svm_read_problem(test)
+_, (acc, _, _), _ = svm_predict(yt, xt, m, "-q")
+print(f"accuracy {acc:.4f}")
+""".replace("CACHE", str(CACHE_MB))
+
+
+def run(cmd: list[str]) -> tuple[float, float, str]:
+    """Run ``cmd`` with the parent's environment; (start epoch, wall seconds, stdout)."""
+    t0, p0 = time.time(), time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - p0
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-4000:]}")
+    return t0, wall, r.stdout + r.stderr
+
+
+def find(pattern: str, text: str, cast=float):
+    m = re.search(pattern, text)
+    return cast(m.group(1)) if m else None
+
+
+def tool(name: str) -> str | None:
+    """``name`` next to this Python (the installed entry point), else on PATH."""
+    return shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+
+
+def decompress(src: Path, dst: Path, rows: int | None) -> int:
+    """``src`` (.xz) as plain text at ``dst``, only the first ``rows`` lines if given."""
+    n = 0
+    with lzma.open(src, "rb") as f, open(dst, "wb") as out:
+        for line in f:
+            if rows is not None and n >= rows:
+                break
+            out.write(line)
+            n += 1
+    return n
+
+
+def psvm_train(ranks: int, ds: Dataset, train: str, model: str, subset: bool) -> dict:
+    """``mpiexec -n ranks psvm-train``; ``--n-features`` only for a head subset, which may
+    lack the last columns (psvm-predict rejects test features beyond the model's)."""
+    extra = ["--n-features", str(ds.n_features)] if subset else []
+    cmd = [mpiexec(), "-n", str(ranks), tool("psvm-train"), "-c", f"{ds.C:g}",
+           "-g", f"{ds.gamma:g}", "-m", f"{CACHE_MB}", *extra, train, model]  # fmt: skip
+    _, wall, out = run(cmd)
+    return {"wall": wall, "fit": find(r"Wrote .* in ([\d.]+) ?s", out),
+            "n_sv": find(r"Total nSV = (\d+)", out, int)}  # fmt: skip
+
+
+def libsvm_train(ds: Dataset, train: str, test: str, model: str) -> dict:
+    binary = shutil.which("svm-train")
+    if binary:
+        cmd = [binary, "-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", f"{CACHE_MB}", train, model]
+        _, wall, out = run(cmd)
+        return {"wall": wall, "fit": None, "n_sv": find(r"Total nSV = (\d+)", out, int)}
+    return child(LIBSVM_CHILD, [train, test, f"{ds.C:g}", f"{ds.gamma:g}"])
+
+
+def sklearn_fit(ds: Dataset, train: str, test: str) -> dict:
+    return child(SKLEARN_CHILD, [train, test, f"{ds.C:g}", f"{ds.gamma:g}", str(ds.n_features)])
+
+
+def child(code: str, args: list[str]) -> dict:
+    """A ``python -c`` child timed from launch to the ``fit_end`` epoch it reports."""
+    t0, total, out = run([sys.executable, "-c", code, *args])
+    return {"wall": find(r"fit_end ([\d.]+)", out) - t0, "wall_to_exit": total,
+            "fit": find(r" fit ([\d.]+)", out), "n_sv": find(r"nsv (\d+)", out, int),
+            "accuracy": find(r"accuracy ([\d.]+)", out)}  # fmt: skip
+
+
+def accuracy(cmd: list[str]) -> float | None:
+    try:
+        return find(r"Accuracy = ([\d.]+)%", run(cmd)[2])
+    except RuntimeError as e:
+        print(f"# no accuracy: {e}", file=sys.stderr)
+        return None
+
+
+def warmup(ranks: list[int], ds: Dataset, tmp: Path) -> dict:
+    """One untimed psvm-train per P on 100 rows, so that numba's on-disk cache is hot
+    (a stale cache, e.g. after a source change, costs every launch its compile time);
+    the wall seconds are kept as the cold-start figure."""
+    src = str(tmp / "warmup")
+    decompress(data_dir() / ds.train, Path(src), 100)
+    return {f"psvm P={p}": psvm_train(p, ds, src, str(tmp / "warmup.model"), True)["wall"]
+            for p in ranks}  # fmt: skip
+
+
+def bench(name: str, ranks: list[int], rows: int | None, test_rows: int | None,
+          repeat: int, libsvm_label: str, warm: bool) -> dict:  # fmt: skip
+    ds = DATASETS[name]
+    with tempfile.TemporaryDirectory(prefix="psvm-e2e-") as tmp:
+        tmp = Path(tmp)
+        cold = warmup(ranks, ds, tmp) if warm else None
+        train = str(tmp / name)
+        n = decompress(data_dir() / ds.train, Path(train), rows)
+        test, n_test = train, n
+        if ds.test:
+            test = str(tmp / f"{name}.t")
+            n_test = decompress(data_dir() / ds.test, Path(test), test_rows)
+        runs = {f"psvm P={p}": [] for p in ranks} | {libsvm_label: [], "sklearn": []}
+        for _ in range(repeat):  # interleaved, so that load drifts hit every tool alike
+            for p in ranks:
+                runs[f"psvm P={p}"].append(
+                    psvm_train(p, ds, train, str(tmp / f"psvm{p}.model"), rows is not None)
+                )
+            runs[libsvm_label].append(libsvm_train(ds, train, test, str(tmp / "libsvm.model")))
+            runs["sklearn"].append(sklearn_fit(ds, train, test))
+        best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
+        p_acc = 1 if 1 in ranks else ranks[0]
+        acc = {f"psvm P={p_acc}": accuracy([tool("psvm-predict"), test,
+                                            str(tmp / f"psvm{p_acc}.model"),
+                                            str(tmp / "psvm.out")])}  # fmt: skip
+        if libsvm_label == "libsvm":
+            acc["libsvm"] = accuracy(
+                ["svm-predict", test, str(tmp / "libsvm.model"), str(tmp / "libsvm.out")]
+            )
+        else:
+            acc[libsvm_label] = runs[libsvm_label][0]["accuracy"]
+        acc["sklearn"] = runs["sklearn"][0]["accuracy"]
+    return {"data": name, "n": n, "n_test": n_test, "C": ds.C, "gamma": ds.gamma,
+            "ranks": ranks, "libsvm_label": libsvm_label, "runs": runs,
+            "wall": {k: b["wall"] for k, b in best.items()},
+            "fit": {k: b["fit"] for k, b in best.items()},
+            "n_sv": {k: b["n_sv"] for k, b in best.items()}, "accuracy": acc,
+            "warmup_wall": cold}  # fmt: skip
+
+
+def table(res: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: wall seconds, ratios, speed-up, accuracies, then fit-only seconds."""
+    ranks, lib = res[0]["ranks"], res[0]["libsvm_label"]
+    ps = [f"psvm P={p}" for p in ranks]
+    head = ["data", "n", *(f"{k} s" for k in ps), f"{lib} s", "sklearn s"]
+    head += [f"sk/psvm P={p}" for p in ranks] + [f"lib/psvm P={p}" for p in ranks]
+    head += [f"P{p}/P{ranks[0]}" for p in ranks[1:]]
+    head += ["acc psvm %", "acc lib %", "acc sk %"]
+    head += [f"psvm P={p} train+load s" for p in ranks] + [f"{lib} fit s", "sklearn fit s"]
+    body = []
+    for r in res:
+        w, f, a = r["wall"], r["fit"], r["accuracy"]
+        row = [r["data"], str(r["n"]), *(_s(w[k]) for k in ps), _s(w[lib]), _s(w["sklearn"])]
+        row += [_x(w["sklearn"] / w[k]) for k in ps] + [_x(w[lib] / w[k]) for k in ps]
+        row += [_x(w[ps[0]] / w[k]) for k in ps[1:]]
+        psvm_acc = next(v for k, v in a.items() if k.startswith("psvm"))
+        row += [_s(psvm_acc), _s(a[lib]), _s(a["sklearn"])]
+        row += [_s(f[k]) for k in ps] + [_s(f[lib]), _s(f["sklearn"])]
+        body.append(row)
+    return head, body
+
+
+def _s(v) -> str:
+    return "-" if v is None else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+
+def _x(v) -> str:
+    return f"{v:.3g}x"
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default="a9a,w8a,ijcnn1,skin_nonskin",
+                   help=f"comma-separated, from {', '.join(DATASETS)}")  # fmt: skip
+    p.add_argument("--ranks", default="1,2", help="psvm process counts (mpiexec -n P)")
+    p.add_argument("--rows", type=int, default=None, help="train on the first ROWS rows only")
+    p.add_argument("--test-rows", type=int, default=None, help="score the first ROWS test rows")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each tool; the fastest counts")
+    p.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="skip the untimed 100-row psvm-train per P before each data set",
+    )
+    p.add_argument("--md", default=str(REPO / "benchmarks/results/e2e.md"))
+    p.add_argument("--json", default=str(REPO / "benchmarks/results/e2e.json"))
+    a = p.parse_args(argv)
+    names = a.data.split(",")
+    for name in names:
+        if name not in DATASETS:
+            p.error(f"unknown data set {name!r}; choose from {', '.join(DATASETS)}")
+    ranks = [int(r) for r in a.ranks.split(",")]
+    lib = "libsvm" if shutil.which("svm-train") and shutil.which("svm-predict") else "libsvm-py"
+    libsvm_src = shutil.which("svm-train") if lib == "libsvm" else "libsvm-official (python)"
+    m = machine()
+    load = " ".join(f"{x:.1f}" for x in m["load_avg"] or [])
+    env = ", ".join(f"{k}={os.environ.get(k, 'unset')}" for k in ENV_VARS)
+    header = [
+        f"End-to-end wall seconds (launch to exit; sklearn and libsvm-py: launch to end of fit), "
+        f"best of {a.repeat}, -m {CACHE_MB} MB per process"
+        f"{'' if a.no_warmup else ', after an untimed 100-row psvm-train per P'}.",
+        f"Environment passed unchanged, no thread overrides ({env}).",
+        f"{m['host']}: {m['cpu']}, {m['cores']} cores, load {load}; "
+        f"LIBSVM: {libsvm_src}; rows: {a.rows or 'all'}.",
+    ]
+    for line in header:
+        print(f"# {line}", flush=True)
+    res = []
+    for name in names:
+        res.append(bench(name, ranks, a.rows, a.test_rows, a.repeat, lib, not a.no_warmup))
+        head, body = table(res[-1:])
+        if len(res) == 1:
+            print("  ".join([head[0].ljust(12), *head[1:]]))
+        cells = [body[0][0].ljust(12)] + [
+            c.rjust(len(h)) for c, h in zip(body[0][1:], head[1:], strict=True)
+        ]
+        print("  ".join(cells), flush=True)
+    head, body = table(res)
+    md = [*(f"{line}  " for line in header), "", *markdown_table(head, body)]
+    _write(a.md, "\n".join(md))
+    out = {"argv": sys.argv, "header": header, "environment": "unchanged",
+           "inherited": {k: os.environ.get(k) for k in ENV_VARS}, "machine": m,
+           "versions": versions(), "libsvm": libsvm_src, "rows": a.rows,
+           "repeat": a.repeat, "results": res}  # fmt: skip
+    _write(a.json, json.dumps(out, indent=1))
+
+
+def _write(path: str, text: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
