@@ -35,7 +35,7 @@ import time
 import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
-from psvm.bench import mpiexec, single_thread_env
+from psvm.bench import mpiexec
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.environ.get("PSVM_SHARED_DATA", os.path.join(_HERE, "..", "..", "shared", "data"))
@@ -108,7 +108,7 @@ def psvm_run(train, test, n, lam, target, max_epochs, seed, tmp):
            "-q", "--lambda", repr(lam), "--epochs", str(max_epochs), "--tol", "0",
            "--seed", str(seed), "--validation", test, "--stats", stats, train,
            os.path.join(tmp, "m.model")]  # fmt: skip
-    subprocess.run(cmd, check=True, env=single_thread_env())
+    subprocess.run(cmd, check=True)
     with open(stats) as f:
         s = json.load(f)
     tr = s["traces"]

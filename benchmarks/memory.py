@@ -65,7 +65,7 @@ def main() -> None:
     if opts.rank:
         sys.exit(rank_main(rest))
 
-    from psvm.bench import data_dir, head_path, mpiexec, single_thread_env
+    from psvm.bench import data_dir, head_path, mpiexec
     from psvm.io.libsvm_format import read_libsvm, uncompressed_path
 
     src = str(data_dir() / opts.data)
@@ -80,7 +80,7 @@ def main() -> None:
     del X, y
     print("| P | rank | baseline MB | peak MB | peak - baseline MB |")
     print("| ---: | ---: | ---: | ---: | ---: |")
-    env = single_thread_env()
+    env = dict(os.environ)  # as users run it: no thread overrides
     for p in [int(v) for v in opts.ranks.split(",")]:
         with tempfile.TemporaryDirectory() as d:
             cmd = [mpiexec(), "-n", str(p), sys.executable, os.path.abspath(__file__), "--rank",

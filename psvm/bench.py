@@ -143,18 +143,11 @@ def mpiexec() -> str:
     return found
 
 
-def single_thread_env() -> dict:
-    """The environment for benchmark ranks: one numba, OpenMP and BLAS thread each,
-    so that P ranks use P cores."""
-    return dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
-
-
 def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | None = None) -> list:
     """Run a plan (see :mod:`psvm.bench_worker`) under ``mpiexec -n ranks``; its records.
 
-    Each rank is one single-threaded process (numba and BLAS threads set to 1),
-    so P ranks use P cores.
+    The environment is passed unchanged, as a user runs psvm: each rank takes its
+    share of the node's cores (:mod:`psvm.threads`).
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +155,7 @@ def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | Non
     out.unlink(missing_ok=True)
     plan_path.write_text(json.dumps({**plan, "out": str(out), "workdir": str(workdir)}))
     cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "psvm.bench_worker", str(plan_path)]
-    r = subprocess.run(cmd, env=single_thread_env(), capture_output=True, text=True,
+    r = subprocess.run(cmd, capture_output=True, text=True,
                        timeout=timeout, check=False)  # fmt: skip
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-4000:]}")

@@ -118,14 +118,14 @@ def _worker(opts: dict) -> int:
 
 
 def _run_worker(argv: list[str], n: int) -> list[dict]:
-    from psvm.bench import mpiexec, single_thread_env
+    from psvm.bench import mpiexec
 
     try:
         exe = mpiexec()
     except RuntimeError as e:
         raise UsageError(str(e)) from None
     cmd = [exe, "-n", str(n), sys.executable, "-m", "psvm.cli.msf_sweep", "--worker", *argv]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=single_thread_env(),
+    r = subprocess.run(cmd, capture_output=True, text=True,
                        check=False)  # fmt: skip
     if r.returncode != 0:
         raise SweepError(f"mpiexec -n {n} worker failed:\n{r.stderr[-2000:]}")

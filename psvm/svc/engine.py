@@ -113,6 +113,25 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     finish_flat(kid, out[: rows.size])
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _fetch(cache, ker, kp, packet, row_width, all_pos, idx, part, keep):
+    """The slot of the packet's column over the window: cached, carried over from the
+    previous window, or computed (only the rows it lacks, if any). Slot ``keep`` stays."""
+    keys, prev, nxt, table, complete, meta = (cache[cc.KEYS], cache[cc.PREV], cache[cc.NEXT],
+                                              cache[cc.TABLE], cache[cc.COMPLETE],
+                                              cache[cc.META])  # fmt: skip
+    g = np.int64(packet[GIDX])
+    s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, g, keep)
+    if not hit:
+        hit, _ = cc.carry(cache, s, g)
+        if hit:  # a hit of the cache, which moved the column
+            meta[cc.HITS] += 1
+            meta[cc.MISSES] -= 1
+    if not (hit and complete[s]):
+        _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
+    return s
+
+
 @njit(cache=True, nogil=True)
 def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
     """Fill slot s's column from the packet's row: rows that rejoined the window (a hit
@@ -172,7 +191,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     entry = n_iter
     send_i, send_j, info = send1[:S], send1[S : 2 * S], send1[2 * S :]
     tr_iter, tr_gap, tr_active, tr_misses, tr_clock = trace
-    pool, keys, prev, nxt, table, complete, _, meta = cache
+    pool, meta = cache[cc.POOL], cache[cc.META]
     width = meta[cc.WIDTH]
     bids(y, alpha, C, G, act, up, low)
     m, i, minus_M, j = best(up, low)
@@ -244,9 +263,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
         if timed:
             t1 = now(clock_fn, ts)
             timers[T_SELECT] += t1 - t0
-        s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[GIDX]), -1)
-        if not (hit and complete[s_i]):
-            _compute(cache, ker, kp, p_i, W, all_pos, idx, part, s_i, hit)
+        s_i = _fetch(cache, ker, kp, p_i, W, all_pos, idx, part, -1)
         col_i = cc.column(pool, width, s_i)
         if timed:
             t0 = now(clock_fn, ts)
@@ -275,10 +292,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
             p_j = recv2[r2]
         K_ij = _finish1(kid, pair_pre(p_i, p_j, W, work, kid, gamma, coef0, degree))
         a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-        s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[GIDX]), s_i)
-        if not (hit and complete[s_j]):
-            _compute(cache, ker, kp, p_j, W, all_pos, idx, part, s_j, hit)
-        col_j = cc.column(pool, width, s_j)
+        col_j = cc.column(pool, width, _fetch(cache, ker, kp, p_j, W, all_pos, idx, part, s_i))
         if timed:
             t1 = now(clock_fn, ts)
             timers[T_KERNEL] += t1 - t0
