@@ -19,8 +19,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 WORKER = r"""
 import json, sys, time
 import numpy as np

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 
 import numpy as np
-
 from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic

@@ -15,7 +15,8 @@ One iteration (see :mod:`psvm.svc.solver` for the algorithm):
   Allgather; every rank picks the same winners (:func:`winner_rank`) and
   checks the events and the stop test;
 - eliminate: the policy's test, now and then (:func:`_ready`, :func:`eliminate`);
-- the column K(x_i, window) from the cache or computed (:func:`_compute`);
+- the column K(x_i, window) from the cache, carried over from the previous
+  window, or computed (:func:`_miss`);
 - second-order j: local best by the gain (:func:`second_order`), one Allgather;
 - the two-variable step from the two packets (:func:`pair_step`), the column
   of j, and the gradient update of the window, which also finds the next
@@ -113,23 +114,18 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     finish_flat(kid, out[: rows.size])
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _fetch(cache, ker, kp, packet, row_width, all_pos, idx, part, keep):
-    """The slot of the packet's column over the window: cached, carried over from the
-    previous window, or computed (only the rows it lacks, if any). Slot ``keep`` stays."""
-    keys, prev, nxt, table, complete, meta = (cache[cc.KEYS], cache[cc.PREV], cache[cc.NEXT],
-                                              cache[cc.TABLE], cache[cc.COMPLETE],
-                                              cache[cc.META])  # fmt: skip
-    g = np.int64(packet[GIDX])
-    s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, g, keep)
+@njit(cache=True, nogil=True)
+def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
+    """Fill slot s (a miss, or a hit on an incomplete column): carry the column over from
+    the previous window if it is there, then compute the rows it still lacks, or all."""
     if not hit:
-        hit, _ = cc.carry(cache, s, g)
+        hit, complete = cc.carry(cache, s, np.int64(packet[GIDX]))
         if hit:  # a hit of the cache, which moved the column
-            meta[cc.HITS] += 1
-            meta[cc.MISSES] -= 1
-    if not (hit and complete[s]):
-        _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
-    return s
+            cache[cc.META][cc.HITS] += 1
+            cache[cc.META][cc.MISSES] -= 1
+            if complete:
+                return
+    _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
 
 
 @njit(cache=True, nogil=True)
@@ -171,8 +167,8 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     """SMO iterations until an event (returned); state, counters and traces updated in place.
 
     ``win``: the window's (rows, pos, y, alpha, C, G, QD, active, streak, up,
-    low, obj, all_pos); ``loc``: the local rows
-    (sq, indptr, indices, data) for packets; ``ker``, ``kp``: the window's kernel arrays and parameters
+    low, obj, all_pos); ``loc``: the local rows (sq, indptr, indices, data)
+    for packets; ``ker``, ``kp``: the window's kernel arrays and parameters
     (:func:`kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s arrays;
     ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1,
     send2, recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
@@ -191,7 +187,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     entry = n_iter
     send_i, send_j, info = send1[:S], send1[S : 2 * S], send1[2 * S :]
     tr_iter, tr_gap, tr_active, tr_misses, tr_clock = trace
-    pool, meta = cache[cc.POOL], cache[cc.META]
+    pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     width = meta[cc.WIDTH]
     bids(y, alpha, C, G, act, up, low)
     m, i, minus_M, j = best(up, low)
@@ -206,9 +202,9 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
             t0 = now(clock_fn, ts)
         # round 1: candidates i and the best of I_low, with the counts the events need
         pack(send_i, m, i, True, W, rows, offset, y, alpha, G, C, QD, l_sq, l_indptr, l_indices,
-             l_data)
-        pack(send_j, minus_M, j, first_order, W, rows, offset, y, alpha, G, C, QD, l_sq, l_indptr, l_indices,
-             l_data)
+             l_data)  # fmt: skip
+        pack(send_j, minus_M, j, first_order, W, rows, offset, y, alpha, G, C, QD, l_sq, l_indptr,
+             l_indices, l_data)  # fmt: skip
         info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
         if ctl_i[RANK] == 0 and timed:
             info[INFO_CLOCK] = (t0 >= ctl_f[DEADLINE]) + 2.0 * (t0 >= ctl_f[PROGRESS_AT])
@@ -263,7 +259,11 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
         if timed:
             t1 = now(clock_fn, ts)
             timers[T_SELECT] += t1 - t0
-        s_i = _fetch(cache, ker, kp, p_i, W, all_pos, idx, part, -1)
+        # the cache's arrays one by one: taking them out of its tuple in the loop would cost
+        # a reference count each, every iteration
+        s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[GIDX]), -1)
+        if not (hit and complete[s_i]):
+            _miss(cache, ker, kp, p_i, W, all_pos, idx, part, s_i, hit)
         col_i = cc.column(pool, width, s_i)
         if timed:
             t0 = now(clock_fn, ts)
@@ -292,7 +292,10 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
             p_j = recv2[r2]
         K_ij = _finish1(kid, pair_pre(p_i, p_j, W, work, kid, gamma, coef0, degree))
         a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-        col_j = cc.column(pool, width, _fetch(cache, ker, kp, p_j, W, all_pos, idx, part, s_i))
+        s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[GIDX]), s_i)
+        if not (hit and complete[s_j]):  # the slot of column i stays
+            _miss(cache, ker, kp, p_j, W, all_pos, idx, part, s_j, hit)
+        col_j = cc.column(pool, width, s_j)
         if timed:
             t1 = now(clock_fn, ts)
             timers[T_KERNEL] += t1 - t0

@@ -14,9 +14,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import SVCConfig, make_svc_config
+from psvm.kernels import csr_arrays, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
-from psvm.kernels import csr_arrays, take_rows
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.solver import BinaryProblem, BinaryResult, Solver
 from psvm.svc.state import compact_features, gather_rows

@@ -35,7 +35,7 @@ def bids(y, alpha, C, G, act, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], G[t], act[t])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def argmax_first(a, sign):
     """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
 
@@ -43,6 +43,12 @@ def argmax_first(a, sign):
     numba's ``argmax`` (one dependent compare per element), and the same position.
     """
     n = a.size
+    if n < 64:  # short windows: one pass
+        k, m = 0, sign * a[0]
+        for t in range(1, n):
+            if sign * a[t] > m:
+                k, m = t, sign * a[t]
+        return k
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = -np.inf
     n8 = n - n % 8
     for t in range(0, n8, 8):
