@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -25,8 +24,7 @@ import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_iris
 from sklearn.svm import SVC
 
-sys.path.insert(0, os.path.dirname(__file__))
-from psvm.bench import DATASETS, head_path, load_csr, mpiexec  # noqa: E402
+from psvm.bench import DATASETS, dataset_paths, load_csr, mpiexec
 
 PROBLEMS = {
     # name: (data, rows, C, gamma, psvm-train kernel flags, SVC kernel arguments)
@@ -45,7 +43,7 @@ def problem_file(name: str, tmp: str) -> tuple[str, int]:
         dump_svmlight_file(X, y, path, zero_based=False)
         return path, 4
     ds = DATASETS[data]
-    return head_path(ds.train, rows), ds.n_features
+    return dataset_paths(ds, rows, None)[0], ds.n_features
 
 
 def psvm_run(path: str, P: int, name: str, tmp: str, repeat: int) -> dict:
