@@ -80,7 +80,8 @@ def exp(x):
     x = k ln 2 + r with |r| <= ln 2 / 2; e**r by its Taylor series to r**13
     (truncation below 1e-17 relative), times 2**k built from its bits. The
     same operations for every element, vectorised or not: the bits of a
-    kernel value do not depend on where it sits in a buffer. Below -708 it
+    kernel value do not depend on where it sits in a buffer. Callers compile
+    with ``fastmath={"contract"}`` (fused multiply-adds), all of them alike. Below -708 it
     gives 0 (no subnormals), above 709 about 8e307.
     """
     tiny = x < -708.0
@@ -104,9 +105,14 @@ def exp(x):
     return 0.0 if tiny else p * _as_float64((np.int64(k) + 1023) << 52)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def finish_flat(kernel_id, v):
-    """:func:`finish` of a 1-D array, callable from compiled loops."""
+    """:func:`finish` of a 1-D array, callable from compiled loops.
+
+    ``contract`` lets LLVM fuse :func:`exp`'s multiply-adds (0.98 ns a value instead of
+    1.7): fused in the vectorised body and the scalar remainder alike, so a value's bits
+    still do not depend on its position. Every caller of :func:`exp` must have it (it is
+    inlined and takes its caller's flags)."""
     if kernel_id == RBF:
         for t in range(v.size):
             v[t] = exp(v[t])

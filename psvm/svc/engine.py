@@ -80,9 +80,10 @@ INFO_CLOCK, INFO_ACTIVE, INFO_WINDOW, INFO = range(4)
 TIMED_EVERY = 16  # iterations per timed one
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def _finish1(kernel_id, v):
-    """:func:`psvm.kernels.finish` of one value (the same arithmetic)."""
+    """:func:`psvm.kernels.finish` of one value (the same arithmetic: compiled on its own,
+    with :func:`psvm.kernels.finish_flat`'s flags, not inlined into the loop)."""
     if kernel_id == RBF:
         return exp(v)
     if kernel_id == SIGMOID:
