@@ -48,7 +48,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from psvm.bench import DATASETS, Dataset, data_dir, machine, mpiexec, versions
+from psvm.bench import DATASETS, Dataset, data_dir, machine, mpiexec, tool, versions
 from psvm.report.text import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,11 +106,6 @@ def find(pattern: str, text: str, cast=float):
     return cast(m.group(1)) if m else None
 
 
-def tool(name: str) -> str | None:
-    """``name`` next to this Python (the installed entry point), else on PATH."""
-    return shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
-
-
 def decompress(src: Path, dst: Path, rows: int | None) -> int:
     """``src`` (.xz) as plain text at ``dst``, only the first ``rows`` lines if given."""
     n = 0
@@ -127,8 +122,9 @@ def psvm_train(ranks: int, ds: Dataset, train: str, model: str, subset: bool) ->
     """``mpiexec -n ranks psvm-train``; ``--n-features`` only for a head subset, which may
     lack the last columns (psvm-predict rejects test features beyond the model's)."""
     extra = ["--n-features", str(ds.n_features)] if subset else []
-    cmd = [mpiexec(), "-n", str(ranks), tool("psvm-train"), "-c", f"{ds.C:g}",
-           "-g", f"{ds.gamma:g}", "-m", f"{CACHE_MB}", *extra, train, model]  # fmt: skip
+    train_cmd = tool("psvm-train", "pip install -e . first")
+    cmd = [mpiexec(), "-n", str(ranks), train_cmd, "-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}",
+           "-m", f"{CACHE_MB}", *extra, train, model]  # fmt: skip
     _, wall, out = run(cmd)
     return {"wall": wall, "fit": find(r"Wrote .* in ([\d.]+) ?s", out),
             "n_sv": find(r"Total nSV = (\d+)", out, int)}  # fmt: skip
@@ -194,7 +190,7 @@ def bench(name: str, ranks: list[int], rows: int | None, test_rows: int | None,
             runs["sklearn"].append(sklearn_fit(ds, train, test))
         best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
         p_acc = 1 if 1 in ranks else ranks[0]
-        acc = {f"psvm P={p_acc}": accuracy([tool("psvm-predict"), test,
+        acc = {f"psvm P={p_acc}": accuracy([tool("psvm-predict", "pip install -e . first"), test,
                                             str(tmp / f"psvm{p_acc}.model"),
                                             str(tmp / "psvm.out")])}  # fmt: skip
         if libsvm_label == "libsvm":

@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from psvm.bench import machine, mpiexec, versions
+from psvm.bench import machine, mpiexec, tool, versions
 from psvm.report.text import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,15 +77,6 @@ def clear_numba_cache(pkg: Path) -> int:
     for f in files:
         f.unlink(missing_ok=True)
     return len(files)
-
-
-def psvm_train() -> str:
-    """The psvm-train script next to this Python (the one pip installed), else on PATH."""
-    here = os.path.dirname(sys.executable)
-    found = shutil.which("psvm-train", path=here) or shutil.which("psvm-train")
-    if found is None:
-        raise RuntimeError("psvm-train not found: pip install -e . first")
-    return found
 
 
 def run(cmd: list[str], cwd: Path) -> dict:
@@ -171,7 +161,7 @@ def main(argv=None) -> None:
     p.add_argument("--md", default=str(RESULTS / "startup.md"), help="markdown ('' : none)")
     p.add_argument("--json", default=str(RESULTS / "startup.json"), help="JSON ('' : none)")
     a = p.parse_args(argv)
-    pkg, train, mpi = psvm_package(), psvm_train(), mpiexec()
+    pkg, train, mpi = psvm_package(), tool("psvm-train", "pip install -e . first"), mpiexec()
     mach, ver = machine(), versions()
     print(f"# psvm {pkg} ({ver['psvm git']}); {train}; {mach['cpu']}, {mach['cores']} cores, "
           f"load {mach['load_avg']}", flush=True)  # fmt: skip

@@ -134,13 +134,17 @@ def sklearn_svc_fit(X, y, Xt, yt, ds: Dataset, *, shrinking: bool, tol: float, c
     }  # fmt: skip
 
 
-def mpiexec() -> str:
-    """The mpiexec next to this Python (the mpich wheel), else the one on PATH."""
-    here = os.path.dirname(sys.executable)
-    found = shutil.which("mpiexec", path=here) or shutil.which("mpiexec")
+def tool(name: str, hint: str) -> str:
+    """The command ``name`` next to this Python (what pip installed), else on PATH."""
+    found = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
     if found is None:
-        raise RuntimeError("mpiexec not found: install the mpich wheel")
+        raise RuntimeError(f"{name} not found: {hint}")
     return found
+
+
+def mpiexec() -> str:
+    """The mpiexec of the mpich wheel."""
+    return tool("mpiexec", "install the mpich wheel")
 
 
 def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | None = None) -> list:
