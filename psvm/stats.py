@@ -1,7 +1,8 @@
 """Run statistics: counters, timers and traces, owned by one solver per rank.
 
-Counters and timers live at the Python loop level (never inside numba) and
-no collective is ever run just to record a statistic; :meth:`Stats.reduce`
+The compiled solver loop keeps its counters, sampled timers and traces in
+arrays and hands them over at each return (:mod:`psvm.svc.solver`); no
+collective is ever run just to record a statistic; :func:`reduce_stats`
 combines the ranks once, at the end.
 """
 

@@ -3,9 +3,7 @@
 A packet (float64) holds a candidate's key, global index and state, then its
 sparse row: W indices, then W values (W: the longest row of any rank). An
 iteration packs three of them, picks three winners and takes K_ij and the
-two-variable step from two; as one numba call each, these cost a third less
-than the numpy item-by-item code they replace, which matters when the window
-is small and an iteration is mostly fixed cost (docs/design.md).
+two-variable step from two, all inside the compiled loop (:mod:`psvm.svc.engine`).
 """
 
 from __future__ import annotations
