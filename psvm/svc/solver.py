@@ -283,7 +283,7 @@ class Solver:
                       ci, cf, self.out, self.counts, self.timers, self.trace, self._ts)  # fmt: skip
         self._flush_trace()
         if event == E.BUDGET and time.perf_counter() - t0 < CALL_SECONDS / 2:
-            ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 40)
+            ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
             self._trace_arrays(int(ci[E.ITER_BUDGET]))
         return event
 
