@@ -253,7 +253,6 @@ class Solver:
                 self._shrink_window()
             elif event == E.ALL_BACK:
                 self.departures.clear()  # every row is back in the window
-                self.ctl_i[E.HAS_DEPARTURES] = 0
             elif event == E.CLOCK:
                 self._on_clock()
             elif event == E.MAX_ITER:
