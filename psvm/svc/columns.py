@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from psvm.kernels import (
     column_csc,
@@ -19,6 +20,7 @@ from psvm.kernels import (
     csr_arrays,
     feature_major,
     finish,
+    finish_flat,
     kernel_diag,
     kernel_sums,
     lane_sums,
@@ -29,6 +31,30 @@ from psvm.kernels import (
 
 _FEW_ROWS = 32  # up to this many rows, :meth:`LocalKernel.sums` goes column by column
 DENSE_BYTES = 32 * 2**20  # a dense copy up to 8x the CSR arrays is kept when this small
+
+
+@njit(cache=True, nogil=True)
+def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
+    """out[q] = K(x, x_r), r the q-th of ``rows`` (window positions): the cheapest path.
+
+    The column-major copies read only x's features (for all rows), CSR the
+    non-zeros of ``rows``; estimated costs are in the same units. All paths
+    give the same bits.
+    """
+    indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots = ker
+    kid, gamma, coef0, degree, has_dense, has_csc = kp
+    n = sq.size
+    dense = idx.size * n // 4 if has_dense else csr_work
+    csc = csc_cost(idx, colptr) + n // 2 if has_csc else csr_work
+    if dense < min(csc, csr_work):
+        column_dense(idx, val, x_sq, XT, sq, rows, kid, gamma, coef0, degree, dots, out)
+    elif csc < csr_work:
+        column_csc(idx, val, x_sq, colptr, rowidx, cdata, sq, rows, kid, gamma, coef0, degree,
+                   dots, out)  # fmt: skip
+    else:
+        column_csr(idx, val, x_sq, indptr, indices, data, sq, rows, kid, gamma, coef0, degree,
+                   work, out)  # fmt: skip
+    finish_flat(kid, out[: rows.size])
 
 
 class LocalKernel:
@@ -91,27 +117,17 @@ class LocalKernel:
                csr_work: int | None = None) -> np.ndarray:  # fmt: skip
         """out[q] = K(x, x_r) for the q-th row r of ``rows`` (sorted); returns ``out``.
 
-        ``csr_work`` is the non-zero count of ``rows`` if the caller knows it.
+        ``csr_work`` is the non-zero count of ``rows`` if the caller knows it. The
+        compiled loop's own path (:func:`kernel_column`).
         """
         if csr_work is None:
             csr_work = int(self.row_nnz[rows].sum())
-        # the column-major copies read only x's features (for all rows), CSR the
-        # non-zeros of ``rows``; estimated costs in the same units
-        dense = idx.size * self.n // 4 if self.XT is not None else csr_work
-        csc = csc_cost(idx, self.colptr) + self.n // 2 if self.colptr is not None else csr_work
-        if dense < min(csc, csr_work):
-            column_dense(idx, val, x_sq, self.XT, self.sq, rows, *self.kparams, self.dots, out)
-        elif csc < csr_work:
-            column_csc(
-                idx, val, x_sq, self.colptr, self.rowidx, self.cdata, self.sq, rows,
-                *self.kparams, self.dots, out,
-            )  # fmt: skip
-        else:
-            column_csr(
-                idx, val, x_sq, self.indptr, self.indices, self.data, self.sq, rows,
-                *self.kparams, self.work, out,
-            )  # fmt: skip
-        return finish(self.kid, out[: rows.size])
+        arrays, params = self.engine_arrays()
+        idx = np.ascontiguousarray(idx, dtype=np.int32)
+        kernel_column(arrays, params, idx, np.ascontiguousarray(val, dtype=np.float64),
+                      float(x_sq), np.ascontiguousarray(rows, dtype=np.int64), out,
+                      int(csr_work))  # fmt: skip
+        return out[: rows.size]
 
     def sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray,
              f_sq: np.ndarray | None = None) -> np.ndarray:  # fmt: skip

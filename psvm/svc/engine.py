@@ -35,17 +35,9 @@ from numba import njit
 
 from psvm.comm.compiled import allgather, now
 from psvm.elimination import GAP_FRACTION, NEAR_TOL, NEVER, eliminate
-from psvm.kernels import (
-    RBF,
-    SIGMOID,
-    column_csc,
-    column_csr,
-    column_dense,
-    csc_cost,
-    exp,
-    finish_flat,
-)
+from psvm.kernels import RBF, SIGMOID, exp
 from psvm.svc import cache as cc
+from psvm.svc.columns import kernel_column
 from psvm.svc.packets import (
     DIAG,
     GIDX,
@@ -89,30 +81,6 @@ def _finish1(kernel_id, v):
     if kernel_id == SIGMOID:
         return math.tanh(v)
     return v
-
-
-@njit(cache=True, nogil=True)
-def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
-    """out[q] = K(x, x_r), r the q-th of ``rows`` (window positions): the cheapest path.
-
-    The column-major copies read only x's features (for all rows), CSR the
-    non-zeros of ``rows``; estimated costs are in the same units. All paths
-    give the same bits.
-    """
-    indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots = ker
-    kid, gamma, coef0, degree, has_dense, has_csc = kp
-    n = sq.size
-    dense = idx.size * n // 4 if has_dense else csr_work
-    csc = csc_cost(idx, colptr) + n // 2 if has_csc else csr_work
-    if dense < min(csc, csr_work):
-        column_dense(idx, val, x_sq, XT, sq, rows, kid, gamma, coef0, degree, dots, out)
-    elif csc < csr_work:
-        column_csc(idx, val, x_sq, colptr, rowidx, cdata, sq, rows, kid, gamma, coef0, degree,
-                   dots, out)  # fmt: skip
-    else:
-        column_csr(idx, val, x_sq, indptr, indices, data, sq, rows, kid, gamma, coef0, degree,
-                   work, out)  # fmt: skip
-    finish_flat(kid, out[: rows.size])
 
 
 @njit(cache=True, nogil=True)
@@ -170,7 +138,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     ``win``: the window's (rows, pos, y, alpha, C, G, QD, active, streak, up,
     low, obj, all_pos); ``loc``: the local rows (sq, indptr, indices, data)
     for packets; ``ker``, ``kp``: the window's kernel arrays and parameters
-    (:func:`kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s arrays;
+    (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s arrays;
     ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1,
     send2, recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
     """
