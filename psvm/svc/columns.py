@@ -2,8 +2,10 @@
 
 A column K(x, local rows) takes the cheapest of three numba paths for each x
 (CSR rows, a CSC copy, or a dense feature-major copy when that is at most
-1.5x the size of the CSR arrays, or 8x and 32 MB), all bitwise equal; numpy then applies the
-kernel's transcendental part to the contiguous result (:func:`psvm.kernels.finish`).
+1.5x the size of the CSR arrays, or 8x and 32 MB), all bitwise equal; then the
+kernel's transcendental part is applied to the contiguous result
+(:func:`psvm.kernels.finish_flat`). :func:`kernel_column` is that choice, used by
+the compiled loop and by :meth:`LocalKernel.column` alike.
 """
 
 from __future__ import annotations
