@@ -311,7 +311,9 @@ def jsonable(obj):
     """Plain Python containers and numbers only, so that ``json.dumps`` takes it."""
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, np.ndarray)):
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (list, tuple)):
         return [jsonable(v) for v in obj]
     if isinstance(obj, np.generic):
         return obj.item()

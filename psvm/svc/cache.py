@@ -115,7 +115,7 @@ def _push_front(prev, nxt, meta, s):
         meta[TAIL] = s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def get_slot(keys, prev, nxt, table, complete, meta, g, keep):
     """(slot, hit) of column g; on a miss the slot is new (fill it). Slot ``keep`` is
     never evicted (the other column of the step). The arrays are a cache's, unpacked."""

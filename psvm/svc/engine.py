@@ -131,7 +131,7 @@ def _ready(ctl_i, ctl_f, n_iter, gap):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts):
     """SMO iterations until an event (returned); state, counters and traces updated in place.
 

@@ -28,7 +28,7 @@ def bid(y_t, a_t, C_t, g_t, act_t):
     return up, low
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def bids(y, alpha, C, G, act, up, low):
     """Every row's two bids (see :func:`bid`) into ``up`` and ``low``."""
     for t in range(y.size):
@@ -83,7 +83,7 @@ def candidates(y, alpha, C, G, act, up, low):
     return best(up, low)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
     """obj[t] = -(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it) for active t in I_low
     with m + y_t G_t > 0 (a violating pair with i), else inf."""

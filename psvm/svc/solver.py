@@ -60,6 +60,8 @@ MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are broug
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
 PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
+TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
+TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 
 
 @dataclass
@@ -164,6 +166,7 @@ class Solver:
         self.timers = np.zeros(E.N_TIMERS)
         self._ts = np.zeros(2, dtype=np.int64)
         self._trace_arrays(1000)
+        self._trace = [np.empty(0, dtype=a.dtype) for a in self.trace]
 
     def _trace_arrays(self, budget: int) -> None:
         cap = budget // int(self.ctl_i[E.TRACE_EVERY]) + 2
@@ -307,28 +310,33 @@ class Solver:
                      f"  elapsed {self._last_progress - self._t_start:.1f}s")  # fmt: skip
 
     def _flush_trace(self) -> None:
-        """Move the engine's trace samples into the statistics."""
+        """Move the engine's trace samples into the solve's trace. Past :data:`TRACE_POINTS`
+        samples the stride doubles and the samples off it go: the trace's size is bounded
+        whatever the iteration count, and every rank thins at the same iterations."""
         k = int(self.counts[E.C_TRACE])
-        if k:
-            it, gap, active, misses, clock = (a[:k] for a in self.trace)
-            tr = self.stats.traces
-            tr["iter"].extend(it.tolist())
-            tr["gap"].extend(gap.tolist())
-            tr["active"].extend(active.tolist())
-            tr["seconds"].extend((clock - self._t_start).tolist())
-            tr["cache_misses"].extend(misses.tolist())
-            self.counts[E.C_TRACE] = 0
+        if not k:
+            return
+        it, gap, active, misses, clock = (a[:k] for a in self.trace)
+        new = (it, gap, active, misses, clock - self._t_start)
+        self._trace = [np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)]
+        self.counts[E.C_TRACE] = 0
+        stride = int(self.ctl_i[E.TRACE_EVERY])
+        while self._trace[0].size > TRACE_POINTS:
+            stride *= 2
+            keep = self._trace[0] % stride == 0
+            self._trace = [v[keep] for v in self._trace]
+        self.ctl_i[E.TRACE_EVERY] = stride
 
     def _result(self, status: int, gap: float) -> BinaryResult:
         """Statistics, rho and the objective at the end of the loop."""
         n_iter = int(self.ctl_i[E.N_ITER])
-        tr = self.stats.traces
-        if not tr["iter"] or tr["iter"][-1] != n_iter:
-            tr["iter"].append(n_iter)
-            tr["gap"].append(gap)
-            tr["active"].append(self.n_active)
-            tr["seconds"].append(time.perf_counter() - self._t_start)
-            tr["cache_misses"].append(self.cache.misses)
+        last = self._trace[0][-1:]
+        if last.size == 0 or last[0] != n_iter:  # the final state, always
+            final = (n_iter, gap, self.n_active, self.cache.misses,
+                     time.perf_counter() - self._t_start)  # fmt: skip
+            self._trace = [np.append(v, x) for v, x in zip(self._trace, final, strict=True)]
+        for name, v in zip(TRACES, self._trace, strict=True):
+            self.stats.traces[name].extend(v.tolist())
         self._sync()
         st = self.stats
         st.add("n_iter", n_iter)
