@@ -65,3 +65,20 @@ def test_budget_and_max_iter_events():
     X, y = load_iris(return_X_y=True)
     clf = psvm.SVC(kernel="poly", gamma=1.0, max_iter=500).fit(X, y)
     assert clf.fit_status_ == 1 and max(clf.n_iter_) == 500
+
+
+def test_trace_is_bounded_and_thinned_on_a_power_of_two_stride():
+    """54k iterations on one pair: the trace keeps at most TRACE_POINTS samples plus the
+    final state, on multiples of one stride."""
+    from psvm.svc.solver import TRACE_POINTS
+
+    X, y = load_iris(return_X_y=True)
+    keep = y > 0
+    clf = psvm.SVC(kernel="poly", gamma=1, degree=3, coef0=0, heuristic="none")
+    clf.fit(X[keep], y[keep])
+    iters = np.array(clf.fit_stats_["traces"]["iter"])
+    n_iter = int(clf.n_iter_[0])
+    assert n_iter > 20 * TRACE_POINTS
+    assert TRACE_POINTS // 2 < iters.size <= TRACE_POINTS + 1 and iters[-1] == n_iter
+    stride = iters[1] - iters[0]
+    assert np.all(np.diff(iters[:-1]) == stride) and np.all(iters[:-1] % stride == 0)
