@@ -307,6 +307,9 @@ def fit_report(report: dict, model, data: FitInput) -> dict:
     return jsonable(report)
 
 
+_PLAIN = frozenset({int, float, str, bool, type(None)})
+
+
 def jsonable(obj):
     """Plain Python containers and numbers only, so that ``json.dumps`` takes it."""
     if isinstance(obj, dict):
@@ -314,6 +317,8 @@ def jsonable(obj):
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, (list, tuple)):
+        if all(type(v) in _PLAIN for v in obj):  # a trace: already plain, keep it whole
+            return list(obj)
         return [jsonable(v) for v in obj]
     if isinstance(obj, np.generic):
         return obj.item()
