@@ -66,6 +66,13 @@ class LocalKernel:
         self._build(*csr_arrays(X), X.shape[1], kparams)
 
     @classmethod
+    def of_arrays(cls, indptr, indices, data, n_features: int, kparams: tuple) -> LocalKernel:
+        """The kernel over CSR arrays (:func:`~psvm.kernels.csr_arrays`' dtypes)."""
+        self = cls.__new__(cls)
+        self._build(indptr, indices, data, n_features, kparams)
+        return self
+
+    @classmethod
     def of_rows(cls, parent: LocalKernel, rows: np.ndarray) -> LocalKernel:
         """The kernel over ``rows`` (sorted) of ``parent``'s rows: a window's, built without
         scipy (a window cut costs tens of microseconds on small problems)."""

@@ -82,7 +82,8 @@ def fit_ovo(
             pair += 1
             rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
             problem = BinaryProblem(
-                X=sp.csr_matrix(take_rows(*Xc_arrays, rows)[::-1], shape=(rows.size, Xc.shape[1])),
+                X=take_rows(*Xc_arrays, rows),
+                n_features=Xc.shape[1],
                 y=np.where(cls[rows] == a, 1.0, -1.0),
                 C=C_row[rows],
                 offset=comm.exscan_sum(rows.size),
