@@ -29,6 +29,7 @@ from numba.extending import intrinsic
 LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3
 KERNELS = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "sigmoid": SIGMOID}
 KERNEL_NAMES = {v: k for k, v in KERNELS.items()}
+_PARALLEL_WORK = 1 << 20  # multiply-adds below which a block runs in one thread
 _BLOCK = 1 << 18  # elements of a block of kernel values in :func:`kernel_sums` (2 MB)
 _FT_LIMIT = 1 << 22  # elements of its feature-major copy of F (32 MB)
 
@@ -232,6 +233,27 @@ def csc_cost(x_idx, colptr):
     return c
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _block_row(q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0,
+               degree, out):  # fmt: skip
+    """Row q of :func:`_block_pre`."""
+    n_f = FT.shape[1]
+    r = rows[q]
+    o = out[q]
+    for s in range(n_f):
+        o[s] = 0.0
+    for p in range(indptr[r], indptr[r + 1]):
+        f = indices[p]
+        k = fmap[f] if f < fmap.size else -1
+        if k >= 0:
+            v = data[p]
+            ft = FT[k]
+            for s in range(n_f):
+                o[s] += v * ft[s]
+    for s in range(n_f):
+        o[s] = _pre(kernel_id, o[s], f_sq[s], sq[r], gamma, coef0, degree)
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def _block_pre(
     rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out,
@@ -243,22 +265,21 @@ def _block_pre(
     x_r's features adds one contiguous pass over the f_s, in ascending feature
     order as in :func:`column_csr`, so values equal the column paths' bitwise.
     """
-    n_f = FT.shape[1]
     for q in prange(rows.size):
-        r = rows[q]
-        o = out[q]
-        for s in range(n_f):
-            o[s] = 0.0
-        for p in range(indptr[r], indptr[r + 1]):
-            f = indices[p]
-            k = fmap[f] if f < fmap.size else -1
-            if k >= 0:
-                v = data[p]
-                ft = FT[k]
-                for s in range(n_f):
-                    o[s] += v * ft[s]
-        for s in range(n_f):
-            o[s] = _pre(kernel_id, o[s], f_sq[s], sq[r], gamma, coef0, degree)
+        _block_row(q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0,
+                   degree, out)  # fmt: skip
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _block_pre_serial(
+    rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out,
+):  # fmt: skip
+    """:func:`_block_pre` in this thread: for small blocks, where waking the thread pool
+    costs more than the work (and far more on a loaded machine)."""
+    for q in range(rows.size):
+        _block_row(q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0,
+                   degree, out)  # fmt: skip
     return out
 
 
@@ -393,8 +414,9 @@ def kernel_sums(
         buf = np.empty((min(step, rows.size), s1 - s0))
         for q0 in range(0, rows.size, step):
             blk = rows[q0 : q0 + step]
-            K = _block_pre(blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams,
-                           buf[: blk.size])  # fmt: skip
+            block = _block_pre if blk.size * FT.size >= _PARALLEL_WORK else _block_pre_serial
+            K = block(blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams,
+                      buf[: blk.size])  # fmt: skip
             finish(kid, K)
             _weighted_row_sums(K, f_coef[s0:s1], lanes[q0 : q0 + blk.size])
         fmap[used] = -1
