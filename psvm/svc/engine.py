@@ -59,7 +59,7 @@ BUDGET, GAP, MAX_ITER, NO_PAIR, CUT, CLOCK, ALL_BACK, MPI_ERROR = range(8)
 # integer controls (``ctl_i``)
 (MAX_ITER_, ITER_BUDGET, FIRST_ORDER, PERIOD, NEED, READY, OFFSET, N_SAMPLES, N_ITER, N_ACTIVE,
  ROW_WIDTH, CK_ITERS, CLOCK_DONE, HAS_DEPARTURES, TRACE_EVERY, LAST_TRACE, RANK, CLOCK_FN,
- N_CTL_I) = range(19)  # fmt: skip
+ START, N_CTL_I) = range(20)  # fmt: skip
 # float controls (``ctl_f``)
 TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
 # outputs (``out``): the gap and the extremes at the last test
@@ -122,7 +122,7 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
 @njit(cache=True, nogil=True, inline="always")
 def _ready(ctl_i, ctl_f, n_iter, gap):
     mode = ctl_i[READY]
-    if mode == NEVER or n_iter == 0 or n_iter % ctl_i[PERIOD] != 0:
+    if mode == NEVER or n_iter < ctl_i[START] or n_iter % ctl_i[PERIOD] != 0:
         return False
     if mode == GAP_FRACTION:
         return gap < ctl_f[THETA] * ctl_f[GAP0]

@@ -40,7 +40,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.comm.compiled import CLOCK_FN
@@ -68,7 +67,8 @@ TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 class BinaryProblem:
     """One rank's share of a binary problem: local rows, labels +-1 and bounds C_t."""
 
-    X: sp.csr_matrix
+    X: tuple  # CSR arrays (indptr, indices, data) of the local rows (scipy costs per pair)
+    n_features: int
     y: np.ndarray
     C: np.ndarray
     offset: int
@@ -105,7 +105,7 @@ class Solver:
         self.log = log
         self.offset, self.n_samples = problem.offset, problem.n_samples
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
-        self.K = LocalKernel(problem.X, kp)
+        self.K = LocalKernel.of_arrays(*problem.X, problem.n_features, kp)
         # local-order state: every row's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
@@ -155,6 +155,7 @@ class Solver:
         ci[E.ITER_BUDGET] = 1000
         ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
+        ci[E.START] = policy.start(n)
         ci[E.OFFSET], ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = self.offset, n, self.row_width
         ci[E.CK_ITERS] = 0 if self.checkpoint is None else self.checkpoint.cfg.iters
         ci[E.CLOCK_DONE], ci[E.LAST_TRACE] = 0, -1  # no checkpoint at the starting iteration
