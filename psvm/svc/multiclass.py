@@ -19,7 +19,7 @@ from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.solver import BinaryProblem, BinaryResult, Solver
-from psvm.svc.state import compact_features, gather_rows
+from psvm.svc.state import compact_features, gather_csr
 
 
 class TrainingError(ValueError):
@@ -115,8 +115,8 @@ def fit_ovo(
     sv_cls = comm.allgatherv(cls[local])
     sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)
     sv_coef = np.stack([comm.allgatherv(row[local]) for row in coef]) if k > 1 else coef
-    SV = gather_rows(comm, X[local])
     order = np.argsort(sv_cls, kind="stable")
+    sv_rows = take_rows(*gather_csr(comm, *take_rows(*csr_arrays(X), local)), order)
     model = SVCModel(
         kernel=cfg.kernel,
         gamma=cfg.gamma,
@@ -124,7 +124,7 @@ def fit_ovo(
         degree=cfg.degree,
         classes=np.asarray(classes),
         n_support=np.bincount(sv_cls, minlength=k).astype(np.int64),
-        support_vectors=SV[order],
+        support_vectors=sp.csr_matrix(sv_rows[::-1], shape=(order.size, shard.n_features)),
         dual_coef=sv_coef[:, order],
         rho=np.array(rho),
         n_features=shard.n_features,

@@ -18,12 +18,6 @@ def gather_csr(comm, indptr, indices, data) -> tuple[np.ndarray, np.ndarray, np.
     return indptr, comm.allgatherv(indices.astype(np.int32)), comm.allgatherv(data)
 
 
-def gather_rows(comm, X: sp.csr_matrix) -> sp.csr_matrix:
-    """All ranks' rows stacked in rank order, on every rank (collective)."""
-    indptr, indices, data = gather_csr(comm, X.indptr, X.indices, X.data.astype(np.float64))
-    return sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, X.shape[1]))
-
-
 def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     """X with its columns renumbered 0..d-1 over the features some rank uses (collective).
 
