@@ -58,12 +58,12 @@ def _with_old(new: tuple, old: tuple, pos: np.ndarray) -> tuple:
     return new + (old[POOL], old[KEYS], old[NEXT], old[TABLE], old[COMPLETE], old[META], pos)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def _hash(g, mask):
     return (g * 2654435761) & mask  # a bijection on the low bits: consecutive g spread
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def lookup(keys, table, mask, g):
     """Slot of column g, or -1."""
     h = _hash(g, mask)
@@ -93,7 +93,7 @@ def _unhash(keys, table, mask, s):
             i = j
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def _unlink(prev, nxt, meta, s):
     if prev[s] >= 0:
         nxt[prev[s]] = nxt[s]
@@ -105,7 +105,7 @@ def _unlink(prev, nxt, meta, s):
         meta[TAIL] = prev[s]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def _push_front(prev, nxt, meta, s):
     prev[s], nxt[s] = -1, meta[HEAD]
     if meta[HEAD] >= 0:

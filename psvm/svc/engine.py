@@ -119,7 +119,7 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
         kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, col, ker[0][-1])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def _ready(ctl_i, ctl_f, n_iter, gap):
     mode = ctl_i[READY]
     if mode == NEVER or n_iter < ctl_i[START] or n_iter % ctl_i[PERIOD] != 0:

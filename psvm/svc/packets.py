@@ -17,7 +17,7 @@ from psvm.svc.update import two_variable_step
 KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def pack(buf, key, q, with_row, W, win, offset, y, alpha, G, C, QD, sq, indptr, indices, data):
     """Window position ``q``'s candidate (q < 0: none) with its state, and its row if asked."""
     buf[KEY] = key
@@ -37,7 +37,7 @@ def pack(buf, key, q, with_row, W, win, offset, y, alpha, G, C, QD, sq, indptr, 
             buf[ROW + W + p] = data[s + p]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def winner(recv, off, maximise):
     """Rank whose packet (at column ``off``) wins: best key, ties to the smaller global
     index; -1 when no rank has a candidate."""
@@ -52,7 +52,7 @@ def winner(recv, off, maximise):
     return best
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def column_total(recv, col):
     """Sum over ranks of ``recv[:, col]`` (exact for the integer counts it carries)."""
     s = 0.0
@@ -61,7 +61,7 @@ def column_total(recv, col):
     return s
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def pair_pre(p_i, p_j, W, work, kernel_id, gamma, coef0, degree):
     """pre-K(x_i, x_j) from two packets, by the arithmetic of
     :func:`psvm.kernels.column_csr` (x_i scattered, x_j's terms in order), so after
@@ -77,7 +77,7 @@ def pair_pre(p_i, p_j, W, work, kernel_id, gamma, coef0, degree):
     return _pre(kernel_id, dot, p_i[SQ], p_j[SQ], gamma, coef0, degree)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def pair_step(p_i, p_j, K_ij):
     """The two-variable step for the packets' candidates: (a_i, a_j, y_i da_i, y_j da_j)."""
     a_i, a_j = two_variable_step(p_i[Y], p_j[Y], p_i[ALPHA], p_j[ALPHA], p_i[GRAD], p_j[GRAD],

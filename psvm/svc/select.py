@@ -35,7 +35,7 @@ def bids(y, alpha, C, G, act, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], G[t], act[t])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def argmax_first(a, sign):
     """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
 
@@ -65,7 +65,7 @@ def argmax_first(a, sign):
     return 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def best(up, low):
     """(m, i, -M, j) from the bids; an index is -1 when its set is empty. ``argmax`` takes
     the first maximum: ties go to the smaller position."""
@@ -97,7 +97,7 @@ def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
         obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False)
 def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
     """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies."""
     _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj)
