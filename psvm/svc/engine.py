@@ -9,18 +9,24 @@ gathered packets, the iteration count), so all ranks return on the same
 iteration and Python's collective handling of it stays in step. Only
 :data:`BUDGET` may differ between ranks: its handling is local.
 
-One iteration (see :mod:`psvm.svc.solver` for the algorithm):
+One iteration (see :mod:`psvm.svc.solver` for the algorithm), as in LIBSVM's
+``Solver::Solve``, each part a function:
 
-- select: each rank packs its best i and best of I_low (:func:`pack`); one
-  Allgather; every rank picks the same winners (:func:`winner_rank`) and
+- :func:`select`: each rank packs its best i and best of I_low (:func:`pack`);
+  one Allgather; every rank picks the same winners (:func:`winner_rank`) and
   checks the events and the stop test;
-- eliminate: the policy's test, now and then (:func:`_ready`, :func:`eliminate`);
-- the column K(x_i, window) from the cache, carried over from the previous
-  window, or computed (:func:`_miss`);
-- second-order j: local best by the gain (:func:`second_order`), one Allgather;
-- the two-variable step from the two packets (:func:`pair_step`), the column
-  of j, and the gradient update of the window, which also finds the next
-  candidates (:func:`update_gradient`, :func:`best`).
+- :func:`shrink`: the policy's elimination test, now and then (:func:`_ready`);
+- :func:`step`: the column K(x_i, window) from the cache, carried over from
+  the previous window, or computed (:func:`_miss`); second-order j, local best
+  by the gain (:func:`second_order`), one Allgather; the two-variable step
+  from the two packets (:func:`pair_step`), the column of j, and the gradient
+  update of the window, which also writes the next bids
+  (:func:`update_gradient`).
+
+:func:`select` and :func:`step` are inlined into :func:`run` (a call passing
+the window's arrays costs 0.2 µs); the loop and its helpers are compiled
+without reference counting (``_nrt=False``: they allocate nothing), which cost
+a third of a small problem's time.
 
 The timers are sampled on every 16th iteration (a clock read costs about
 20 ns); :class:`psvm.svc.solver.Solver` scales them to the whole run.
@@ -56,6 +62,7 @@ from psvm.svc.update import update_gradient
 
 # events: why :func:`run` returned
 BUDGET, GAP, MAX_ITER, NO_PAIR, CUT, CLOCK, ALL_BACK, MPI_ERROR = range(8)
+NONE = -1  # no event: the iteration goes on
 # integer controls (``ctl_i``)
 (MAX_ITER_, ITER_BUDGET, FIRST_ORDER, PERIOD, NEED, READY, OFFSET, N_SAMPLES, N_ITER, N_ACTIVE,
  ROW_WIDTH, CK_ITERS, CLOCK_DONE, HAS_DEPARTURES, TRACE_EVERY, LAST_TRACE, RANK, CLOCK_FN,
@@ -120,15 +127,13 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _ready(ctl_i, ctl_f, n_iter, gap):
-    mode = ctl_i[READY]
-    if mode == NEVER or n_iter < ctl_i[START] or n_iter % ctl_i[PERIOD] != 0:
-        return False
-    if mode == GAP_FRACTION:
-        return gap < ctl_f[THETA] * ctl_f[GAP0]
-    if mode == NEAR_TOL:
-        return gap < 100.0 * ctl_f[TOL]
-    return True
+def _lap(timed, ctl_i, ts, timers, k, since):
+    """On a timed iteration, add the time since ``since`` to timer k; returns the time now."""
+    if not timed:
+        return 0.0
+    t = now(ctl_i[CLOCK_FN], ts)
+    timers[k] += t - since
+    return t
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -142,140 +147,150 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1,
     send2, recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
     """
-    rows, pos, y, alpha, C, G, QD, act, streak, up, low, obj, all_pos = win
-    send1, recv1, send2, recv2, idx, part = bufs
-    l_sq, l_indptr, l_indices, l_data = loc
-    kid, gamma, coef0, degree = kp[0], kp[1], kp[2], kp[3]
-    work = ker[9]
-    S = send2.size
-    W = ctl_i[ROW_WIDTH]
-    offset = ctl_i[OFFSET]
-    first_order = ctl_i[FIRST_ORDER] != 0
-    clock_fn = ctl_i[CLOCK_FN]
-    n_iter, n_active = ctl_i[N_ITER], ctl_i[N_ACTIVE]
-    entry = n_iter
-    send_i, send_j, info = send1[:S], send1[S : 2 * S], send1[2 * S :]
-    tr_iter, tr_gap, tr_active, tr_misses, tr_clock = trace
-    pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
-    width = meta[cc.WIDTH]
-    bids(y, alpha, C, G, act, up, low)
-    m, i, minus_M, j = best(up, low)
-    t0 = t1 = 0.0
+    bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
+    entry = ctl_i[N_ITER]
     event = BUDGET
-    while True:
-        if n_iter - entry >= ctl_i[ITER_BUDGET] or counts[C_TRACE] >= tr_iter.size:
+    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
+        timed = ctl_i[N_ITER] % TIMED_EVERY == 0
+        counts[C_TIMED] += timed
+        event, r_i, r_j = select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers,
+                                 trace, ts, timed)  # fmt: skip
+        if event != NONE:
             break
-        timed = n_iter % TIMED_EVERY == 0
-        if timed:
-            counts[C_TIMED] += 1
-            t0 = now(clock_fn, ts)
-        # round 1: candidates i and the best of I_low, with the counts the events need
-        pack(send_i, m, i, True, W, rows, offset, y, alpha, G, C, QD, l_sq, l_indptr, l_indices,
-             l_data)  # fmt: skip
-        pack(send_j, minus_M, j, first_order, W, rows, offset, y, alpha, G, C, QD, l_sq, l_indptr,
-             l_indices, l_data)  # fmt: skip
-        info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
-        if ctl_i[RANK] == 0 and timed:
-            info[INFO_CLOCK] = (t0 >= ctl_f[DEADLINE]) + 2.0 * (t0 >= ctl_f[PROGRESS_AT])
-        info[INFO_ACTIVE], info[INFO_WINDOW] = n_active, rows.size
-        if timed:
-            t1 = now(clock_fn, ts)
-            timers[T_SELECT] += t1 - t0
-        counts[C_ROUND1] += 1
-        if allgather(mpi, send1, recv1) != 0:
-            event = MPI_ERROR
+        if _ready(ctl_i, ctl_f, out[GAP_OUT]):
+            shrink(win, ctl_i, out, counts)
+        event = step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed,
+                     r_i, r_j)  # fmt: skip
+        if event != NONE:
             break
-        if timed:
-            t0 = now(clock_fn, ts)
-            timers[T_COMM] += t0 - t1
-        ck = ctl_i[CK_ITERS]
-        if n_iter != ctl_i[CLOCK_DONE] and (
-            recv1[0, 2 * S + INFO_CLOCK] > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)
-        ):
-            event = CLOCK
-            break
-        n_active_all = column_total(recv1, 2 * S + INFO_ACTIVE)
-        n_window_all = column_total(recv1, 2 * S + INFO_WINDOW)
-        if ctl_i[HAS_DEPARTURES] and n_window_all == ctl_i[N_SAMPLES]:
-            event = ALL_BACK
-            break
-        if n_active_all < n_window_all and n_active_all <= ctl_f[RELAYOUT] * n_window_all:
-            event = CUT
-            break
-        r_i, r_j = winner_rank(recv1, 0, True), winner_rank(recv1, S, True)
-        m_all, minus_M_all = recv1[r_i, KEY], recv1[r_j, S + KEY]
-        gap = m_all + minus_M_all if r_i >= 0 and r_j >= 0 else 0.0
-        if math.isnan(ctl_f[GAP0]):
-            ctl_f[GAP0] = gap
-        out[GAP_OUT], out[M_OUT], out[MINUS_M_OUT] = gap, m_all, minus_M_all
-        if n_iter % ctl_i[TRACE_EVERY] == 0 and n_iter != ctl_i[LAST_TRACE]:
-            k = counts[C_TRACE]
-            tr_iter[k], tr_gap[k], tr_active[k] = n_iter, gap, n_active
-            tr_misses[k], tr_clock[k] = meta[cc.MISSES], now(clock_fn, ts)
-            counts[C_TRACE] = k + 1
-            ctl_i[LAST_TRACE] = n_iter
-        if gap < ctl_f[TOL] or gap < ctl_f[NEXT_GAP]:
-            event = GAP
-            break
-        if n_iter >= ctl_i[MAX_ITER_]:
-            event = MAX_ITER
-            break
-        if _ready(ctl_i, ctl_f, n_iter, gap):
-            gone = eliminate(y, alpha, C, G, act, m_all, -minus_M_all, streak, ctl_i[NEED])
-            n_active -= gone
-            counts[C_ELIMINATED] += gone
-        p_i = recv1[r_i, :S]
-        if timed:
-            t1 = now(clock_fn, ts)
-            timers[T_SELECT] += t1 - t0
-        # the cache's arrays one by one: taking them out of its tuple in the loop would cost
-        # a reference count each, every iteration
-        s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[GIDX]), -1)
-        if not (hit and complete[s_i]):
-            _miss(cache, ker, kp, p_i, W, all_pos, idx, part, s_i, hit)
-        col_i = cc.column(pool, width, s_i)
-        if timed:
-            t0 = now(clock_fn, ts)
-            timers[T_KERNEL] += t0 - t1
-        if first_order:
-            p_j = recv1[r_j, S : 2 * S]
-        else:  # round 2: the partner j by the second-order gain
-            key, q = second_order(y, alpha, C, G, QD, act, col_i, m_all, p_i[DIAG], obj)
-            pack(send2, key, q, True, W, rows, offset, y, alpha, G, C, QD, l_sq, l_indptr,
-                 l_indices, l_data)  # fmt: skip
-            if timed:
-                t1 = now(clock_fn, ts)
-                timers[T_SELECT] += t1 - t0
-            counts[C_ROUND2] += 1
-            if allgather(mpi, send2, recv2) != 0:
-                event = MPI_ERROR
-                break
-            if timed:
-                t0 = now(clock_fn, ts)
-                timers[T_COMM] += t0 - t1
-            r2 = winner_rank(recv2, 0, False)
-            if r2 < 0:  # no violating partner for i on any rank
-                out[GAP_OUT] = 0.0
-                event = NO_PAIR
-                break
-            p_j = recv2[r2]
-        K_ij = _finish1(kid, pair_pre(p_i, p_j, W, work, kid, gamma, coef0, degree))
-        a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-        s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[GIDX]), s_i)
-        if not (hit and complete[s_j]):  # the slot of column i stays
-            _miss(cache, ker, kp, p_j, W, all_pos, idx, part, s_j, hit)
-        col_j = cc.column(pool, width, s_j)
-        if timed:
-            t1 = now(clock_fn, ts)
-            timers[T_KERNEL] += t1 - t0
-        for g, new in ((p_i[GIDX], a_i), (p_j[GIDX], a_j)):
-            lidx = np.int64(g) - offset
-            if 0 <= lidx < pos.size:
-                alpha[pos[lidx]] = new
-        update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
-        m, i, minus_M, j = best(up, low)
-        n_iter += 1
-        if timed:
-            timers[T_UPDATE] += now(clock_fn, ts) - t1
-    ctl_i[N_ITER], ctl_i[N_ACTIVE] = n_iter, n_active
+        ctl_i[N_ITER] += 1
     return event
+
+
+@njit(cache=True, nogil=True, inline="always")
+def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed):
+    """Round 1: every rank sends its best i and best of I_low with the counts the events
+    need; all pick the same winners and test the events and the stop test, in order.
+    Returns (event or NONE, winning rank of i, of I_low); the gap and extremes in ``out``."""
+    rows, _, y, alpha, C, G, QD, act, _, up, low = win[:11]
+    send1, recv1, send2 = bufs[0], bufs[1], bufs[2]
+    S, W, n_iter = send2.size, ctl_i[ROW_WIDTH], ctl_i[N_ITER]
+    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
+    m, i, minus_M, j = best(up, low)
+    pack(send1[:S], m, i, True, W, rows, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
+    pack(send1[S : 2 * S], minus_M, j, ctl_i[FIRST_ORDER] != 0, W, rows, ctl_i[OFFSET], y, alpha,
+         G, C, QD, *loc)  # fmt: skip
+    info = send1[2 * S :]
+    info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
+    if ctl_i[RANK] == 0 and timed:
+        info[INFO_CLOCK] = (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
+    info[INFO_ACTIVE], info[INFO_WINDOW] = ctl_i[N_ACTIVE], rows.size
+    t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+    counts[C_ROUND1] += 1
+    if allgather(mpi, send1, recv1) != 0:
+        return MPI_ERROR, -1, -1
+    t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
+    ck = ctl_i[CK_ITERS]
+    if n_iter != ctl_i[CLOCK_DONE] and (
+        recv1[0, 2 * S + INFO_CLOCK] > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)
+    ):
+        return CLOCK, -1, -1
+    n_active = column_total(recv1, 2 * S + INFO_ACTIVE)
+    n_window = column_total(recv1, 2 * S + INFO_WINDOW)
+    if ctl_i[HAS_DEPARTURES] and n_window == ctl_i[N_SAMPLES]:
+        return ALL_BACK, -1, -1
+    if n_active < n_window and n_active <= ctl_f[RELAYOUT] * n_window:
+        return CUT, -1, -1
+    r_i, r_j = winner_rank(recv1, 0, True), winner_rank(recv1, S, True)
+    m_all, minus_M_all = recv1[r_i, KEY], recv1[r_j, S + KEY]
+    gap = m_all + minus_M_all if r_i >= 0 and r_j >= 0 else 0.0
+    if math.isnan(ctl_f[GAP0]):
+        ctl_f[GAP0] = gap
+    out[GAP_OUT], out[M_OUT], out[MINUS_M_OUT] = gap, m_all, minus_M_all
+    if n_iter % ctl_i[TRACE_EVERY] == 0 and n_iter != ctl_i[LAST_TRACE]:
+        _record(trace, counts, ctl_i, cache[cc.META][cc.MISSES], gap, ts)
+    if gap < ctl_f[TOL] or gap < ctl_f[NEXT_GAP]:
+        return GAP, r_i, r_j
+    if n_iter >= ctl_i[MAX_ITER_]:
+        return MAX_ITER, r_i, r_j
+    _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+    return NONE, r_i, r_j
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _record(trace, counts, ctl_i, misses, gap, ts):
+    """One trace sample: iteration, gap, local active rows, cache misses, clock."""
+    k = counts[C_TRACE]
+    trace[0][k], trace[1][k], trace[2][k] = ctl_i[N_ITER], gap, ctl_i[N_ACTIVE]
+    trace[3][k], trace[4][k] = misses, now(ctl_i[CLOCK_FN], ts)
+    counts[C_TRACE] = k + 1
+    ctl_i[LAST_TRACE] = ctl_i[N_ITER]
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _ready(ctl_i, ctl_f, gap):
+    """Whether the policy tests the elimination rule at this iteration."""
+    n_iter, mode = ctl_i[N_ITER], ctl_i[READY]
+    if mode == NEVER or n_iter < ctl_i[START] or n_iter % ctl_i[PERIOD] != 0:
+        return False
+    if mode == GAP_FRACTION:
+        return gap < ctl_f[THETA] * ctl_f[GAP0]
+    if mode == NEAR_TOL:
+        return gap < 100.0 * ctl_f[TOL]
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def shrink(win, ctl_i, out, counts):
+    """The policy's elimination test against the gathered extremes (LIBSVM's do_shrinking)."""
+    _, _, y, alpha, C, G, _, act, streak = win[:9]
+    gone = eliminate(y, alpha, C, G, act, out[M_OUT], -out[MINUS_M_OUT], streak, ctl_i[NEED])
+    ctl_i[N_ACTIVE] -= gone
+    counts[C_ELIMINATED] += gone
+
+
+@njit(cache=True, nogil=True, inline="always")
+def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j):
+    """Column i; round 2, the partner j by the second-order gain (or I_low's best, first
+    order); the two-variable step; column j; the gradient update. NONE or an event."""
+    rows, pos, y, alpha, C, G, QD, act, _, up, low, obj, all_pos = win
+    _, recv1, send2, recv2, idx, part = bufs
+    pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
+    S, W, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
+    p_i = recv1[r_i, :S]
+    # the cache's arrays one by one: the tuple's would cost a look-up each, every iteration
+    s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[GIDX]), -1)
+    if not (hit and complete[s_i]):
+        _miss(cache, ker, kp, p_i, W, all_pos, idx, part, s_i, hit)
+    col_i = cc.column(pool, meta[cc.WIDTH], s_i)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    if ctl_i[FIRST_ORDER] != 0:
+        p_j = recv1[r_j, S : 2 * S]
+    else:
+        key, q = second_order(y, alpha, C, G, QD, act, col_i, out[M_OUT], p_i[DIAG], obj)
+        pack(send2, key, q, True, W, rows, offset, y, alpha, G, C, QD, *loc)
+        t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+        counts[C_ROUND2] += 1
+        if allgather(mpi, send2, recv2) != 0:
+            return MPI_ERROR
+        t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
+        r2 = winner_rank(recv2, 0, False)
+        if r2 < 0:  # no violating partner for i on any rank
+            out[GAP_OUT] = 0.0
+            return NO_PAIR
+        p_j = recv2[r2]
+    K_ij = _finish1(kp[0], pair_pre(p_i, p_j, W, ker[9], kp[0], kp[1], kp[2], kp[3]))
+    a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
+    s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[GIDX]), s_i)
+    if not (hit and complete[s_j]):  # the slot of column i stays
+        _miss(cache, ker, kp, p_j, W, all_pos, idx, part, s_j, hit)
+    col_j = cc.column(pool, meta[cc.WIDTH], s_j)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    for g, new in ((p_i[GIDX], a_i), (p_j[GIDX], a_j)):
+        lidx = np.int64(g) - offset
+        if 0 <= lidx < pos.size:
+            alpha[pos[lidx]] = new
+    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
+    _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
+    return NONE
