@@ -1,4 +1,4 @@
-"""Data layer: LIBSVM files to per-rank CSR shards (see DESIGN.md section 6)."""
+"""Data layer: LIBSVM files to per-rank CSR shards (docs/design.md, "Data flow")."""
 
 from psvm.io.libsvm_format import (
     LibsvmFormatError,
