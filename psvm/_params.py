@@ -122,6 +122,23 @@ def validate_svc_params(
     return out
 
 
+def unknown_weight_labels(class_weight: dict, classes) -> list[str]:
+    """LIBSVM's warning for each ``class_weight`` label that is no class: ignored, not an error.
+
+    svm.cpp prints ``WARNING: class label %d specified in weight is not found``
+    and trains on; both faces and both solvers say the same.
+    """
+    known = set(classes)
+    return [f"class label {_label_text(label)} specified in weight is not found"
+            for label in class_weight if label not in known]  # fmt: skip
+
+
+def _label_text(label) -> str:
+    """A label as LIBSVM's ``%d`` shows it when it is a whole number."""
+    whole = isinstance(label, numbers.Real) and not isinstance(label, bool)
+    return str(int(label)) if whole and float(label).is_integer() else str(label)
+
+
 def resolve_gamma(gamma, n_features: int, x_var: float) -> float:
     """scikit-learn's rule: 'scale' is 1 / (n_features * X.var()), 'auto' 1 / n_features."""
     if gamma == "auto":

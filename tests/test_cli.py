@@ -138,3 +138,17 @@ def test_huge_feature_indices_cost_no_memory(tmp_path):
     assert r.returncode == 0 and "Accuracy = " in r.stdout, r.stderr
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     assert peak_mb < 2000, peak_mb  # was 10.9 GB with dense work vectors of 2^31
+
+
+@pytest.mark.parametrize("solver", ["smo", "sgd"])
+def test_weight_of_a_missing_class_warns_as_libsvm(tmp_path, solver):
+    """-w5 on a file without class 5: LIBSVM's warning once, then the model without it."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD)
+    flags = ["--solver", solver, "-q", "-w1", "2"]
+    r = run_cli(TRAIN, [*flags, "-w5", "3", data, tmp_path / "with"], 2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == ["WARNING: class label 5 specified in weight is not found"]
+    r = run_cli(TRAIN, [*flags, data, tmp_path / "without"], 2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "with").read_text() == (tmp_path / "without").read_text()

@@ -105,6 +105,18 @@ def parse_train_args(argv: list[str], flags: dict, *, context: str = "") -> dict
     return opts
 
 
+def warn_unknown_weights(comm, class_weight: dict, classes) -> None:
+    """LIBSVM's ``WARNING: class label i specified in weight is not found``, for each such -wi.
+
+    Printed by rank 0 to stderr even under -q, as svm-train does; training goes on.
+    """
+    from psvm._params import unknown_weight_labels
+
+    if comm.rank == 0:
+        for message in unknown_weight_labels(class_weight, [float(c) for c in classes]):
+            print(f"WARNING: {message}", file=sys.stderr, flush=True)
+
+
 def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> int:
     """Run ``body`` under the exit protocol shared by every rank.
 

@@ -18,6 +18,7 @@ from psvm.cli._common import (
     split_options,
     switches,
     usage,
+    warn_unknown_weights,
 )
 from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
@@ -151,6 +152,7 @@ def _body(argv: list[str]) -> int:
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
     classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
+    warn_unknown_weights(comm, opts["class_weight"], classes)
     stats = Stats()
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0

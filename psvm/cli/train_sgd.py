@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import time
 
-from psvm.cli._common import SWITCH, WEIGHTS, UsageError, number, parse_train_args, usage
+from psvm.cli._common import (
+    SWITCH,
+    WEIGHTS,
+    UsageError,
+    number,
+    parse_train_args,
+    usage,
+    warn_unknown_weights,
+)
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 # fmt: off
@@ -86,9 +94,7 @@ def body(argv: list[str]) -> int:
     # codes so that, with two classes, the first label is the positive one (LIBLINEAR)
     order = classes[::-1] if classes.size == 2 else classes
     codes = _codes(shard.y, order)
-    unknown = set(opts["class_weight"]) - set(order.tolist())
-    if unknown:
-        raise UsageError(f"-w: labels {sorted(unknown)} are not in the training file")
+    warn_unknown_weights(comm, opts["class_weight"], order)
     cw = np.array([opts["class_weight"].get(float(c), 1.0) for c in order])
     validation = None
     if "validation" in opts:
