@@ -152,3 +152,14 @@ def test_weight_of_a_missing_class_warns_as_libsvm(tmp_path, solver):
     r = run_cli(TRAIN, [*flags, data, tmp_path / "without"], 2, timeout=120)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "with").read_text() == (tmp_path / "without").read_text()
+
+
+def test_huge_poly_degree_takes_log_steps(tmp_path):
+    """-d at its bound: LIBSVM's powi squares its way there (a running product took ~1 s a
+    kernel value, minutes in all), and the run stays well under the timeout."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD * 5)
+    r = run_cli(TRAIN, ["-q", "-t", "1", "-d", "2147483647", data, tmp_path / "m"], None,
+                timeout=100)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "degree 2147483647" in (tmp_path / "m").read_text()
