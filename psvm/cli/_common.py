@@ -12,9 +12,11 @@ kind is ``int``, ``float`` or ``str`` (how the one value is parsed), or:
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 SWITCH = "switch"  # table kinds besides int, float and str: see the module docstring
 WEIGHTS = "weights"
@@ -103,6 +105,25 @@ def parse_train_args(argv: list[str], flags: dict, *, context: str = "") -> dict
     opts["train"] = rest[0]
     opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
     return opts
+
+
+@contextmanager
+def flag_named(flags: dict) -> Iterator[None]:
+    """Parameter errors from validation also name the flag typed: ``option -d: degree must ...``.
+
+    Validation names the parameter first in every message (``degree must be >= 0``).
+    """
+    from psvm._params import ParameterError
+
+    try:
+        yield
+    except ParameterError as e:
+        name = re.match(r"\w*", str(e)).group()
+        flag = next((f for f, (n, kind, _) in flags.items() if n == name and kind is not WEIGHTS),
+                    None)  # fmt: skip
+        if flag is None:
+            raise
+        raise ParameterError(f"option {flag}: {e}") from None
 
 
 def warn_unknown_weights(comm, class_weight: dict, classes) -> None:

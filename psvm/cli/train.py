@@ -13,6 +13,7 @@ from psvm.cli._common import (
     SWITCH,
     WEIGHTS,
     UsageError,
+    flag_named,
     parse_train_args,
     run_main,
     split_options,
@@ -127,20 +128,21 @@ def _body(argv: list[str]) -> int:
 
     opts = parse_args(argv)
     comm = world()
-    params = validate_svc_params(
-        C=opts.get("C", 1.0),
-        kernel=opts.get("kernel", "rbf"),
-        degree=opts.get("degree", 3),
-        gamma=opts.get("gamma", "auto"),  # LIBSVM's default: 1/num_features
-        coef0=opts.get("coef0", 0.0),
-        tol=opts.get("tol", 1e-3),
-        cache_size=opts.get("cache_size", 100.0),
-        max_iter=opts.get("max_iter", -1),
-        selection=opts.get("selection", "second"),
-        heuristic=opts.get("heuristic", DEFAULT_HEURISTIC),
-        reconstruction=opts.get("reconstruction", "single"),
-        class_weight=opts["class_weight"],
-    )
+    with flag_named(FLAGS):  # 'option -d: degree must be >= 0, got -1'
+        params = validate_svc_params(
+            C=opts.get("C", 1.0),
+            kernel=opts.get("kernel", "rbf"),
+            degree=opts.get("degree", 3),
+            gamma=opts.get("gamma", "auto"),  # LIBSVM's default: 1/num_features
+            coef0=opts.get("coef0", 0.0),
+            tol=opts.get("tol", 1e-3),
+            cache_size=opts.get("cache_size", 100.0),
+            max_iter=opts.get("max_iter", -1),
+            selection=opts.get("selection", "second"),
+            heuristic=opts.get("heuristic", DEFAULT_HEURISTIC),
+            reconstruction=opts.get("reconstruction", "single"),
+            class_weight=opts["class_weight"],
+        )
     checkpoint = make_checkpoint_config(
         opts.get("checkpoint"),
         opts.get("checkpoint_seconds", 600.0),

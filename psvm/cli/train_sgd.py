@@ -15,6 +15,7 @@ from psvm.cli._common import (
     SWITCH,
     WEIGHTS,
     UsageError,
+    flag_named,
     number,
     parse_train_args,
     usage,
@@ -83,14 +84,16 @@ def body(argv: list[str]) -> int:
         max_iter=opts.get("max_iter", 1000), tol=tol if tol > 0 else None,
         average=opts.get("average", 1), intercept_decay=0.01,
     )  # fmt: skip
-    validate_sgd_params(**cfg_args)  # parameter errors before any file is read
+    with flag_named(FLAGS):
+        validate_sgd_params(**cfg_args)  # parameter errors before any file is read
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
     classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
     lam = opts.get("alpha", 1.0 / shard.n_samples)
-    cfg = validate_sgd_params(alpha=lam, **cfg_args)
+    with flag_named(FLAGS):
+        cfg = validate_sgd_params(alpha=lam, **cfg_args)
     # codes so that, with two classes, the first label is the positive one (LIBLINEAR)
     order = classes[::-1] if classes.size == 2 else classes
     codes = _codes(shard.y, order)

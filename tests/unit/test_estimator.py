@@ -305,6 +305,8 @@ def test_random_state_and_n_jobs_do_not_change_the_model(digits):
         (dict(C="big"), "C"),
         (dict(kernel="precomputed"), "kernel"),
         (dict(degree=-1), "degree"),
+        (dict(degree=2**31), "degree"),
+        (dict(degree=3.0), "degree"),
         (dict(gamma="bad"), "gamma"),
         (dict(gamma=0.0), "gamma"),
         (dict(coef0=np.inf), "coef0"),
