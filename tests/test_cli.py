@@ -163,3 +163,21 @@ def test_huge_poly_degree_takes_log_steps(tmp_path):
                 timeout=100)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "degree 2147483647" in (tmp_path / "m").read_text()
+
+
+def test_default_model_name_drops_the_compression_suffix(tmp_path):
+    """svm-train names the model after the training file; NAME.xz is NAME, as psvm reads it."""
+    import lzma
+
+    from psvm.cli._common import COMPRESSED, default_model_name
+    from psvm.io.libsvm_format import _OPENERS
+
+    assert set(COMPRESSED) == set(_OPENERS)
+    names = {"dir/a9a": "a9a.model", "a9a.xz": "a9a.model", "/d/a9a.t.bz2": "a9a.t.model",
+             "a9a.t.gz": "a9a.t.model", "a9a.txt": "a9a.txt.model", ".xz": ".xz.model"}  # fmt: skip
+    assert {name: default_model_name(name) for name in names} == names
+    with lzma.open(tmp_path / "d.xz", "wt") as f:
+        f.write(GOOD)
+    r = run_cli(TRAIN, ["-q", "d.xz"], None, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.model", "d.xz"]

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 
 SWITCH = "switch"  # table kinds besides int, float and str: see the module docstring
 WEIGHTS = "weights"
+# suffixes the reader decompresses (psvm.io.libsvm_format's openers), kept off default names
+COMPRESSED = (".xz", ".bz2", ".gz")
 
 
 class UsageError(ValueError):
@@ -103,8 +105,15 @@ def parse_train_args(argv: list[str], flags: dict, *, context: str = "") -> dict
     if len(rest) not in (1, 2):
         raise UsageError("expected training_set_file [model_file]")
     opts["train"] = rest[0]
-    opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
+    opts["model"] = rest[1] if len(rest) == 2 else default_model_name(rest[0])
     return opts
+
+
+def default_model_name(train: str) -> str:
+    """svm-train's default, the base name plus ``.model``; ``NAME.xz`` gives ``NAME.model`` too."""
+    base = os.path.basename(train)
+    stem, suffix = os.path.splitext(base)
+    return (stem if suffix in COMPRESSED and stem else base) + ".model"
 
 
 @contextmanager
