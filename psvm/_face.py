@@ -12,6 +12,7 @@ shape, labels and class counts.
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError
+from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError, unknown_weight_labels
 from psvm.comm import Comm, world
 from psvm.io.shard import Shard, nnz_balanced_offsets
 
@@ -255,8 +256,12 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
                     sparse=sparse)  # fmt: skip
 
 
-def class_weight_vector(class_weight, classes: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Weight of each class (scikit-learn's rule for 'balanced': n / (k * count))."""
+def class_weight_vector(class_weight, classes: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
+    """Weight of each class (scikit-learn's rule for 'balanced': n / (k * count)).
+
+    A dict label that is no class is ignored with LIBSVM's warning (scikit-learn
+    raises when it leaves a class unweighted); ``counts`` serves 'balanced' only.
+    """
     if class_weight is None:
         return np.ones(classes.size)
     if isinstance(class_weight, str) and class_weight == "balanced":
@@ -265,13 +270,13 @@ def class_weight_vector(class_weight, classes: np.ndarray, counts: np.ndarray) -
         raise ParameterError(
             f"class_weight must be a dict, 'balanced' or None, got {class_weight!r}"
         )
-    unknown = [c for c in class_weight if c not in set(classes.tolist())]
-    if unknown:
-        raise ParameterError(f"class_weight has labels {unknown} that are not in y "
-                             f"(classes {classes.tolist()})")  # fmt: skip
+    for message in unknown_weight_labels(class_weight, classes.tolist()):
+        warnings.warn(message, UserWarning, stacklevel=3)
     w = np.ones(classes.size)
+    position = {c: k for k, c in enumerate(classes.tolist())}
     for label, value in class_weight.items():
-        w[np.searchsorted(classes, label)] = value
+        if label in position:
+            w[position[label]] = value
     return w
 
 

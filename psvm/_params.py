@@ -57,7 +57,11 @@ class SVCConfig:
         return SELECTIONS[self.selection]
 
 
-def _number(name, value, *, kind=numbers.Real, low=None, low_open=False, allowed=()):
+# LIBSVM's C int: the model file's degree, and the bound of scikit-learn's libsvm binding
+INT_MAX = 2**31 - 1
+
+
+def _number(name, value, *, kind=numbers.Real, low=None, low_open=False, high=None, allowed=()):
     if value in allowed and isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, kind):
@@ -68,6 +72,8 @@ def _number(name, value, *, kind=numbers.Real, low=None, low_open=False, allowed
     if low is not None and (value <= low if low_open else value < low):
         op = ">" if low_open else ">="
         raise ParameterError(f"{name} must be {op} {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ParameterError(f"{name} must be <= {high}, got {value!r}")
     return value
 
 
@@ -100,7 +106,7 @@ def validate_svc_params(
     out = dict(
         C=float(_number("C", C, low=0, low_open=True)),
         kernel=_choice("kernel", kernel, KERNELS),
-        degree=int(_number("degree", degree, kind=numbers.Integral, low=0)),
+        degree=int(_number("degree", degree, kind=numbers.Integral, low=0, high=INT_MAX)),
         gamma=_number("gamma", gamma, low=0, low_open=True, allowed=("scale", "auto")),
         coef0=float(_number("coef0", coef0)),
         tol=float(_number("tol", tol, low=0, low_open=True)),
@@ -120,6 +126,23 @@ def validate_svc_params(
         _number(f"class_weight[{label!r}]", w, low=0, low_open=True)
     out["class_weight"] = {k: float(v) for k, v in weights.items()}
     return out
+
+
+def unknown_weight_labels(class_weight: dict, classes) -> list[str]:
+    """LIBSVM's warning for each ``class_weight`` label that is no class: ignored, not an error.
+
+    svm.cpp prints ``WARNING: class label %d specified in weight is not found``
+    and trains on; both faces and both solvers say the same.
+    """
+    known = set(classes)
+    return [f"class label {_label_text(label)} specified in weight is not found"
+            for label in class_weight if label not in known]  # fmt: skip
+
+
+def _label_text(label) -> str:
+    """A label as LIBSVM's ``%d`` shows it when it is a whole number."""
+    whole = isinstance(label, numbers.Real) and not isinstance(label, bool)
+    return str(int(label)) if whole and float(label).is_integer() else str(label)
 
 
 def resolve_gamma(gamma, n_features: int, x_var: float) -> float:

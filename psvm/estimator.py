@@ -48,7 +48,8 @@ class SVC(ClassifierMixin, BaseEstimator):
     kernel : {'linear', 'poly', 'rbf', 'sigmoid'}, default='rbf'
         Kernel ('precomputed' and callables are not supported).
     degree : int, default=3
-        Degree of the 'poly' kernel.
+        Degree of the 'poly' kernel, from 0 to 2**31 - 1 (LIBSVM's int). The
+        power is LIBSVM's ``powi`` (repeated squaring): the same kernel values.
     gamma : {'scale', 'auto'} or float, default='scale'
         Kernel coefficient of 'rbf', 'poly' and 'sigmoid': 'scale' is
         ``1 / (n_features * X.var())`` over the whole training set, 'auto' is

@@ -51,12 +51,23 @@ def _pre(kernel_id, dot, sq_a, sq_b, gamma, coef0, degree):
     if kernel_id == RBF:
         return -gamma * (sq_a + sq_b - 2.0 * dot)
     if kernel_id == POLY:
-        base = gamma * dot + coef0
-        r = 1.0
-        for _ in range(degree):  # LIBSVM's powi: the same product for every rank
-            r *= base
-        return r
+        return _powi(gamma * dot + coef0, degree)
     return gamma * dot + coef0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _powi(base, times):
+    """base**times by LIBSVM's powi (svm.cpp): repeated squaring, so the same bits as LIBSVM's
+    kernel and O(log times) steps (a loop of ``times`` products never ends for -d 1e9)."""
+    tmp = base
+    ret = 1.0
+    t = times
+    while t > 0:
+        if t % 2 == 1:
+            ret *= tmp
+        tmp = tmp * tmp
+        t //= 2
+    return ret
 
 
 @intrinsic

@@ -138,3 +138,46 @@ def test_huge_feature_indices_cost_no_memory(tmp_path):
     assert r.returncode == 0 and "Accuracy = " in r.stdout, r.stderr
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     assert peak_mb < 2000, peak_mb  # was 10.9 GB with dense work vectors of 2^31
+
+
+@pytest.mark.parametrize("solver", ["smo", "sgd"])
+def test_weight_of_a_missing_class_warns_as_libsvm(tmp_path, solver):
+    """-w5 on a file without class 5: LIBSVM's warning once, then the model without it."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD)
+    flags = ["--solver", solver, "-q", "-w1", "2"]
+    r = run_cli(TRAIN, [*flags, "-w5", "3", data, tmp_path / "with"], 2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == ["WARNING: class label 5 specified in weight is not found"]
+    r = run_cli(TRAIN, [*flags, data, tmp_path / "without"], 2, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "with").read_text() == (tmp_path / "without").read_text()
+
+
+def test_huge_poly_degree_takes_log_steps(tmp_path):
+    """-d at its bound: LIBSVM's powi squares its way there (a running product took ~1 s a
+    kernel value, minutes in all), and the run stays well under the timeout."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD * 5)
+    r = run_cli(TRAIN, ["-q", "-t", "1", "-d", "2147483647", data, tmp_path / "m"], None,
+                timeout=100)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "degree 2147483647" in (tmp_path / "m").read_text()
+
+
+def test_default_model_name_drops_the_compression_suffix(tmp_path):
+    """svm-train names the model after the training file; NAME.xz is NAME, as psvm reads it."""
+    import lzma
+
+    from psvm.cli._common import COMPRESSED, default_model_name
+    from psvm.io.libsvm_format import _OPENERS
+
+    assert set(COMPRESSED) == set(_OPENERS)
+    names = {"dir/a9a": "a9a.model", "a9a.xz": "a9a.model", "/d/a9a.t.bz2": "a9a.t.model",
+             "a9a.t.gz": "a9a.t.model", "a9a.txt": "a9a.txt.model", ".xz": ".xz.model"}  # fmt: skip
+    assert {name: default_model_name(name) for name in names} == names
+    with lzma.open(tmp_path / "d.xz", "wt") as f:
+        f.write(GOOD)
+    r = run_cli(TRAIN, ["-q", "d.xz"], None, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.model", "d.xz"]

@@ -53,3 +53,14 @@ def test_command_runs(workdir, command):
     assert proc.stdout.strip(), "every example prints its result"
     if "mpiexec" in command:  # rank 0 prints; nobody else does
         assert len(proc.stdout.strip().splitlines()) == 1
+
+
+def test_shrinking_row_says_what_the_code_does():
+    """The guide's `shrinking` row names the heuristic that shrinking=True selects."""
+    from psvm._face import resolve_heuristic
+
+    row = next(line for line in TEXT.splitlines() if line.startswith("| `shrinking` |"))
+    said = re.search(r"`True` means [^`|]*`'([\w-]+)'`", row)
+    assert said is not None, row
+    assert said.group(1) == resolve_heuristic(True, None)
+    assert "`False` means `'none'`" in row and resolve_heuristic(False, None) == "none"

@@ -12,12 +12,16 @@ kind is ``int``, ``float`` or ``str`` (how the one value is parsed), or:
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 SWITCH = "switch"  # table kinds besides int, float and str: see the module docstring
 WEIGHTS = "weights"
+# suffixes the reader decompresses (psvm.io.libsvm_format's openers), kept off default names
+COMPRESSED = (".xz", ".bz2", ".gz")
 
 
 class UsageError(ValueError):
@@ -101,8 +105,46 @@ def parse_train_args(argv: list[str], flags: dict, *, context: str = "") -> dict
     if len(rest) not in (1, 2):
         raise UsageError("expected training_set_file [model_file]")
     opts["train"] = rest[0]
-    opts["model"] = rest[1] if len(rest) == 2 else os.path.basename(rest[0]) + ".model"
+    opts["model"] = rest[1] if len(rest) == 2 else default_model_name(rest[0])
     return opts
+
+
+def default_model_name(train: str) -> str:
+    """svm-train's default, the base name plus ``.model``; ``NAME.xz`` gives ``NAME.model`` too."""
+    base = os.path.basename(train)
+    stem, suffix = os.path.splitext(base)
+    return (stem if suffix in COMPRESSED and stem else base) + ".model"
+
+
+@contextmanager
+def flag_named(flags: dict) -> Iterator[None]:
+    """Parameter errors from validation also name the flag typed: ``option -d: degree must ...``.
+
+    Validation names the parameter first in every message (``degree must be >= 0``).
+    """
+    from psvm._params import ParameterError
+
+    try:
+        yield
+    except ParameterError as e:
+        name = re.match(r"\w*", str(e)).group()
+        flag = next((f for f, (n, kind, _) in flags.items() if n == name and kind is not WEIGHTS),
+                    None)  # fmt: skip
+        if flag is None:
+            raise
+        raise ParameterError(f"option {flag}: {e}") from None
+
+
+def warn_unknown_weights(comm, class_weight: dict, classes) -> None:
+    """LIBSVM's ``WARNING: class label i specified in weight is not found``, for each such -wi.
+
+    Printed by rank 0 to stderr even under -q, as svm-train does; training goes on.
+    """
+    from psvm._params import unknown_weight_labels
+
+    if comm.rank == 0:
+        for message in unknown_weight_labels(class_weight, [float(c) for c in classes]):
+            print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
 
 def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> int:

@@ -13,11 +13,13 @@ from psvm.cli._common import (
     SWITCH,
     WEIGHTS,
     UsageError,
+    flag_named,
     parse_train_args,
     run_main,
     split_options,
     switches,
     usage,
+    warn_unknown_weights,
 )
 from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
@@ -126,20 +128,21 @@ def _body(argv: list[str]) -> int:
 
     opts = parse_args(argv)
     comm = world()
-    params = validate_svc_params(
-        C=opts.get("C", 1.0),
-        kernel=opts.get("kernel", "rbf"),
-        degree=opts.get("degree", 3),
-        gamma=opts.get("gamma", "auto"),  # LIBSVM's default: 1/num_features
-        coef0=opts.get("coef0", 0.0),
-        tol=opts.get("tol", 1e-3),
-        cache_size=opts.get("cache_size", 100.0),
-        max_iter=opts.get("max_iter", -1),
-        selection=opts.get("selection", "second"),
-        heuristic=opts.get("heuristic", DEFAULT_HEURISTIC),
-        reconstruction=opts.get("reconstruction", "single"),
-        class_weight=opts["class_weight"],
-    )
+    with flag_named(FLAGS):  # 'option -d: degree must be >= 0, got -1'
+        params = validate_svc_params(
+            C=opts.get("C", 1.0),
+            kernel=opts.get("kernel", "rbf"),
+            degree=opts.get("degree", 3),
+            gamma=opts.get("gamma", "auto"),  # LIBSVM's default: 1/num_features
+            coef0=opts.get("coef0", 0.0),
+            tol=opts.get("tol", 1e-3),
+            cache_size=opts.get("cache_size", 100.0),
+            max_iter=opts.get("max_iter", -1),
+            selection=opts.get("selection", "second"),
+            heuristic=opts.get("heuristic", DEFAULT_HEURISTIC),
+            reconstruction=opts.get("reconstruction", "single"),
+            class_weight=opts["class_weight"],
+        )
     checkpoint = make_checkpoint_config(
         opts.get("checkpoint"),
         opts.get("checkpoint_seconds", 600.0),
@@ -151,6 +154,7 @@ def _body(argv: list[str]) -> int:
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
     classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
+    warn_unknown_weights(comm, opts["class_weight"], classes)
     stats = Stats()
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0

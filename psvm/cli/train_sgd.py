@@ -11,7 +11,16 @@ from __future__ import annotations
 
 import time
 
-from psvm.cli._common import SWITCH, WEIGHTS, UsageError, number, parse_train_args, usage
+from psvm.cli._common import (
+    SWITCH,
+    WEIGHTS,
+    UsageError,
+    flag_named,
+    number,
+    parse_train_args,
+    usage,
+    warn_unknown_weights,
+)
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 # fmt: off
@@ -75,20 +84,20 @@ def body(argv: list[str]) -> int:
         max_iter=opts.get("max_iter", 1000), tol=tol if tol > 0 else None,
         average=opts.get("average", 1), intercept_decay=0.01,
     )  # fmt: skip
-    validate_sgd_params(**cfg_args)  # parameter errors before any file is read
+    with flag_named(FLAGS):
+        validate_sgd_params(**cfg_args)  # parameter errors before any file is read
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
     classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
     lam = opts.get("alpha", 1.0 / shard.n_samples)
-    cfg = validate_sgd_params(alpha=lam, **cfg_args)
+    with flag_named(FLAGS):
+        cfg = validate_sgd_params(alpha=lam, **cfg_args)
     # codes so that, with two classes, the first label is the positive one (LIBLINEAR)
     order = classes[::-1] if classes.size == 2 else classes
     codes = _codes(shard.y, order)
-    unknown = set(opts["class_weight"]) - set(order.tolist())
-    if unknown:
-        raise UsageError(f"-w: labels {sorted(unknown)} are not in the training file")
+    warn_unknown_weights(comm, opts["class_weight"], order)
     cw = np.array([opts["class_weight"].get(float(c), 1.0) for c in order])
     validation = None
     if "validation" in opts:

@@ -11,11 +11,17 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from psvm._face import agree_on_input, check_sample_weight, fit_comm, global_width, widen
+from psvm._face import (
+    agree_on_input,
+    check_sample_weight,
+    class_weight_vector,
+    fit_comm,
+    global_width,
+    widen,
+)
 from psvm._params import validate_sgd_params
 from psvm.io.shard import nnz_balanced_offsets
 from psvm.sgd.model import LinearModel
@@ -287,9 +293,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             if self.distributed == "sharded":
                 counts = comm.sum_(counts)
             return counts.sum() / (classes.size * np.maximum(counts, 1))
-        if cw is not None and not isinstance(cw, dict):
-            raise ValueError(f"class_weight must be a dict, 'balanced' or None, got {cw!r}")
-        return compute_class_weight(cw, classes=classes, y=classes)
+        return class_weight_vector(cw, classes, None)  # warns as LIBSVM of unknown labels
 
     def _train(self, comm, X, y, sw, n_epochs, *, stop_on_tol) -> None:
         Xc = sp.csr_matrix(X, dtype=np.float64)

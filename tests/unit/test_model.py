@@ -181,3 +181,39 @@ def test_one_class_model_predicts_its_label():
     model = SVCModel(**_tiny(1))
     assert model.predict(sp.csr_matrix((2, 1))).tolist() == [5, 5]
     assert model.decision_function(sp.csr_matrix((2, 1))).shape == (2, 0)
+
+
+# -- the polynomial kernel: LIBSVM's powi ------------------------------------------------------
+
+
+@pytest.mark.parametrize("degree", [4, 5, 7, 9])
+def test_poly_values_are_libsvms_powi(degree, tmp_path):
+    """A two-SV model: each decision value is one or two kernel values, so a power taken
+    another way than svm.cpp's powi shows (a running product was 2e-14 off at degree 5)."""
+    rng = np.random.default_rng(degree)
+    model = SVCModel(**_tiny(2, kernel="poly", gamma=0.7, coef0=1.3, degree=degree,
+                             classes=np.array([1, -1]), dual_coef=np.array([[0.5, -0.5]]),
+                             support_vectors=sp.csr_matrix(rng.normal(size=(2, 2))),
+                             rho=np.array([0.1])))  # fmt: skip
+    path = str(tmp_path / "poly.model")
+    write_model(path, model)
+    X = sp.csr_matrix(rng.normal(size=(2000, 2)))
+    _, _, dec = svmutil.svm_predict(np.zeros(2000), X, svmutil.svm_load_model(path), "-q")
+    ours = read_model(path).decision_function(X)
+    np.testing.assert_allclose(ours, np.asarray(dec), rtol=4 * np.finfo(float).eps, atol=0)
+
+
+def test_degree_5_model_decision_values_within_1e12_of_libsvm(tmp_path):
+    """A psvm-trained degree-5 model, predicted by LIBSVM from its file (the sums of many
+    kernel values differ in their order of addition only)."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(n_class=3, return_X_y=True)
+    X = sp.csr_matrix(X / 16.0)
+    svc = psvm.SVC(kernel="poly", degree=5, gamma=0.05, coef0=1.0, tol=1e-6).fit(X, y)
+    path = str(tmp_path / "poly5.model")
+    write_model(path, SVCModel.from_sklearn(svc))
+    model = read_model(path)
+    _, _, dec = svmutil.svm_predict(np.zeros(X.shape[0]), X, svmutil.svm_load_model(path), "-q")
+    dec = np.asarray(dec)
+    assert np.abs(model.decision_function(X) - dec).max() <= 1e-12 * np.abs(dec).max()

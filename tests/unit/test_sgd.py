@@ -271,6 +271,16 @@ def test_parameter_errors_name_the_parameter():
     assert validate_sgd_params(sync_every=8, average=False).average == 0
 
 
+def test_class_weight_of_a_missing_class_warns_as_libsvm():
+    """As psvm.SVC: LIBSVM's warning, and the model of the weights that apply."""
+    X, y = blobs()
+    with pytest.warns(UserWarning, match="^class label 7 specified in weight is not found$"):
+        ours = SGDSVC(random_state=0, class_weight={1: 2.0, 7: 3.0}).fit(X, y)
+    ref = SGDSVC(random_state=0, class_weight={1: 2.0}).fit(X, y)
+    np.testing.assert_array_equal(ours.coef_, ref.coef_)
+    np.testing.assert_array_equal(ours.intercept_, ref.intercept_)
+
+
 def test_estimator_defaults_are_the_config_defaults():
     """SGDSVC's signature (sklearn needs it spelled out) repeats SGDConfig's defaults."""
     import dataclasses
