@@ -11,12 +11,13 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from types import SimpleNamespace
 
-from psvm.kernels import KERNELS
+from psvm.svc.elimination import POLICIES
 
 FIRST_ORDER, SECOND_ORDER = 1, 2
-# names of the elimination policies (psvm.elimination.POLICIES) and reconstruction modes
-HEURISTICS = ("none", "earliest", "frequent", "percent-1", "percent-5", "percent-10", "libsvm",
-              "streak-3", "gap-triggered", "lazy")  # fmt: skip
+# kernel names and the integer codes the compiled kernels take (psvm.kernels)
+KERNELS = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3}
+# the elimination policies' names (psvm.svc.elimination.POLICIES) and reconstruction modes
+HEURISTICS = tuple(POLICIES)
 # the default: least time against 'none' over a9a, w8a, ijcnn1, skin_nonskin at P = 1, 2
 # (geometric mean; docs/heuristics.md)
 DEFAULT_HEURISTIC = "frequent"

@@ -26,8 +26,9 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-LINEAR, POLY, RBF, SIGMOID = 0, 1, 2, 3
-KERNELS = {"linear": LINEAR, "poly": POLY, "rbf": RBF, "sigmoid": SIGMOID}
+from psvm._params import KERNELS
+
+LINEAR, POLY, RBF, SIGMOID = (KERNELS[k] for k in ("linear", "poly", "rbf", "sigmoid"))
 KERNEL_NAMES = {v: k for k, v in KERNELS.items()}
 _PARALLEL_WORK = 1 << 20  # multiply-adds below which a block runs in one thread
 _BLOCK = 1 << 18  # elements of a block of kernel values in :func:`kernel_sums` (2 MB)

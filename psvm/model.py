@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from psvm.kernels import KERNELS, kernel_matrix
+from psvm._params import KERNELS
+from psvm.kernels import kernel_matrix
 
 # Bytes of kernel block per decision_function chunk: bounds memory for large X.
 _BLOCK_BYTES = 32 << 20

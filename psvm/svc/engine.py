@@ -40,10 +40,10 @@ import numpy as np
 from numba import njit
 
 from psvm.comm.compiled import allgather, now
-from psvm.elimination import GAP_FRACTION, NEAR_TOL, NEVER, eliminate
 from psvm.kernels import RBF, SIGMOID, exp
 from psvm.svc import cache as cc
 from psvm.svc.columns import kernel_column
+from psvm.svc.elimination import GAP_FRACTION, NEAR_TOL, NEVER
 from psvm.svc.packets import (
     DIAG,
     GIDX,
@@ -238,6 +238,31 @@ def _ready(ctl_i, ctl_f, gap):
     if mode == NEAR_TOL:
         return gap < 100.0 * ctl_f[TOL]
     return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def eliminate(y, alpha, C, G, act, m, M, streak, need):
+    """Clear ``act`` of the active rows that the rule selects; returns how many left.
+
+    A row leaves when the rule has held at ``need`` consecutive checks
+    (``streak`` counts them per row; ``need`` = 1 acts at once).
+    """
+    n_out = 0
+    for t in range(y.size):
+        if not act[t]:
+            continue
+        v = -y[t] * G[t]
+        if alpha[t] >= C[t]:
+            rule = v > m if y[t] > 0 else v < M
+        elif alpha[t] <= 0.0:
+            rule = v < M if y[t] > 0 else v > m
+        else:
+            rule = False
+        streak[t] = streak[t] + 1 if rule else 0
+        if streak[t] >= need:
+            act[t] = False
+            n_out += 1
+    return n_out
 
 
 @njit(cache=True, nogil=True, _nrt=False)

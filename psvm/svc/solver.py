@@ -43,13 +43,13 @@ import numpy as np
 
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.comm.compiled import CLOCK_FN
-from psvm.elimination import MULTI_GAPS, make_policy
 from psvm.kernels import take_rows
 from psvm.stats import Stats
 from psvm.svc import engine as E
 from psvm.svc.cache import ColumnCache
 from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
+from psvm.svc.elimination import MULTI_GAPS, make_policy
 from psvm.svc.packets import ROW
 from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import candidates

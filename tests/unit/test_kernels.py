@@ -6,7 +6,8 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kernel, sigmoid_kernel
 
 import psvm.kernels as pk
-from psvm.kernels import KERNELS, column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums
+from psvm._params import KERNELS
+from psvm.kernels import column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums
 from psvm.svc.columns import LocalKernel
 from psvm.svc.packets import ROW, pack, pair_pre
 

@@ -6,40 +6,12 @@ on the non-violating side of the current global extremes (LIBSVM's
 -y_t G_t > m. Free variables never leave. The policies below differ only in
 *when* they test that rule and *how readily* they act on it. They see the
 iteration count, the globally agreed m and M and local arrays, so their
-decisions are the same for every number of ranks.
+decisions are the same for every number of ranks. The rule itself is
+:func:`psvm.svc.engine.eliminate`; :data:`POLICIES` is the one registry of
+heuristic names (``psvm._params.HEURISTICS`` is its keys).
 """
 
 from __future__ import annotations
-
-from numba import njit
-
-from psvm._params import HEURISTICS, ParameterError
-
-
-@njit(cache=True, nogil=True)
-def eliminate(y, alpha, C, G, act, m, M, streak, need):
-    """Clear ``act`` of the active rows that the rule selects; returns how many left.
-
-    A row leaves when the rule has held at ``need`` consecutive checks
-    (``streak`` counts them per row; ``need`` = 1 acts at once).
-    """
-    n_out = 0
-    for t in range(y.size):
-        if not act[t]:
-            continue
-        v = -y[t] * G[t]
-        if alpha[t] >= C[t]:
-            rule = v > m if y[t] > 0 else v < M
-        elif alpha[t] <= 0.0:
-            rule = v < M if y[t] > 0 else v > m
-        else:
-            rule = False
-        streak[t] = streak[t] + 1 if rule else 0
-        if streak[t] >= need:
-            act[t] = False
-            n_out += 1
-    return n_out
-
 
 # When the rule may be tested (the compiled loop's codes): never; at every period; once
 # m - M < theta * (m - M at the start); once m - M < 100 tol.
@@ -186,7 +158,6 @@ POLICIES = {
     "gap-triggered": GapTriggered,
     "lazy": Lazy,
 }
-assert tuple(POLICIES) == HEURISTICS
 
 # Reconstruction of eliminated gradients (RECONSTRUCTIONS): once when the active
 # set converges ('single'), also when m - M crosses these multiples of tol
@@ -195,7 +166,6 @@ MULTI_GAPS = (1000.0, 100.0, 10.0)
 
 
 def make_policy(name: str) -> Policy:
-    if name not in POLICIES:
-        raise ParameterError(f"heuristic must be one of {sorted(POLICIES)}, got {name!r}")
+    """The policy ``name`` (a key of :data:`POLICIES`, checked by ``psvm._params``)."""
     return POLICIES[name]()
 
