@@ -23,7 +23,7 @@ from psvm.kernels import (
     column_csr,
     column_dense,
     csr_arrays,
-    finish,
+    from_pre,
     row_sq_norms,
 )
 
@@ -67,11 +67,11 @@ def measure(name: str, n_cols: int) -> None:
         return ix[ip[r] : ip[r + 1]], dx[ip[r] : ip[r + 1]], sq[r]
 
     paths = {  # each path as the solver runs it: numba, then numpy's exp
-        "csr": lambda r: finish(RBF, column_csr(*x(r), ip, ix, dx, sq, rows, *kp, work,
+        "csr": lambda r: from_pre(RBF, column_csr(*x(r), ip, ix, dx, sq, rows, *kp, work,
                                                 outs["csr"])),
-        "csc": lambda r: finish(RBF, column_csc(*x(r), cp, ri, cd, sq, rows, *kp, dots,
+        "csc": lambda r: from_pre(RBF, column_csc(*x(r), cp, ri, cd, sq, rows, *kp, dots,
                                                 outs["csc"])),
-        "dense": lambda r: finish(RBF, column_dense(*x(r), XT, sq, rows, *kp, dots,
+        "dense": lambda r: from_pre(RBF, column_dense(*x(r), XT, sq, rows, *kp, dots,
                                                     outs["dense"])),
     }  # fmt: skip
     us = {k: per_column(f, n_cols) for k, f in paths.items()}

@@ -8,7 +8,7 @@ each function compiles a single specialization that numba caches on disk.
 Every kernel value is computed in two steps: numba writes the argument of
 the transcendental part (:func:`_pre`: ``-gamma |a - b|^2`` for rbf,
 ``gamma a.b + coef0`` for sigmoid, the final value for linear and poly), and
-:func:`finish` applies exp or tanh to the whole contiguous buffer. exp is
+:func:`from_pre` applies exp or tanh to the whole contiguous buffer. exp is
 :func:`exp`, plain arithmetic that numba vectorises (libm's, called once per
 value, is 2.5x slower) and that gives each element the same bits wherever
 it sits in the buffer. Dot products add their terms in ascending feature order and skip
@@ -46,7 +46,7 @@ def csr_arrays(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @njit(cache=True, nogil=True, inline="always")
 def _pre(kernel_id, dot, sq_a, sq_b, gamma, coef0, degree):
-    """The kernel value before :func:`finish`."""
+    """The kernel value before :func:`from_pre`."""
     if kernel_id == LINEAR:
         return dot
     if kernel_id == RBF:
@@ -119,8 +119,8 @@ def exp(x):
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def finish_flat(kernel_id, v):
-    """:func:`finish` of a 1-D array, callable from compiled loops.
+def from_pre_flat(kernel_id, v):
+    """:func:`from_pre` of a 1-D array, callable from compiled loops.
 
     ``contract`` lets LLVM fuse :func:`exp`'s multiply-adds (0.98 ns a value instead of
     1.7): fused in the vectorised body and the scalar remainder alike, so a value's bits
@@ -135,9 +135,9 @@ def finish_flat(kernel_id, v):
     return v
 
 
-def finish(kernel_id: int, v: np.ndarray) -> np.ndarray:
+def from_pre(kernel_id: int, v: np.ndarray) -> np.ndarray:
     """Turn :func:`_pre` values into kernel values, in place (``v`` C-contiguous)."""
-    finish_flat(kernel_id, v.reshape(-1))
+    from_pre_flat(kernel_id, v.reshape(-1))
     return v
 
 
@@ -161,7 +161,7 @@ def _diag_pre(sq_norms, kernel_id, gamma, coef0, degree, out):
 def kernel_diag(sq_norms, kernel_id, gamma, coef0, degree, out):
     """out[r] = K(x_r, x_r), computed by the same formula as a column entry."""
     _diag_pre(sq_norms, kernel_id, gamma, coef0, degree, out)
-    return finish(kernel_id, out)
+    return from_pre(kernel_id, out)
 
 
 @njit(cache=True, nogil=True)
@@ -169,7 +169,7 @@ def column_csr(
     x_idx, x_val, x_sq, indptr, indices, data, sq_norms, rows,
     kernel_id, gamma, coef0, degree, work, out,
 ):  # fmt: skip
-    """out[q] = pre-K(x, x_r) for the q-th row r of ``rows`` (finish with :func:`finish`).
+    """out[q] = pre-K(x, x_r) for the q-th row r of ``rows`` (then :func:`from_pre`).
 
     x is scattered once into the dense zeroed ``work`` (length n_features) and
     each row reads its non-zeros against it: O(nnz of the rows), no index merge.
@@ -429,7 +429,7 @@ def kernel_sums(
             block = _block_pre if blk.size * FT.size >= _PARALLEL_WORK else _block_pre_serial
             K = block(blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams,
                       buf[: blk.size])  # fmt: skip
-            finish(kid, K)
+            from_pre(kid, K)
             _weighted_row_sums(K, f_coef[s0:s1], lanes[q0 : q0 + blk.size])
         fmap[used] = -1
         s0 = s1
@@ -495,4 +495,4 @@ def kernel_matrix(
         *csr_arrays(A), a_sq, *csr_arrays(B), b_sq,
         n_features, kernel_id, float(gamma), float(coef0), int(degree), out,
     )  # fmt: skip
-    return finish(kernel_id, out)
+    return from_pre(kernel_id, out)

@@ -4,7 +4,7 @@ A column K(x, local rows) takes the cheapest of three numba paths for each x
 (CSR rows, a CSC copy, or a dense feature-major copy when that is at most
 1.5x the size of the CSR arrays, or 8x and 32 MB), all bitwise equal; then the
 kernel's transcendental part is applied to the contiguous result
-(:func:`psvm.kernels.finish_flat`). :func:`kernel_column` is that choice, used by
+(:func:`psvm.kernels.from_pre_flat`). :func:`kernel_column` is that choice, used by
 the compiled loop and by :meth:`LocalKernel.column` alike.
 """
 
@@ -21,8 +21,8 @@ from psvm.kernels import (
     csc_cost,
     csr_arrays,
     feature_major,
-    finish,
-    finish_flat,
+    from_pre,
+    from_pre_flat,
     kernel_diag,
     kernel_sums,
     lane_sums,
@@ -56,7 +56,7 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     else:
         column_csr(idx, val, x_sq, indptr, indices, data, sq, rows, kid, gamma, coef0, degree,
                    work, out)  # fmt: skip
-    finish_flat(kid, out[: rows.size])
+    from_pre_flat(kid, out[: rows.size])
 
 
 class LocalKernel:
@@ -161,4 +161,4 @@ class LocalKernel:
             s, e = self.indptr[r], self.indptr[r + 1]
             column_csr(self.indices[s:e], self.data[s:e], self.sq[r], fi, fx, fd, f_sq, all_f,
                        *self.kparams, self.work, K[q])  # fmt: skip
-        return lane_sums(finish(self.kid, K), coef)
+        return lane_sums(from_pre(self.kid, K), coef)

@@ -80,9 +80,9 @@ TIMED_EVERY = 16  # iterations per timed one
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
-def _finish1(kernel_id, v):
-    """:func:`psvm.kernels.finish` of one value (the same arithmetic: compiled on its own,
-    with :func:`psvm.kernels.finish_flat`'s flags, not inlined into the loop)."""
+def _from_pre1(kernel_id, v):
+    """:func:`psvm.kernels.from_pre` of one value (the same arithmetic: compiled on its own,
+    with :func:`psvm.kernels.from_pre_flat`'s flags, not inlined into the loop)."""
     if kernel_id == RBF:
         return exp(v)
     if kernel_id == SIGMOID:
@@ -174,13 +174,14 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     Returns (event or NONE, winning rank of i, of I_low); the gap and extremes in ``out``."""
     rows, _, y, alpha, C, G, QD, act, _, up, low = win[:11]
     send1, recv1, send2 = bufs[0], bufs[1], bufs[2]
-    S, W, n_iter = send2.size, ctl_i[ROW_WIDTH], ctl_i[N_ITER]
+    size, width, n_iter = send2.size, ctl_i[ROW_WIDTH], ctl_i[N_ITER]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     m, i, minus_M, j = best(up, low)
-    pack(send1[:S], m, i, True, W, rows, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
-    pack(send1[S : 2 * S], minus_M, j, ctl_i[FIRST_ORDER] != 0, W, rows, ctl_i[OFFSET], y, alpha,
-         G, C, QD, *loc)  # fmt: skip
-    info = send1[2 * S :]
+    pack(send1[:size], m, i, True, width, rows, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
+    with_row = ctl_i[FIRST_ORDER] != 0  # first order: the best of I_low is j, row and all
+    pack(send1[size : 2 * size], minus_M, j, with_row, width, rows, ctl_i[OFFSET], y, alpha, G, C,
+         QD, *loc)  # fmt: skip
+    info = send1[2 * size :]
     info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
     if ctl_i[RANK] == 0 and timed:
         info[INFO_CLOCK] = (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
@@ -192,17 +193,17 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
     ck = ctl_i[CK_ITERS]
     if n_iter != ctl_i[CLOCK_DONE] and (
-        recv1[0, 2 * S + INFO_CLOCK] > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)
+        recv1[0, 2 * size + INFO_CLOCK] > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)
     ):
         return CLOCK, -1, -1
-    n_active = column_total(recv1, 2 * S + INFO_ACTIVE)
-    n_window = column_total(recv1, 2 * S + INFO_WINDOW)
+    n_active = column_total(recv1, 2 * size + INFO_ACTIVE)
+    n_window = column_total(recv1, 2 * size + INFO_WINDOW)
     if ctl_i[HAS_DEPARTURES] and n_window == ctl_i[N_SAMPLES]:
         return ALL_BACK, -1, -1
     if n_active < n_window and n_active <= ctl_f[RELAYOUT] * n_window:
         return CUT, -1, -1
-    r_i, r_j = winner_rank(recv1, 0, True), winner_rank(recv1, S, True)
-    m_all, minus_M_all = recv1[r_i, KEY], recv1[r_j, S + KEY]
+    r_i, r_j = winner_rank(recv1, 0, True), winner_rank(recv1, size, True)
+    m_all, minus_M_all = recv1[r_i, KEY], recv1[r_j, size + KEY]
     gap = m_all + minus_M_all if r_i >= 0 and r_j >= 0 else 0.0
     if math.isnan(ctl_f[GAP0]):
         ctl_f[GAP0] = gap
@@ -281,20 +282,20 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     rows, pos, y, alpha, C, G, QD, act, _, up, low, obj, all_pos = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
-    S, W, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
-    p_i = recv1[r_i, :S]
+    p_i = recv1[r_i, :size]
     # the cache's arrays one by one: the tuple's would cost a look-up each, every iteration
     s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[GIDX]), -1)
     if not (hit and complete[s_i]):
-        _miss(cache, ker, kp, p_i, W, all_pos, idx, part, s_i, hit)
+        _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] != 0:
-        p_j = recv1[r_j, S : 2 * S]
+        p_j = recv1[r_j, size : 2 * size]
     else:
         key, q = second_order(y, alpha, C, G, QD, act, col_i, out[M_OUT], p_i[DIAG], obj)
-        pack(send2, key, q, True, W, rows, offset, y, alpha, G, C, QD, *loc)
+        pack(send2, key, q, True, width, rows, offset, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
         if allgather(mpi, send2, recv2) != 0:
@@ -305,11 +306,11 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
             out[GAP_OUT] = 0.0
             return NO_PAIR
         p_j = recv2[r2]
-    K_ij = _finish1(kp[0], pair_pre(p_i, p_j, W, ker[9], kp[0], kp[1], kp[2], kp[3]))
+    K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
     s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[GIDX]), s_i)
     if not (hit and complete[s_j]):  # the slot of column i stays
-        _miss(cache, ker, kp, p_j, W, all_pos, idx, part, s_j, hit)
+        _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     for g, new in ((p_i[GIDX], a_i), (p_j[GIDX], a_j)):

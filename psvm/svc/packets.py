@@ -1,7 +1,7 @@
 """The fixed-size packets the ranks exchange each iteration, packed and read in numba.
 
 A packet (float64) holds a candidate's key, global index and state, then its
-sparse row: W indices, then W values (W: the longest row of any rank). An
+sparse row: ``width`` indices, then ``width`` values (the longest row of any rank). An
 iteration packs three of them, picks three winners and takes K_ij and the
 two-variable step from two, all inside the compiled loop (:mod:`psvm.svc.engine`).
 """
@@ -13,12 +13,12 @@ from numba import njit
 from psvm.kernels import _pre
 from psvm.svc.update import two_variable_step
 
-# Packet layout: header fields, then W indices, then W values.
-KEY, GIDX, Y, ALPHA, GRAD, CAP, DIAG, SQ, NNZ, ROW = range(10)
+# Packet layout: header fields, then ``width`` indices, then ``width`` values.
+KEY, GIDX, Y, ALPHA, GRAD, BOUND, DIAG, SQ, NNZ, ROW = range(10)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pack(buf, key, q, with_row, W, win, offset, y, alpha, G, C, QD, sq, indptr, indices, data):
+def pack(buf, key, q, with_row, width, win, offset, y, alpha, G, C, QD, sq, indptr, indices, data):
     """Window position ``q``'s candidate (q < 0: none) with its state, and its row if asked."""
     buf[KEY] = key
     if q < 0:
@@ -27,14 +27,14 @@ def pack(buf, key, q, with_row, W, win, offset, y, alpha, G, C, QD, sq, indptr, 
     t = win[q]
     buf[GIDX] = offset + t
     buf[Y], buf[ALPHA], buf[GRAD] = y[q], alpha[q], G[q]
-    buf[CAP], buf[DIAG], buf[SQ] = C[q], QD[q], sq[t]
+    buf[BOUND], buf[DIAG], buf[SQ] = C[q], QD[q], sq[t]
     if with_row:
         s = indptr[t]
         nnz = indptr[t + 1] - s
         buf[NNZ] = nnz
         for p in range(nnz):
             buf[ROW + p] = indices[s + p]
-            buf[ROW + W + p] = data[s + p]
+            buf[ROW + width + p] = data[s + p]
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -62,16 +62,16 @@ def column_total(recv, col):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pair_pre(p_i, p_j, W, work, kernel_id, gamma, coef0, degree):
+def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
     """pre-K(x_i, x_j) from two packets, by the arithmetic of
     :func:`psvm.kernels.column_csr` (x_i scattered, x_j's terms in order), so after
-    :func:`psvm.kernels.finish` it equals the column entry bitwise."""
+    :func:`psvm.kernels.from_pre` it equals the column entry bitwise."""
     n_i, n_j = int(p_i[NNZ]), int(p_j[NNZ])
     for p in range(n_i):
-        work[int(p_i[ROW + p])] = p_i[ROW + W + p]
+        work[int(p_i[ROW + p])] = p_i[ROW + width + p]
     dot = 0.0
     for p in range(n_j):
-        dot += p_j[ROW + W + p] * work[int(p_j[ROW + p])]
+        dot += p_j[ROW + width + p] * work[int(p_j[ROW + p])]
     for p in range(n_i):
         work[int(p_i[ROW + p])] = 0.0
     return _pre(kernel_id, dot, p_i[SQ], p_j[SQ], gamma, coef0, degree)
@@ -81,5 +81,5 @@ def pair_pre(p_i, p_j, W, work, kernel_id, gamma, coef0, degree):
 def pair_step(p_i, p_j, K_ij):
     """The two-variable step for the packets' candidates: (a_i, a_j, y_i da_i, y_j da_j)."""
     a_i, a_j = two_variable_step(p_i[Y], p_j[Y], p_i[ALPHA], p_j[ALPHA], p_i[GRAD], p_j[GRAD],
-                                 p_i[CAP], p_j[CAP], p_i[DIAG], p_j[DIAG], K_ij)  # fmt: skip
+                                 p_i[BOUND], p_j[BOUND], p_i[DIAG], p_j[DIAG], K_ij)  # fmt: skip
     return a_i, a_j, p_i[Y] * (a_i - p_i[ALPHA]), p_j[Y] * (a_j - p_j[ALPHA])

@@ -189,13 +189,13 @@ class Solver:
         self.walpha, self.wG = take(self.alpha), take(self.G)
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
-        self.KW = self.K if full else LocalKernel.of_rows(self.K, rows)
+        self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, rows)
         self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
         w = rows.size
         self.window_arrays = (rows, self.pos, self.wy, self.walpha, self.wC, self.wG, self.wQD,
                               self.wact, self.wstreak, self._up[:w], self._low[:w],
                               self._obj[:w], np.arange(w, dtype=np.int64))  # fmt: skip
-        self.kernel_arrays, self.kernel_params = self.KW.engine_arrays()
+        self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
 
     @property
     def n_active(self) -> int:

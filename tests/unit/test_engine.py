@@ -9,20 +9,20 @@ from sklearn.datasets import load_iris
 
 import psvm
 from psvm.comm.compiled import allgather
-from psvm.kernels import RBF, exp, finish
+from psvm.kernels import RBF, exp, from_pre
 from psvm.svc import engine
 from psvm.svc.cache import ColumnCache
 
 
 def test_exp_is_within_one_ulp_and_the_same_in_any_position():
     x = np.concatenate([-np.geomspace(1e-12, 700, 5000), np.linspace(-5, 5, 1001)])
-    got = finish(RBF, x.copy())
+    got = from_pre(RBF, x.copy())
     ulps = np.abs(got.view(np.int64) - np.exp(x).view(np.int64))
     assert ulps.max() <= 1
     # vectorised loop and scalar remainder give the same bits: shift the buffer by one
-    shifted = finish(RBF, np.concatenate([[0.0], x]))[1:]
+    shifted = from_pre(RBF, np.concatenate([[0.0], x]))[1:]
     assert np.array_equal(shifted.view(np.int64), got.view(np.int64))
-    assert all(engine._finish1(RBF, v) == g for v, g in zip(x[::97], got[::97], strict=True))
+    assert all(engine._from_pre1(RBF, v) == g for v, g in zip(x[::97], got[::97], strict=True))
     assert exp(-1000.0) == 0.0 and np.isfinite(exp(1000.0))
 
 
