@@ -121,13 +121,6 @@ def test_resume_refuses_another_runs_checkpoint(tmp_path, a9a, n):
     assert r.returncode != 0
     assert r.stderr.count("was written by a run with other data or parameters") == 1, r.stderr
     assert not (tmp_path / "m2").exists()
-    with np.load(ckpt) as z:  # the format before departures: stale rows' G not up to date
-        old = {k: z[k] for k in z.files}
-    with open(ckpt, "wb") as f:
-        np.savez(f, **old, state_G_bar=old["state_G"])
-    r = run_cli(TRAIN, ["-q", "-c", "1", "--checkpoint", ckpt, "--checkpoint-iters", "200",
-                        "--resume", train, tmp_path / "m2"], n)  # fmt: skip
-    assert r.returncode != 0 and r.stderr.count("written by an older psvm") == 1, r.stderr
     ckpt.write_bytes(ckpt.read_bytes()[:100])  # truncated: a clear error, not a traceback
     r = run_cli(TRAIN, ["-q", "-c", "1", "--checkpoint", ckpt, "--resume", train,
                         tmp_path / "m3"], n)  # fmt: skip

@@ -123,11 +123,6 @@ class Checkpoint:
                         f"checkpoint {self.cfg.path!r} was written by a run with other data or "
                         "parameters; remove it or drop --resume"
                     )
-                if "state_G_bar" in saved:  # its stale rows' G is not up to date
-                    raise CheckpointError(
-                        f"checkpoint {self.cfg.path!r} was written by an older psvm; remove it "
-                        "or drop --resume"
-                    )
                 done = json.loads(str(saved["finished"]))
                 self.finished = [dict(r, alpha=saved[f"pair{p}_alpha"]) for p, r in enumerate(done)]
                 self.saved = saved
