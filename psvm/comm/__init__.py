@@ -8,6 +8,7 @@ lazily: a serial run outside ``mpiexec`` never initialises MPI.
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import time
@@ -120,6 +121,12 @@ class Comm:
         out = self._c.exscan(int(n))
         self._tick("exscan", 8, t0)
         return 0 if out is None else int(out)
+
+    def exact_sum(self, terms: np.ndarray) -> float:
+        """The correctly rounded sum of every rank's ``terms`` (``math.fsum``): the same bits
+        whatever the number of ranks and the split. For the sums that feed a model (gamma
+        'scale', rho, the objective); an Allreduce adds in an order that depends on P."""
+        return math.fsum(self.allgatherv(np.ascontiguousarray(terms, dtype=np.float64)))
 
     def allgatherv(self, local: np.ndarray) -> np.ndarray:
         """Concatenate 1-D arrays from all ranks in rank order."""

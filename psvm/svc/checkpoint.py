@@ -73,8 +73,11 @@ def _row_hash(gidx: np.ndarray, values: np.ndarray) -> int:
         return int(np.sum(bits * (gidx.astype(np.int64) * 2 + 1), dtype=np.int64))
 
 
-def fingerprint(comm, shard, C_row: np.ndarray, cfg, classes) -> str:
-    """The run's identity: parameters that change the result and a hash of X, y and C_t."""
+def fingerprint(comm, shard, C_row: np.ndarray, cfg, classes, gamma) -> str:
+    """The run's identity: parameters that change the result and a hash of X, y and C_t.
+
+    ``gamma`` is the setting ('scale', 'auto' or a number), not ``cfg``'s resolved float.
+    """
     X = shard.X
     gidx = shard.offset + np.arange(X.shape[0])
     row_of_nz = np.repeat(gidx, np.diff(X.indptr))
@@ -86,6 +89,7 @@ def fingerprint(comm, shard, C_row: np.ndarray, cfg, classes) -> str:
     hashes = [sum(h) % 2**64 for h in zip(*comm.allgather_obj(local), strict=True)]  # any P
     ignored = ("cache_size", "verbose")  # they do not change the result
     params = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ignored}
+    params["gamma"] = gamma
     ident = {
         "params": params,
         "classes": [float(c) for c in classes],

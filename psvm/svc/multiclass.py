@@ -29,10 +29,17 @@ class TrainingError(ValueError):
 
 
 def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> float:
-    """Var of all n_samples * n_features entries (zeros included), as X.var() in sklearn."""
-    s = comm.sum_(np.array([X.data.sum(), np.square(X.data).sum()]))
+    """Var of all n_samples * n_features entries (zeros included), as X.var() in sklearn.
+
+    Each row's sums are added in the row's own order, then the rows exactly
+    (:meth:`psvm.comm.Comm.exact_sum`): gamma='scale' has the same bits for every P.
+    """
+    row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    data = X.data.astype(np.float64)
+    total = comm.exact_sum(np.bincount(row, weights=data, minlength=X.shape[0]))
+    square = comm.exact_sum(np.bincount(row, weights=data * data, minlength=X.shape[0]))
     n = float(n_samples) * n_features
-    return float(s[1] / n - (s[0] / n) ** 2) if n else 0.0
+    return float(square / n - (total / n) ** 2) if n else 0.0
 
 
 def fit_ovo(
@@ -72,7 +79,8 @@ def fit_ovo(
     Xc_arrays = csr_arrays(Xc)
     ck = None
     if checkpoint is not None:
-        ck = Checkpoint(comm, checkpoint, fingerprint(comm, shard, C_row, cfg, classes))
+        identity = fingerprint(comm, shard, C_row, cfg, classes, params["gamma"])
+        ck = Checkpoint(comm, checkpoint, identity)
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
     rho, n_iter, objective, status, approximate = [], [], [], 0, False

@@ -53,7 +53,7 @@ from psvm.svc.elimination import MULTI_GAPS, make_policy
 from psvm.svc.packets import ROW
 from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import candidates
-from psvm.svc.state import bias_terms, dual_objective_terms, gather_csr
+from psvm.svc.state import bias_bounds, gather_csr
 
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
@@ -357,7 +357,8 @@ class Solver:
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
         rho = self._rho(rows)
-        obj = 0.5 * self.comm.sum_(float(dual_objective_terms(self.alpha, self.G)))
+        sv = self.alpha != 0  # 1/2 a'Qa - e'a = 1/2 sum_t a_t (G_t - 1)
+        obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] - 1.0))
         return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate)
 
     # -- checkpoints -------------------------------------------------------
@@ -446,7 +447,9 @@ class Solver:
 
     def _rho(self, rows: np.ndarray) -> float:
         """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""
-        ub, lb, s, nf = bias_terms(rows, self.y, self.alpha, self.C, self.G)
+        ub, lb = bias_bounds(rows, self.y, self.alpha, self.C, self.G)
         ub, lb = self.comm.min_(ub), self.comm.max_(lb)
-        s, nf = self.comm.sum_(np.array([s, float(nf)]))
-        return float(s / nf) if nf > 0 else float((ub + lb) / 2)
+        y, a, C, G = (v[rows] for v in (self.y, self.alpha, self.C, self.G))
+        free = (a > 0) & (a < C)
+        nf = self.comm.sum_(int(np.count_nonzero(free)))
+        return self.comm.exact_sum(y[free] * G[free]) / nf if nf > 0 else float((ub + lb) / 2)

@@ -33,9 +33,9 @@ def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
 
 
 @njit(cache=True, nogil=True)
-def bias_terms(rows, y, alpha, C, G):
-    """Local parts of LIBSVM's rho over ``rows``: (ub, lb, sum of y_t G_t over free t, n free)."""
-    ub, lb, s, n_free = np.inf, -np.inf, 0.0, 0
+def bias_bounds(rows, y, alpha, C, G):
+    """LIBSVM's bounds on rho over ``rows``' bound vectors: (ub, lb) of y_t G_t."""
+    ub, lb = np.inf, -np.inf
     for q in range(rows.size):
         t = rows[q]
         yg = y[t] * G[t]
@@ -49,16 +49,4 @@ def bias_terms(rows, y, alpha, C, G):
                 ub = min(ub, yg)
             else:
                 lb = max(lb, yg)
-        else:
-            n_free += 1
-            s += yg
-    return ub, lb, s, n_free
-
-
-@njit(cache=True, nogil=True)
-def dual_objective_terms(alpha, G):
-    """sum_t a_t (G_t - 1): twice the local share of 1/2 a'Qa - e'a."""
-    s = 0.0
-    for t in range(alpha.size):
-        s += alpha[t] * (G[t] - 1.0)
-    return s
+    return ub, lb
