@@ -123,6 +123,8 @@ def test_train_and_predict_in_one_process(tmp_path):
     r = run_cli(PREDICT, [data, tmp_path / "m", tmp_path / "p"], None)
     assert r.returncode == 0 and r.stdout.startswith("Accuracy = 100% (4/4)")
     assert np.loadtxt(tmp_path / "p").tolist() == [1, -1, 1, -1]
+    r = run_cli(TRAIN, ["--max-iter", "1", data, tmp_path / "m"], None)  # LIBSVM's warning
+    assert r.returncode == 0 and "WARNING: reaching max number of iterations" in r.stdout
 
 
 def test_huge_feature_indices_cost_no_memory(tmp_path):

@@ -117,6 +117,8 @@ def fit_ovo(
             status = max(status, res.status)
             approximate |= res.approximate
             if log is not None:
+                if res.status:
+                    log("WARNING: reaching max number of iterations")
                 log(f"optimization finished, #iter = {res.n_iter}, obj = {res.objective:.6g}, "
                     f"rho = {res.rho:.6g}")  # fmt: skip
     local = np.flatnonzero(is_sv)

@@ -259,8 +259,12 @@ class Solver:
                 self.departures.clear()  # every row is back in the window
             elif event == E.CLOCK:
                 self._on_clock()
-            elif event == E.MAX_ITER:
+            elif event == E.MAX_ITER:  # as LIBSVM: stale G rebuilt for rho and the objective
                 status = 1
+                if self.exact:
+                    self._sync()
+                    with self.stats.timer("reconstruct"):
+                        self._refresh_stale()
                 break
             elif event in (E.GAP, E.NO_PAIR):
                 if event == E.GAP and gap >= cfg.tol and not self._thresholds_crossed(gap):

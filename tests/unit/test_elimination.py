@@ -198,3 +198,14 @@ def test_approximate_is_flagged(shared_data, tmp_path):
     assert model.meta["approximate"] is True
     write_model(tmp_path / "m", model)
     assert read_model(tmp_path / "m").meta["approximate"] is True
+
+
+def test_max_iter_rebuilds_stale_gradients_for_the_objective(shared_data):
+    """Stopped by max_iter with rows eliminated, rho and the objective still come from exact
+    gradients (LIBSVM reconstructs at its iteration limit)."""
+    X, y = load_head(shared_data / "a9a.xz", 3000)
+    y = np.where(y > 0, 1.0, -1.0)
+    model, stats = fit_model(X, y, C=1.0, gamma=0.05, heuristic="earliest", max_iter=1000)
+    assert model.meta["status"] == 1 and stats.counts["n_eliminated"] > 0
+    true = pair_objectives(model.dual_coef, model.support_vectors, model.n_support, "rbf", 0.05)
+    assert model.meta["objective"][0] == pytest.approx(true[0], rel=1e-9)
