@@ -340,6 +340,17 @@ def lane_sums(K: np.ndarray, coef: np.ndarray) -> np.ndarray:
     return _lane_totals(lanes, np.empty(K.shape[0]))
 
 
+def arithmetic_probe() -> bytes:
+    """The bits of exp and tanh, as the solver computes them, on fixed arguments.
+
+    Every rank recomputes K_ij and the two-variable step from the same packets, so
+    ranks must agree bitwise on the kernel's arithmetic. That fails across CPUs
+    whose code uses fused multiply-adds differently, or builds whose tanh differ.
+    """
+    x = np.linspace(-60.0, 2.0, 4093)
+    return from_pre(RBF, x.copy()).tobytes() + from_pre(SIGMOID, x / 8.0).tobytes()
+
+
 @njit(cache=True, nogil=True)
 def take_rows(indptr, indices, data, rows):
     """CSR arrays (indptr, indices, data) of ``rows``, in that order."""

@@ -8,13 +8,14 @@ class, so every rank ends with the same :class:`~psvm.model.SVCModel`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import SVCConfig, make_svc_config
-from psvm.kernels import csr_arrays, take_rows
+from psvm.kernels import arithmetic_probe, csr_arrays, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
@@ -26,6 +27,16 @@ class TrainingError(ValueError):
     """The training data cannot define a classifier (e.g. a single class)."""
 
     collective = True  # decided from globally agreed values, so raised on every rank
+
+
+def check_same_arithmetic(comm) -> None:
+    """Refuse to train when the ranks' kernel arithmetic differs (mixed CPUs or builds):
+    their steps would part silently (:func:`psvm.kernels.arithmetic_probe`)."""
+    digest = hashlib.sha256(arithmetic_probe()).hexdigest()
+    if len(set(comm.allgather_obj(digest))) > 1:
+        raise TrainingError("the ranks compute exp or tanh with different bits (mixed CPUs or "
+                            "numba/numpy builds); psvm needs the same arithmetic on every rank; "
+                            "run on one kind of node")  # fmt: skip
 
 
 def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> float:
@@ -67,6 +78,8 @@ def fit_ovo(
     k = len(classes)
     if k < 2:
         raise TrainingError(f"training data has only one class (label {classes[0]:g})")
+    if comm.size > 1:
+        check_same_arithmetic(comm)
     cfg: SVCConfig = make_svc_config(
         params, shard.n_features, global_variance(comm, X, shard.n_samples, shard.n_features)
     )
