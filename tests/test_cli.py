@@ -183,3 +183,16 @@ def test_default_model_name_drops_the_compression_suffix(tmp_path):
     r = run_cli(TRAIN, ["-q", "d.xz"], None, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.model", "d.xz"]
+
+
+def test_pair_summary_is_libsvm_s(tmp_path):
+    """After each class pair, LIBSVM's lines: #iter, nu, obj and rho, nSV and nBSV."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD)
+    r = run_cli(TRAIN, ["-c", "1", "-g", "0.5", data, tmp_path / "m"], None)
+    lines = r.stdout.splitlines()
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("optimization finished, #iter = "))
+    assert lines[k + 1].startswith("nu = ") and float(lines[k + 1][5:]) > 0
+    assert lines[k + 2].startswith("obj = ") and ", rho = " in lines[k + 2]
+    n_sv, n_bsv = (int(p.split("=")[1]) for p in lines[k + 3].split(","))
+    assert lines[k + 3].startswith("nSV = ") and n_bsv <= n_sv <= 4

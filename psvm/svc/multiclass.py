@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +28,26 @@ class TrainingError(ValueError):
     """The training data cannot define a classifier (e.g. a single class)."""
 
     collective = True  # decided from globally agreed values, so raised on every rank
+
+
+def pair_summary(comm, problem: BinaryProblem, res: BinaryResult) -> str:
+    """LIBSVM's lines after a binary solve (its ``nu`` only when the two classes' C agree);
+    collective: the counts are global."""
+    alpha, C = res.alpha, problem.C
+    counts = [np.count_nonzero(alpha > 0), np.count_nonzero(alpha >= C), alpha.sum()]
+    n_sv, n_bsv, total = comm.sum_(np.array(counts, dtype=np.float64))
+    c_min, c_max = comm.min_(C.min(initial=np.inf)), comm.max_(C.max(initial=-np.inf))
+    lines = ["WARNING: reaching max number of iterations"] if res.status else []
+    lines.append(f"optimization finished, #iter = {res.n_iter}")
+    if c_min == c_max:
+        lines.append(f"nu = {total / (c_max * problem.n_samples):f}")
+    lines.append(f"obj = {res.objective:f}, rho = {res.rho:f}")
+    lines.append(f"nSV = {int(n_sv)}, nBSV = {int(n_bsv)}")
+    return "\n".join(lines)
+
+
+def _prefixed(log: Callable[[str], None], prefix: str, message: str) -> None:
+    log(f"{prefix}  {message}")
 
 
 def check_same_arithmetic(comm) -> None:
@@ -97,7 +118,7 @@ def fit_ovo(
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
     rho, n_iter, objective, status, approximate = [], [], [], 0, False
-    pair = -1
+    pair, n_pairs = -1, k * (k - 1) // 2
     for a in range(k):
         for b in range(a + 1, k):
             pair += 1
@@ -115,7 +136,9 @@ def fit_ovo(
             if done is not None:
                 res = BinaryResult(**done)
             else:
-                res = Solver(comm, problem, cfg, stats, log, ck, pair).solve()
+                name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines
+                pair_log = None if log is None else partial(_prefixed, log, name)
+                res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
                 if ck is not None:
                     scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
                     ck.pair_solved(pair, res.alpha, scalars)
@@ -129,11 +152,9 @@ def fit_ovo(
             objective.append(res.objective)
             status = max(status, res.status)
             approximate |= res.approximate
+            summary = pair_summary(comm, problem, res)  # collective: on every rank
             if log is not None:
-                if res.status:
-                    log("WARNING: reaching max number of iterations")
-                log(f"optimization finished, #iter = {res.n_iter}, obj = {res.objective:.6g}, "
-                    f"rho = {res.rho:.6g}")  # fmt: skip
+                log(summary)
     local = np.flatnonzero(is_sv)
     sv_cls = comm.allgatherv(cls[local])
     sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)
