@@ -122,7 +122,7 @@ def _worker(opts: dict) -> int:
 
 
 def _run_worker(argv: list[str], n: int) -> list[dict]:
-    from psvm.bench import mpiexec
+    from heuristics.bench import mpiexec
 
     try:
         exe = mpiexec()

@@ -2,9 +2,9 @@
 
 import json
 
+from heuristics.cli import main as psvm_report
+from heuristics.study import grid, load_records
 from psvm._params import DEFAULT_HEURISTIC, HEURISTICS
-from psvm.cli.report import main as psvm_report
-from psvm.study import grid, load_records
 
 
 def _tables(md: str, heading: str) -> dict[str, list[list[str]]]:

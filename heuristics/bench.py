@@ -2,10 +2,10 @@
 
 The data-set table (file names in ``../shared/data``, C, gamma, n_features),
 head-of-file subsets in psvm's decompression cache (never in the repository),
-the launch of :mod:`psvm.bench_worker` under ``mpiexec -n P``, the
+the launch of :mod:`heuristics.worker` under ``mpiexec -n P``, the
 scikit-learn SVC reference, the dual objective of a fitted model and the
 machine description printed with every result. Used by
-``psvm-report heuristics`` (:mod:`psvm.study`), ``benchmarks/run_all.py`` and
+``psvm-report heuristics`` (:mod:`heuristics.study`), ``benchmarks/run_all.py`` and
 ``benchmarks/bench_svc.py``.
 """
 
@@ -148,7 +148,7 @@ def mpiexec() -> str:
 
 
 def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | None = None) -> list:
-    """Run a plan (see :mod:`psvm.bench_worker`) under ``mpiexec -n ranks``; its records.
+    """Run a plan (see :mod:`heuristics.worker`) under ``mpiexec -n ranks``; its records.
 
     The environment is passed unchanged, as a user runs psvm: each rank takes its
     share of the node's cores (:mod:`psvm.threads`).
@@ -158,7 +158,7 @@ def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | Non
     plan_path, out = workdir / "plan.json", workdir / "records.jsonl"
     out.unlink(missing_ok=True)
     plan_path.write_text(json.dumps({**plan, "out": str(out), "workdir": str(workdir)}))
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "psvm.bench_worker", str(plan_path)]
+    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "heuristics.worker", str(plan_path)]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        timeout=timeout, check=False)  # fmt: skip
     if r.returncode != 0:
