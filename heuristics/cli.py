@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
-    from heuristics.bench import DATASETS
+    from heuristics.bench import DATASETS, DataNotFoundError, data_dir
     from heuristics.report import write_report
     from heuristics.study import grid, run_study
 
@@ -70,6 +70,10 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
             raise SystemExit("psvm-report: the grid is empty after --heuristics/--selections")
         if a.repeats < 1 or a.rows < 0 or a.test_rows < 0:
             raise SystemExit("psvm-report: --repeats must be >= 1, --rows/--test-rows >= 0")
+        try:
+            data_dir()  # before run_study clears OUT/records
+        except DataNotFoundError as e:
+            raise SystemExit(f"psvm-report: {e}") from None
         run_study(
             a.out, data=data, ranks=[int(P) for P in _csv(a.ranks)],
             rows=a.rows or None, test_rows=a.test_rows or None, repeats=a.repeats,
