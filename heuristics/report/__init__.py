@@ -75,7 +75,7 @@ def summarize_psvm(records: list[dict]) -> list[dict]:
             "reconstruct_s": _med(s["seconds_max"].get("reconstruct", 0.0) for s in st),
             "kernel_s": _med(s["seconds_max"].get("kernel", 0.0) for s in st),
             "comm_s": _med(sum(v["seconds_max"] for v in s.get("comm", {}).values()) for s in st),
-            # 'approximate' runs: the objective recomputed from the model (see bench_worker)
+            # 'approximate' runs: the objective recomputed from the model (see heuristics.worker)
             "objective": rs[0].get("objective_recomputed", _objective(st[0]["values"])),
             "n_support": st[0]["values"].get("n_support"),
             "n_samples": st[0]["values"].get("n_samples"),
