@@ -9,7 +9,7 @@ UNCHANGED: no NUMBA_NUM_THREADS, OMP_NUM_THREADS or other override is set, so
 psvm picks its own threads per rank (``-o 0``: the node's cores / its ranks),
 just as for a user typing the commands. Per data set (files
 ``$PSVM_SHARED_DATA/NAME.xz`` and ``NAME.t.xz``, default ``../shared/data``; C
-and gamma from :data:`psvm.bench.DATASETS`) the train and test files are
+and gamma from :data:`heuristics.bench.DATASETS`) the train and test files are
 decompressed once to a temporary directory (train: the first ``--rows`` lines
 only, if given), then, ``--repeat`` times interleaved (the fastest run counts):
 
@@ -48,8 +48,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from psvm.bench import DATASETS, Dataset, data_dir, machine, mpiexec, tool, versions
-from psvm.report.text import markdown_table
+from heuristics.bench import DATASETS, Dataset, data_dir, machine, mpiexec, tool, versions
+from heuristics.report.text import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE_MB = 200

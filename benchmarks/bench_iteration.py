@@ -24,7 +24,7 @@ import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_iris
 from sklearn.svm import SVC
 
-from psvm.bench import DATASETS, dataset_paths, load_csr, mpiexec
+from heuristics.bench import DATASETS, dataset_paths, load_csr, mpiexec
 
 PROBLEMS = {
     # name: (data, rows, C, gamma, psvm-train kernel flags, SVC kernel arguments)

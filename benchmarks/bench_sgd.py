@@ -35,7 +35,7 @@ import time
 import numpy as np
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
-from psvm.bench import mpiexec
+from heuristics.bench import mpiexec
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.environ.get("PSVM_SHARED_DATA", os.path.join(_HERE, "..", "..", "shared", "data"))

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from psvm.bench import data_dir, machine, versions
-from psvm.report.text import markdown_table
+from heuristics.bench import data_dir, machine, versions
+from heuristics.report.text import markdown_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GRID = {"C": [0.1, 1.0, 10.0, 100.0, 1000.0], "gamma": [0.01, 0.03, 0.1, 0.3]}

@@ -30,9 +30,9 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from heuristics.bench import DATASETS, Dataset, dataset_paths, load_csr, run_worker, sklearn_svc_fit
+from heuristics.report.text import markdown_table
 from psvm._params import HEURISTICS
-from psvm.bench import DATASETS, Dataset, dataset_paths, load_csr, run_worker, sklearn_svc_fit
-from psvm.report.text import markdown_table
 
 
 def sklearn_run(ds: Dataset, rows: int | None, shrinking: bool, cache: float,

@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 
-from psvm.bench import DATASETS, dataset_paths, run_worker
+from heuristics.bench import DATASETS, dataset_paths, run_worker
 
 
 def traces(name: str, heuristic: str) -> dict:

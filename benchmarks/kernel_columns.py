@@ -16,7 +16,7 @@ import time
 import numpy as np
 from sklearn.metrics.pairwise import rbf_kernel
 
-from psvm.bench import DATASETS, dataset_paths, load_csr
+from heuristics.bench import DATASETS, dataset_paths, load_csr
 from psvm.kernels import (
     RBF,
     column_csc,

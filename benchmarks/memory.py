@@ -65,7 +65,7 @@ def main() -> None:
     if opts.rank:
         sys.exit(rank_main(rest))
 
-    from psvm.bench import data_dir, head_path, mpiexec
+    from heuristics.bench import data_dir, head_path, mpiexec
     from psvm.io.libsvm_format import read_libsvm, uncompressed_path
 
     src = str(data_dir() / opts.data)

@@ -6,7 +6,7 @@ For each data set (full LIBSVM files from ``../shared/data`` unless ``--rows``)
 it trains, each in its own process so that peak memory is per solver:
 
 - psvm-train (default heuristic) under ``mpiexec -n P`` for every P, through
-  :mod:`psvm.bench_worker` (psvm-train's own ``main``; peak RSS of every rank);
+  :mod:`heuristics.worker` (psvm-train's own ``main``; peak RSS of every rank);
 - psvm-train ``--solver sgd`` (parallel SGD linear SVM) when this psvm has it;
 - scikit-learn SVC and LIBSVM (``libsvm-official``, ``svm_train`` with the same
   ``-c -g -e -m -h``), the exact RBF references;
@@ -32,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from psvm._params import DEFAULT_HEURISTIC
-from psvm.bench import (
+from heuristics.bench import (
     DATASETS,
     dataset_paths,
     dual_objective,
@@ -42,7 +41,8 @@ from psvm.bench import (
     run_worker,
     versions,
 )
-from psvm.report.text import markdown_table
+from heuristics.report.text import markdown_table
+from psvm._params import DEFAULT_HEURISTIC
 
 TOL, CACHE_MB = 1e-3, 200.0
 COLUMNS = (
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     if a.child:
         print(json.dumps(reference(a.child, a.data, rows_opt)))
         return 0
-    from psvm.bench import count_lines
+    from heuristics.bench import count_lines
 
     t_start = time.perf_counter()
     meta = {"command": shlex.join(["python", "benchmarks/run_all.py", *(argv or sys.argv[1:])]),

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from psvm.bench import machine, mpiexec, tool, versions
-from psvm.report.text import markdown_table
+from heuristics.bench import machine, mpiexec, tool, versions
+from heuristics.report.text import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

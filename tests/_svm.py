@@ -62,19 +62,29 @@ def pair_objectives(dual_coef, SV, n_support, kernel, gamma, coef0=0.0, degree=3
 
 
 def run_cli(module: str, args: list, n: int | None, timeout: float = 300, cwd=None):
-    """Run ``python -m module args``, under ``mpiexec -n n`` unless n is None."""
+    """Run ``python -m module args``, under ``mpiexec -n n`` unless n is None.
+
+    A ``module`` ending in ``.py`` is a script of the repository (``benchmarks/...``), run by
+    path with the repository first on ``PYTHONPATH``, so it imports this checkout's psvm.
+    """
     import os
     import subprocess
     import sys
+    from pathlib import Path
 
     from tests._helpers import mpiexec
 
-    cmd = [sys.executable, "-m", module, *map(str, args)]
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    if module.endswith(".py"):
+        repo = str(Path(__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, env.get("PYTHONPATH")]))
+        cmd = [sys.executable, os.path.join(repo, module), *map(str, args)]
+    else:
+        cmd = [sys.executable, "-m", module, *map(str, args)]
     if n is not None:
         exe = mpiexec()
         assert exe is not None, "mpiexec not found: install the mpich wheel"
         cmd = [exe, "-n", str(n), *cmd]
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env=env, check=False)  # fmt: skip
 

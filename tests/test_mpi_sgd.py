@@ -98,8 +98,9 @@ def test_msf_sweep_writes_csv_and_plots(tmp_path, a9a_small):
 
     data, test = a9a_small
     out = tmp_path / "sweep"
-    r = run_cli("psvm.cli.msf_sweep", ["--ranks", "1,2", "--periods", "1,64", "--epochs", "1",
-                                       "--validation", test, "--out", out, data], None)  # fmt: skip
+    args = ["--ranks", "1,2", "--periods", "1,64", "--epochs", "1", "--validation", test,
+            "--out", out, data]  # fmt: skip
+    r = run_cli("benchmarks/msf_sweep.py", args, None)
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(open(out / "msf_sweep.csv")))
     assert [(row["ranks"], row["period"]) for row in rows] == [("1", "1"), ("2", "1"), ("2", "64")]

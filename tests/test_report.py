@@ -2,9 +2,11 @@
 
 import json
 
+import pytest
+
+from heuristics.cli import main as psvm_report
+from heuristics.study import grid, load_records
 from psvm._params import DEFAULT_HEURISTIC, HEURISTICS
-from psvm.cli.report import main as psvm_report
-from psvm.study import grid, load_records
 
 
 def _tables(md: str, heading: str) -> dict[str, list[list[str]]]:
@@ -105,7 +107,7 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
     assert (out / "REPORT.md").read_text() == md
     json.loads((out / "study.json").read_text())  # still valid after a rebuild
 
-    # the hook for psvm-msf-sweep's output: its CSV becomes a table, its plots are linked
+    # the hook for benchmarks/msf_sweep.py's output: its CSV becomes a table, its plots are linked
     (out / "msf").mkdir()
     (out / "msf" / "msf_sweep.csv").write_text("ranks,period,comm_share\n2,1,0.9\n2,64,0.1\n")
     (out / "msf" / "msf_time_split.png").write_bytes((out / "time.png").read_bytes())
@@ -113,3 +115,32 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
     msf = (out / "REPORT.md").read_text().split("## Model synchronisation frequency")[1]
     assert "| ranks | period | comm_share |" in msf and "| 2 | 64 | 0.1 |" in msf
     assert "](msf/msf_time_split.png)" in msf
+
+
+def test_data_folder_from_env_then_current_directory(tmp_path, monkeypatch):
+    """An installed heuristics has no checkout: $PSVM_SHARED_DATA, else ../shared/data."""
+    from heuristics import bench
+    from heuristics.cli import main as report
+
+    monkeypatch.setattr(bench, "CHECKOUT", None)  # as from a wheel
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.delenv("PSVM_SHARED_DATA", raising=False)
+    assert bench.data_dir() == tmp_path / "shared" / "data"
+    monkeypatch.setenv("PSVM_SHARED_DATA", str(tmp_path / "work"))
+    assert bench.data_dir() == tmp_path / "work"
+
+    monkeypatch.setenv("PSVM_SHARED_DATA", str(tmp_path / "missing"))
+    with pytest.raises(bench.DataNotFoundError, match=r"\$PSVM_SHARED_DATA=.*missing.*shared/data"):
+        bench.data_dir()
+    monkeypatch.delenv("PSVM_SHARED_DATA")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(bench.DataNotFoundError, match=r"PSVM_SHARED_DATA.*\.\./shared/data"):
+        bench.data_dir()
+    # psvm-report says so in one line, before it clears OUT/records
+    (tmp_path / "out" / "records").mkdir(parents=True)
+    (tmp_path / "out" / "records" / "a9a.P1.jsonl").write_text("{}\n")
+    with pytest.raises(SystemExit, match="^psvm-report: data sets not found"):
+        report(["heuristics", "--out", str(tmp_path / "out")])
+    assert (tmp_path / "out" / "records" / "a9a.P1.jsonl").exists()

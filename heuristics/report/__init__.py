@@ -1,6 +1,6 @@
 """The heuristics report: run records (JSON) -> ``REPORT.md`` tables, conclusions and PNGs.
 
-Pure: it reads the records that :mod:`psvm.study` wrote and never runs a
+Pure: it reads the records that :mod:`heuristics.study` wrote and never runs a
 solver. Every figure in the text is computed here from those records:
 medians over repeats for times, first-repeat values for the deterministic
 counts, ratios against the ``none`` heuristic (same data, P and selection)
@@ -8,7 +8,7 @@ and against scikit-learn's SVC timed in the same study. Ratios compare CPU
 seconds (of the slowest rank): on a machine shared with other jobs they vary
 far less between repeats than wall times, which are reported alongside.
 
-    from psvm.report import write_report
+    from heuristics.report import write_report
     write_report("heuristics")            # reads heuristics/study.json, records/*.jsonl
 """
 
@@ -75,7 +75,7 @@ def summarize_psvm(records: list[dict]) -> list[dict]:
             "reconstruct_s": _med(s["seconds_max"].get("reconstruct", 0.0) for s in st),
             "kernel_s": _med(s["seconds_max"].get("kernel", 0.0) for s in st),
             "comm_s": _med(sum(v["seconds_max"] for v in s.get("comm", {}).values()) for s in st),
-            # 'approximate' runs: the objective recomputed from the model (see bench_worker)
+            # 'approximate' runs: the objective recomputed from the model (see heuristics.worker)
             "objective": rs[0].get("objective_recomputed", _objective(st[0]["values"])),
             "n_support": st[0]["values"].get("n_support"),
             "n_samples": st[0]["values"].get("n_samples"),
@@ -148,15 +148,15 @@ def build(study: dict, records: list[dict]) -> tuple[list[dict], dict]:
 
 def write_report(out: str | Path, plots: bool = True) -> Path:
     """Build ``out/REPORT.md`` (and PNGs) from ``out/study.json`` and ``out/records``."""
-    from psvm.report.text import markdown
-    from psvm.study import load_records
+    from heuristics.report.text import markdown
+    from heuristics.study import load_records
 
     out = Path(out)
     study, records = load_records(out)
     rows, svc = build(study, records)
     figures = {}
     if plots:
-        from psvm.report.plots import make_plots
+        from heuristics.report.plots import make_plots
 
         figures = make_plots(study, rows, svc, out)
     path = out / "REPORT.md"

@@ -1,6 +1,6 @@
-"""psvm-msf-sweep: time split and accuracy of parallel SGD per sync period and rank count.
+"""Time split and accuracy of parallel SGD per sync period and rank count (the MSF sweep).
 
-    psvm-msf-sweep --ranks 1,2 --epochs 5 --validation ijcnn1.t --out sweep ijcnn1
+    python benchmarks/msf_sweep.py --ranks 1,2 --epochs 5 --validation ijcnn1.t --out sweep ijcnn1
 
 Reproduces the study of Abeykoon, Fox and Kim (arXiv 1905.01219): for every
 P, one ``mpiexec -n P`` job loads the data once and trains with each period
@@ -10,6 +10,9 @@ time of the rank that waited least, close to the Allreduce's own cost). It
 writes ``DIR/msf_sweep.csv`` and, with matplotlib,
 ``DIR/msf_time_split.png`` and ``DIR/msf_accuracy.png``. With P = 1 there is
 nothing to average, so one run stands for every period.
+
+A measurement of the SGD solver, not part of the library: it re-launches this
+script with ``--worker`` under ``mpiexec -n P`` for every P.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ FLAGS = {
     "--validation": ("validation", str, "LIBSVM test file for the accuracy column"),
     "--out": ("out", str, "output directory (default msf_sweep)"),
 }
-USAGE = usage("Usage: psvm-msf-sweep [options] training_set_file", FLAGS)
+PROG = "msf_sweep.py"
+USAGE = usage(f"Usage: python benchmarks/{PROG} [options] training_set_file", FLAGS)
 COLUMNS = ["ranks", "period", "epochs", "n_sync", "bytes_sync", "compute_s", "pack_s", "comm_s",
            "comm_min_s", "eval_s", "train_s", "comm_share", "objective", "accuracy"]  # fmt: skip
 
@@ -118,13 +122,14 @@ def _worker(opts: dict) -> int:
 
 
 def _run_worker(argv: list[str], n: int) -> list[dict]:
-    from psvm.bench import mpiexec
+    from heuristics.bench import mpiexec
 
     try:
         exe = mpiexec()
     except RuntimeError as e:
         raise UsageError(str(e)) from None
-    cmd = [exe, "-n", str(n), sys.executable, "-m", "psvm.cli.msf_sweep", "--worker", *argv]
+    script = os.path.abspath(__file__)
+    cmd = [exe, "-n", str(n), sys.executable, script, "--worker", *argv]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        check=False)  # fmt: skip
     if r.returncode != 0:
@@ -242,7 +247,7 @@ def _body(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_main("psvm-msf-sweep", USAGE, _body, argv)
+    return run_main(PROG, USAGE, _body, argv)
 
 
 if __name__ == "__main__":

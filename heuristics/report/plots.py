@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from psvm.report.text import _first_p
+from heuristics.report.text import _first_p
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 

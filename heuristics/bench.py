@@ -2,10 +2,10 @@
 
 The data-set table (file names in ``../shared/data``, C, gamma, n_features),
 head-of-file subsets in psvm's decompression cache (never in the repository),
-the launch of :mod:`psvm.bench_worker` under ``mpiexec -n P``, the
+the launch of :mod:`heuristics.worker` under ``mpiexec -n P``, the
 scikit-learn SVC reference, the dual objective of a fitted model and the
 machine description printed with every result. Used by
-``psvm-report heuristics`` (:mod:`psvm.study`), ``benchmarks/run_all.py`` and
+``psvm-report heuristics`` (:mod:`heuristics.study`), ``benchmarks/run_all.py`` and
 ``benchmarks/bench_svc.py``.
 """
 
@@ -23,7 +23,18 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+
+def _checkout() -> Path | None:
+    """The repository this package runs from; None when installed from a wheel."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").is_file() and (root / "psvm").is_dir() else None
+
+
+CHECKOUT = _checkout()
+
+
+class DataNotFoundError(FileNotFoundError):
+    """No folder of data sets: the message names ``$PSVM_SHARED_DATA`` and the folders tried."""
 
 
 @dataclass(frozen=True)
@@ -52,8 +63,27 @@ DATASETS = {
 
 
 def data_dir() -> Path:
-    """``$PSVM_SHARED_DATA``, else ``../shared/data`` next to the repository."""
-    return Path(os.environ.get("PSVM_SHARED_DATA", REPO.parent / "shared" / "data"))
+    """The folder of the data sets (``NAME.xz``): ``$PSVM_SHARED_DATA`` when set, else
+    ``../shared/data`` from the current directory, else next to the checkout running this.
+
+    An installed package has no repository to start from, hence the current directory.
+    """
+    env = os.environ.get("PSVM_SHARED_DATA")
+    if env:
+        if Path(env).is_dir():
+            return Path(env)
+        raise DataNotFoundError(
+            f"data sets not found: $PSVM_SHARED_DATA={env} is not a folder; point it at the "
+            "data sets, or unset it to use ../shared/data")  # fmt: skip
+    tried = [Path.cwd().parent / "shared" / "data"]
+    if CHECKOUT is not None and CHECKOUT.parent / "shared" / "data" not in tried:
+        tried.append(CHECKOUT.parent / "shared" / "data")
+    for path in tried:
+        if path.is_dir():
+            return path
+    raise DataNotFoundError(
+        "data sets not found: set $PSVM_SHARED_DATA to their folder, or run from a folder "
+        f"with ../shared/data (tried {', '.join(map(str, tried))})")  # fmt: skip
 
 
 def head_path(src: str | Path, rows: int | None) -> str:
@@ -148,7 +178,7 @@ def mpiexec() -> str:
 
 
 def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | None = None) -> list:
-    """Run a plan (see :mod:`psvm.bench_worker`) under ``mpiexec -n ranks``; its records.
+    """Run a plan (see :mod:`heuristics.worker`) under ``mpiexec -n ranks``; its records.
 
     The environment is passed unchanged, as a user runs psvm: each rank takes its
     share of the node's cores (:mod:`psvm.threads`).
@@ -158,7 +188,7 @@ def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | Non
     plan_path, out = workdir / "plan.json", workdir / "records.jsonl"
     out.unlink(missing_ok=True)
     plan_path.write_text(json.dumps({**plan, "out": str(out), "workdir": str(workdir)}))
-    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "psvm.bench_worker", str(plan_path)]
+    cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "heuristics.worker", str(plan_path)]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        timeout=timeout, check=False)  # fmt: skip
     if r.returncode != 0:
@@ -180,11 +210,16 @@ def versions() -> dict:
 
 
 def git_state() -> str | None:
-    """``<commit>`` of the repository, ``+ N modified files`` when the tree is not clean."""
+    """``<commit>`` of the checkout, ``+ N modified files`` when the tree is not clean.
+
+    None when installed (no checkout) or without git.
+    """
+    if CHECKOUT is None:
+        return None
     try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+        head = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=10, check=True)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
+        dirty = subprocess.run(["git", "-C", str(CHECKOUT), "status", "--porcelain",
                                 "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):

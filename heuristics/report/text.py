@@ -1,8 +1,8 @@
 """The Markdown of the heuristics report: tables and conclusions computed from the summary rows.
 
-Every number printed here comes from :func:`psvm.report.build` (medians of
+Every number printed here comes from :func:`heuristics.report.build` (medians of
 the run records); the wording around them is chosen by comparisons, not by
-hand. See :mod:`psvm.report`.
+hand. See :mod:`heuristics.report`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from psvm.report import config_label, gmean, noise, ranking
+from heuristics.report import config_label, gmean, noise, ranking
 
 PLOT_TITLES = {
     "time": "Training time per heuristic, against none and scikit-learn SVC",
@@ -279,7 +279,7 @@ def default_section(study, rows) -> list[str]:
 
 
 def markdown(study, rows, svc, figures: dict, out: Path) -> str:
-    from psvm.report.tables import body_sections
+    from heuristics.report.tables import body_sections
 
     n_psvm = sum(r["repeats"] for r in rows)
     n_svc = sum(s["repeats"] for s in svc.values())

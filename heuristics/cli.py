@@ -4,7 +4,7 @@
     psvm-report heuristics --build-only --out heuristics/
 
 ``heuristics`` runs every elimination heuristic x reconstruction x selection
-x data set x P (see :func:`psvm.study.grid`), scikit-learn SVC on the same
+x data set x P (see :func:`heuristics.study.grid`), scikit-learn SVC on the same
 rows, and writes ``OUT/REPORT.md``, ``OUT/*.png``, ``OUT/study.json`` and
 ``OUT/records/*.jsonl``. ``--build-only`` rebuilds the report from those
 records without running anything.
@@ -31,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="study", required=True)
     h = sub.add_parser("heuristics", help="elimination heuristics comparison")
     h.add_argument("--data", default=DEFAULTS["data"], help="comma-separated data set names "
-                   "(psvm.bench.DATASETS; files from $PSVM_SHARED_DATA or ../shared/data)")
+                   "(heuristics.bench.DATASETS; files from $PSVM_SHARED_DATA or ../shared/data)")
     h.add_argument("--ranks", default=DEFAULTS["ranks"], help="comma-separated process counts")
     h.add_argument("--rows", type=int, default=DEFAULTS["rows"],
                    help="training rows: the first N of each file; 0 = all")
@@ -55,9 +55,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
-    from psvm.bench import DATASETS
-    from psvm.report import write_report
-    from psvm.study import grid, run_study
+    from heuristics.bench import DATASETS, DataNotFoundError, data_dir
+    from heuristics.report import write_report
+    from heuristics.study import grid, run_study
 
     if not a.build_only:
         data = _csv(a.data)
@@ -70,6 +70,10 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
             raise SystemExit("psvm-report: the grid is empty after --heuristics/--selections")
         if a.repeats < 1 or a.rows < 0 or a.test_rows < 0:
             raise SystemExit("psvm-report: --repeats must be >= 1, --rows/--test-rows >= 0")
+        try:
+            data_dir()  # before run_study clears OUT/records
+        except DataNotFoundError as e:
+            raise SystemExit(f"psvm-report: {e}") from None
         run_study(
             a.out, data=data, ranks=[int(P) for P in _csv(a.ranks)],
             rows=a.rows or None, test_rows=a.test_rows or None, repeats=a.repeats,

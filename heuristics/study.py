@@ -7,13 +7,13 @@
 - ``records/<data>.svc.jsonl``: scikit-learn SVC (shrinking off and on),
   timed in this process on the same rows with the same C, gamma, tol, cache;
 - ``records/<data>.P<P>.jsonl``: one record per psvm run, from
-  :mod:`psvm.bench_worker` under ``mpiexec -n P`` (the run's psvm-train
+  :mod:`heuristics.worker` under ``mpiexec -n P`` (the run's psvm-train
   command, its statistics JSON, test accuracy, peak RSS per rank).
 
 Runs are ordered repeat-major (every configuration once, then again), so slow
 spells of a shared machine spread over all configurations instead of hitting
 one. The solver is deterministic, so traces are kept for the first repeat only.
-:mod:`psvm.report` turns these files into ``REPORT.md`` and PNGs.
+:mod:`heuristics.report` turns these files into ``REPORT.md`` and PNGs.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def run_study(
     log=_log,
 ) -> dict:
     """Run the study and write ``study.json`` and ``records/*.jsonl`` under ``out``."""
-    from psvm.bench import (
+    from heuristics.bench import (
         DATASETS,
         count_lines,
         dataset_paths,

@@ -1,6 +1,6 @@
 """Run a list of ``psvm-train`` jobs inside one ``mpiexec`` launch; one JSON record per run.
 
-    mpiexec -n P python -m psvm.bench_worker plan.json
+    mpiexec -n P python -m heuristics.worker plan.json
 
 Each run calls :func:`psvm.cli.train.main` with its argv (wall and CPU
 seconds of that call are recorded per rank): the same code path
@@ -122,7 +122,7 @@ def main(plan_path: str) -> int:
             record["stats"] = slim_stats(stats, bool(run.get("traces", True)))
             if run.get("exact_objective") and getattr(model, "kernel", None) == "rbf" \
                     and len(model.classes) == 2:
-                from psvm.bench import dual_objective
+                from heuristics.bench import dual_objective
 
                 # psvm's own value uses the stale gradients of rows never reconstructed
                 record["objective_recomputed"] = dual_objective(

@@ -1,8 +1,8 @@
 """The report's body: how it was produced, then one section per measured quantity.
 
 Each section is a Markdown table per data set (numbers from the summary
-rows of :func:`psvm.report.build`) and the matching PNG. The MSF study of
-parallel SGD (``psvm-msf-sweep``) is included when its output sits under
+rows of :func:`heuristics.report.build`) and the matching PNG. The MSF study of
+parallel SGD (``benchmarks/msf_sweep.py``) is included when its output sits under
 ``<out>/msf/``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from psvm.report.text import (
+from heuristics.report.text import (
     PLOT_TITLES,
     _f,
     _first_p,
@@ -171,15 +171,15 @@ def _quality(study, rows, figures) -> list[str]:
 
 
 def _msf(out: Path) -> list[str]:
-    """Include ``psvm-msf-sweep`` output (CSV tables, PNGs) found under ``out/msf``."""
+    """Include ``benchmarks/msf_sweep.py`` output (CSV tables, PNGs) found under ``out/msf``."""
     md = ["## Model synchronisation frequency (parallel SGD)", ""]
     msf = out / "msf"
     csvs = sorted(msf.glob("*.csv")) if msf.is_dir() else []
     pngs = sorted(msf.glob("*.png")) if msf.is_dir() else []
     if not csvs and not pngs:
-        return md + ["Not part of this run. `psvm-msf-sweep ... --out heuristics/msf` writes "
-                     "its CSV and plots there; `psvm-report heuristics --build-only` then "
-                     "includes them here.", ""]  # fmt: skip
+        return md + ["Not part of this run. `python benchmarks/msf_sweep.py ... --out "
+                     "heuristics/msf` writes its CSV and plots there; `psvm-report heuristics "
+                     "--build-only` then includes them here.", ""]  # fmt: skip
     for path in csvs:
         with open(path, newline="") as f:
             table = list(csv.reader(f))
