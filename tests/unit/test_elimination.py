@@ -160,9 +160,10 @@ def test_false_positives_are_found_and_repaired(shared_data):
 
 @pytest.mark.parametrize("max_departures", [16, 2])
 def test_stale_gradients_are_brought_up_to_date(shared_data, monkeypatch, max_departures):
-    """After several window cuts, the stale rows' G is off; the refresh makes it exact.
+    """After several window cuts and max_iter, the stale rows' G is exact: brought up to date
+    at max_iter (as LIBSVM reconstructs there), through ``max_departures`` snapshots.
 
-    ``max_departures`` 2 refreshes at the third cut (the memory bound's path).
+    ``max_departures`` 2 also refreshes at the third cut (the memory bound's path).
     """
     monkeypatch.setattr(solver_module, "MAX_DEPARTURES", max_departures)
     X, y = _heart(shared_data)
@@ -171,11 +172,8 @@ def test_stale_gradients_are_brought_up_to_date(shared_data, monkeypatch, max_de
     G = _gradient(X, y, solver.alpha, 0.05)
     stale = ~solver.in_window
     assert stats.counts["n_relayout"] >= 3 and stale.sum() > 100
-    assert len(solver.departures) == min(stats.counts["n_relayout"], max_departures)
-    assert np.abs(solver.G - G)[stale].max() > 0.1
-    solver._refresh_stale()
     np.testing.assert_allclose(solver.G, G, rtol=0, atol=1e-10)
-    assert len(solver.departures) == 1
+    assert len(solver.departures) == 1  # one snapshot: the state at the refresh
 
 
 def test_approximate_libsvm_runs_to_the_tolerance(shared_data):
