@@ -62,7 +62,9 @@ class SVCConfig:
 INT_MAX = 2**31 - 1
 
 
-def _number(name, value, *, kind=numbers.Real, low=None, low_open=False, high=None, allowed=()):
+def check_number(
+    name, value, *, kind=numbers.Real, low=None, low_open=False, high=None, allowed=()
+):
     if value in allowed and isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, kind):
@@ -105,14 +107,14 @@ def validate_svc_params(
     Use :func:`make_svc_config` to resolve ``gamma`` once the data is known.
     """
     out = dict(
-        C=float(_number("C", C, low=0, low_open=True)),
+        C=float(check_number("C", C, low=0, low_open=True)),
         kernel=_choice("kernel", kernel, KERNELS),
-        degree=int(_number("degree", degree, kind=numbers.Integral, low=0, high=INT_MAX)),
-        gamma=_number("gamma", gamma, low=0, low_open=True, allowed=("scale", "auto")),
-        coef0=float(_number("coef0", coef0)),
-        tol=float(_number("tol", tol, low=0, low_open=True)),
-        cache_size=float(_number("cache_size", cache_size, low=0, low_open=True)),
-        max_iter=int(_number("max_iter", max_iter, kind=numbers.Integral, low=-1)),
+        degree=int(check_number("degree", degree, kind=numbers.Integral, low=0, high=INT_MAX)),
+        gamma=check_number("gamma", gamma, low=0, low_open=True, allowed=("scale", "auto")),
+        coef0=float(check_number("coef0", coef0)),
+        tol=float(check_number("tol", tol, low=0, low_open=True)),
+        cache_size=float(check_number("cache_size", cache_size, low=0, low_open=True)),
+        max_iter=int(check_number("max_iter", max_iter, kind=numbers.Integral, low=-1)),
         selection=_choice("selection", selection, SELECTIONS),
         heuristic=_choice("heuristic", heuristic, HEURISTICS),
         reconstruction=_choice("reconstruction", reconstruction, RECONSTRUCTIONS),
@@ -124,7 +126,7 @@ def validate_svc_params(
     if not isinstance(weights, dict):
         raise ParameterError(f"class_weight must be a dict or None, got {class_weight!r}")
     for label, w in weights.items():
-        _number(f"class_weight[{label!r}]", w, low=0, low_open=True)
+        check_number(f"class_weight[{label!r}]", w, low=0, low_open=True)
     out["class_weight"] = {k: float(v) for k, v in weights.items()}
     return out
 
@@ -212,23 +214,27 @@ def validate_sgd_params(**params) -> SGDConfig:
     if not isinstance(average, (bool, numbers.Integral)) or average < 0:
         raise ParameterError(f"average must be a bool or an integer >= 0, got {average!r}")
     if tol is not None:
-        tol = float(_number("tol", tol, low=0))
-    period = _number("sync_every", p.sync_every, kind=numbers.Integral, low=1, allowed=("auto",))
+        tol = float(check_number("tol", tol, low=0))
+    period = check_number(
+        "sync_every", p.sync_every, kind=numbers.Integral, low=1, allowed=("auto",)
+    )
     out = SGDConfig(
-        alpha=float(_number("alpha", p.alpha, low=0, low_open=True)),
+        alpha=float(check_number("alpha", p.alpha, low=0, low_open=True)),
         learning_rate=_choice("learning_rate", p.learning_rate, SGD_SCHEDULES),
-        eta0=float(_number("eta0", eta0, low=0)),
+        eta0=float(check_number("eta0", eta0, low=0)),
         sync_every=period if period == "auto" else int(period),
-        msf_target=float(_number("msf_target", msf_target, low=0, low_open=True)),
-        max_iter=int(_number("max_iter", p.max_iter, kind=numbers.Integral, low=1)),
+        msf_target=float(check_number("msf_target", msf_target, low=0, low_open=True)),
+        max_iter=int(check_number("max_iter", p.max_iter, kind=numbers.Integral, low=1)),
         tol=tol,
         n_iter_no_change=int(
-            _number("n_iter_no_change", p.n_iter_no_change, kind=numbers.Integral, low=1)
+            check_number("n_iter_no_change", p.n_iter_no_change, kind=numbers.Integral, low=1)
         ),
         shuffle=bool(p.shuffle),
         average=int(average),
         fit_intercept=bool(p.fit_intercept),
-        intercept_decay=float(_number("intercept_decay", p.intercept_decay, low=0, low_open=True)),
+        intercept_decay=float(
+            check_number("intercept_decay", p.intercept_decay, low=0, low_open=True)
+        ),
         verbose=bool(p.verbose),
     )
     if out.msf_target >= 1:

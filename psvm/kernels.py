@@ -6,7 +6,7 @@ into a preallocated ``out``. One ``kernel_id`` switch selects the kernel, so
 each function compiles a single specialization that numba caches on disk.
 
 Every kernel value is computed in two steps: numba writes the argument of
-the transcendental part (:func:`_pre`: ``-gamma |a - b|^2`` for rbf,
+the transcendental part (:func:`pre_kernel`: ``-gamma |a - b|^2`` for rbf,
 ``gamma a.b + coef0`` for sigmoid, the final value for linear and poly), and
 :func:`from_pre` applies exp or tanh to the whole contiguous buffer. exp is
 :func:`exp`, plain arithmetic that numba vectorises (libm's, called once per
@@ -45,7 +45,7 @@ def csr_arrays(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _pre(kernel_id, dot, sq_a, sq_b, gamma, coef0, degree):
+def pre_kernel(kernel_id, dot, sq_a, sq_b, gamma, coef0, degree):
     """The kernel value before :func:`from_pre`."""
     if kernel_id == LINEAR:
         return dot
@@ -136,7 +136,7 @@ def from_pre_flat(kernel_id, v):
 
 
 def from_pre(kernel_id: int, v: np.ndarray) -> np.ndarray:
-    """Turn :func:`_pre` values into kernel values, in place (``v`` C-contiguous)."""
+    """Turn :func:`pre_kernel` values into kernel values, in place (``v`` C-contiguous)."""
     from_pre_flat(kernel_id, v.reshape(-1))
     return v
 
@@ -155,7 +155,7 @@ def row_sq_norms(indptr, data, out):
 @njit(cache=True, nogil=True)
 def _diag_pre(sq_norms, kernel_id, gamma, coef0, degree, out):
     for r in range(sq_norms.size):
-        out[r] = _pre(kernel_id, sq_norms[r], sq_norms[r], sq_norms[r], gamma, coef0, degree)
+        out[r] = pre_kernel(kernel_id, sq_norms[r], sq_norms[r], sq_norms[r], gamma, coef0, degree)
 
 
 def kernel_diag(sq_norms, kernel_id, gamma, coef0, degree, out):
@@ -182,7 +182,7 @@ def column_csr(
         dot = 0.0
         for p in range(indptr[r], indptr[r + 1]):
             dot += data[p] * work[indices[p]]
-        out[q] = _pre(kernel_id, dot, x_sq, sq_norms[r], gamma, coef0, degree)
+        out[q] = pre_kernel(kernel_id, dot, x_sq, sq_norms[r], gamma, coef0, degree)
     for p in range(x_idx.size):
         work[x_idx[p]] = 0.0
     return out
@@ -208,7 +208,7 @@ def column_csc(
             dots[rowidx[q]] += cdata[q] * v
     for q in range(rows.size):
         r = rows[q]
-        out[q] = _pre(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
+        out[q] = pre_kernel(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
     return out
 
 
@@ -232,7 +232,7 @@ def column_dense(
             dots[t] += xf[t] * v
     for q in range(rows.size):
         r = rows[q]
-        out[q] = _pre(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
+        out[q] = pre_kernel(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
     return out
 
 
@@ -263,7 +263,7 @@ def _block_row(q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, ga
             for s in range(n_f):
                 o[s] += v * ft[s]
     for s in range(n_f):
-        o[s] = _pre(kernel_id, o[s], f_sq[s], sq[r], gamma, coef0, degree)
+        o[s] = pre_kernel(kernel_id, o[s], f_sq[s], sq[r], gamma, coef0, degree)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -465,7 +465,7 @@ def _matrix_pre(
                 dot = 0.0
                 for p in range(b_indptr[t], b_indptr[t + 1]):
                     dot += b_data[p] * work[b_indices[p]]
-                out[s, t] = _pre(kernel_id, dot, a_sq[s], b_sq[t], gamma, coef0, degree)
+                out[s, t] = pre_kernel(kernel_id, dot, a_sq[s], b_sq[t], gamma, coef0, degree)
             for p in range(a_indptr[s], a_indptr[s + 1]):
                 work[a_indices[p]] = 0.0
     return out

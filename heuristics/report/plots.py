@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from heuristics.report.text import _first_p
+from heuristics.report.text import first_p
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 
@@ -118,7 +118,7 @@ def plot_time(study, rows, svc, out):
 
 
 def plot_iterations(study, rows, svc, out):
-    rows = _first_p(rows)
+    rows = first_p(rows)
     labels = _labels(rows)
     plt, fig, axes, names = _panels(study, n_conf=len(labels))
     for ax, d in zip(axes[0], names, strict=True):
@@ -134,7 +134,7 @@ def plot_iterations(study, rows, svc, out):
 
 
 def plot_active(study, rows, svc, out):
-    rows = [r for r in _first_p(rows) if r["traces"].get("iter")
+    rows = [r for r in first_p(rows) if r["traces"].get("iter")
             and r["selection"] == "second" and r["reconstruction"] != "approximate"]  # fmt: skip
     plt, fig, axes, names = _panels(study, height=4.2)
     cmap = plt.get_cmap("tab10")
@@ -161,7 +161,7 @@ def plot_active(study, rows, svc, out):
 
 
 def plot_elimination(study, rows, svc, out):
-    rows = [r for r in _first_p(rows) if r["heuristic"] != "none"]
+    rows = [r for r in first_p(rows) if r["heuristic"] != "none"]
     labels = _labels(rows)
     plt, fig, axes, names = _panels(study, n_conf=len(labels))
     for ax, d in zip(axes[0], names, strict=True):
@@ -175,7 +175,7 @@ def plot_elimination(study, rows, svc, out):
 
 
 def plot_reconstruction(study, rows, svc, out):
-    rows = [r for r in _first_p(rows) if r["heuristic"] != "none"]
+    rows = [r for r in first_p(rows) if r["heuristic"] != "none"]
     labels = _labels(rows)
     plt, fig, axes, names = _panels(study, n_rows=2, n_conf=len(labels))
     for col, d in enumerate(names):
@@ -211,7 +211,7 @@ def plot_imbalance(study, rows, svc, out):
 
 
 def plot_quality(study, rows, svc, out):
-    rows = _first_p(rows)
+    rows = first_p(rows)
     labels = _labels(rows)
     plt, fig, axes, names = _panels(study, n_rows=2, n_conf=len(labels))
     for col, d in enumerate(names):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from heuristics.report.text import (
     PLOT_TITLES,
-    _f,
-    _first_p,
+    first_p,
+    fmt,
     markdown_table,
     p_invariance,
 )
@@ -88,11 +88,11 @@ def _svc_section(study, svc) -> list[str]:
         for shr in (False, True):
             s = svc.get((d["name"], shr))
             if s:
-                body.append([d["name"], "on" if shr else "off", _f(s["cpu"]),
-                             f"{s['cpu_min']:.3f}-{s['cpu_max']:.3f}", _f(s["seconds"]),
+                body.append([d["name"], "on" if shr else "off", fmt(s["cpu"]),
+                             f"{s['cpu_min']:.3f}-{s['cpu_max']:.3f}", fmt(s["seconds"]),
                              f"{s['min']:.3f}-{s['max']:.3f}", str(s["n_iter"]),
-                             str(s["n_support"]), _f(s["objective"], ".6g"),
-                             _f(100 * s["accuracy"], ".2f")])  # fmt: skip
+                             str(s["n_support"]), fmt(s["objective"], ".6g"),
+                             fmt(100 * s["accuracy"], ".2f")])  # fmt: skip
     return ["## Reference: scikit-learn SVC", ""] + markdown_table(
         ["data", "shrinking", "CPU s", "CPU min-max", "fit s", "fit min-max", "iterations",
          "nSV", "objective", "accuracy %"], body)  # fmt: skip
@@ -115,11 +115,11 @@ def _time(study, rows, figures) -> list[str]:
         "Training time against `none` and scikit-learn SVC", None, figures, ["time"], study, rows,
         ["configuration", "P", "CPU s", "CPU min-max", "train s", "train min-max", "vs none",
          "vs none (wall)", "vs SVC h0", "vs SVC h1", "speed-up (wall)"],
-        lambda r: [r["label"], str(r["ranks"]), _f(r["cpu_s"]),
-                   f"{r['cpu_min']:.3f}-{r['cpu_max']:.3f}", _f(r["train_s"]),
-                   f"{r['train_min']:.3f}-{r['train_max']:.3f}", _f(r["vs_none"], ".2f"),
-                   _f(r["vs_none_wall"], ".2f"), _f(r["vs_svc0"], ".2f"),
-                   _f(r["vs_svc1"], ".2f"), _f(r["speedup"], ".2f")],
+        lambda r: [r["label"], str(r["ranks"]), fmt(r["cpu_s"]),
+                   f"{r['cpu_min']:.3f}-{r['cpu_max']:.3f}", fmt(r["train_s"]),
+                   f"{r['train_min']:.3f}-{r['train_max']:.3f}", fmt(r["vs_none"], ".2f"),
+                   fmt(r["vs_none_wall"], ".2f"), fmt(r["vs_svc0"], ".2f"),
+                   fmt(r["vs_svc1"], ".2f"), fmt(r["speedup"], ".2f")],
     )  # fmt: skip
 
 
@@ -130,13 +130,13 @@ def _elimination(study, rows, figures) -> list[str]:
             f"Iterations or objectives differ across P for: {', '.join(bad)}.")  # fmt: skip
     return _section(
         "Iterations, active set, elimination and reconstruction", same, figures,
-        ["iterations", "active", "elimination", "reconstruction"], study, _first_p(rows),
+        ["iterations", "active", "elimination", "reconstruction"], study, first_p(rows),
         ["configuration", "iterations", "eliminated", "false positives", "reconstructions",
          "reconstruct s", "reconstruct % of train", "kernel s", "cache hit %"],
         lambda r: [r["label"], str(r["n_iter"]), str(r["n_eliminated"]),
-                   str(r["n_false_positive"]), str(r["n_reconstruct"]), _f(r["reconstruct_s"]),
-                   _f(100 * r["reconstruct_s"] / r["train_s"] if r["train_s"] else None, ".1f"),
-                   _f(r["kernel_s"]), _f(100 * (r["cache_hit_rate"] or 0), ".1f")],
+                   str(r["n_false_positive"]), str(r["n_reconstruct"]), fmt(r["reconstruct_s"]),
+                   fmt(100 * r["reconstruct_s"] / r["train_s"] if r["train_s"] else None, ".1f"),
+                   fmt(r["kernel_s"]), fmt(100 * (r["cache_hit_rate"] or 0), ".1f")],
     )  # fmt: skip
 
 
@@ -150,8 +150,8 @@ def _imbalance(study, rows, figures) -> list[str]:
         ["configuration", "P", "busy s per rank", "max/mean", "eliminated per rank",
          "comm s", "peak RSS MB per rank"],
         lambda r: [r["label"], str(r["ranks"]), " / ".join(f"{b:.3f}" for b in r["busy_per_rank"]),
-                   _f(r["imbalance"], ".2f"), " / ".join(map(str, r["eliminated_per_rank"])),
-                   _f(r["comm_s"]), " / ".join(f"{m:.0f}" for m in r["peak_rss_mb"])],
+                   fmt(r["imbalance"], ".2f"), " / ".join(map(str, r["eliminated_per_rank"])),
+                   fmt(r["comm_s"]), " / ".join(f"{m:.0f}" for m in r["peak_rss_mb"])],
         only=lambda r: r["ranks"] > 1,
     )  # fmt: skip
 
@@ -162,11 +162,11 @@ def _quality(study, rows, figures) -> list[str]:
         "Gap vs none: against `none/single` at the smallest P; gap vs SVC: against "
         "scikit-learn SVC (shrinking off), whose dual objective is recomputed from its "
         "support vectors and dual coefficients.",
-        figures, ["quality"], study, _first_p(rows),
+        figures, ["quality"], study, first_p(rows),
         ["configuration", "accuracy %", "nSV", "objective", "gap vs none", "gap vs SVC"],
-        lambda r: [r["label"], _f(100 * r["accuracy"], ".2f"), str(r["n_support"]),
-                   _f(r["objective"], ".6g"), _f(r["gap_none"], "+.1e"),
-                   _f(r["gap_svc"], "+.1e")],
+        lambda r: [r["label"], fmt(100 * r["accuracy"], ".2f"), str(r["n_support"]),
+                   fmt(r["objective"], ".6g"), fmt(r["gap_none"], "+.1e"),
+                   fmt(r["gap_svc"], "+.1e")],
     )  # fmt: skip
 
 

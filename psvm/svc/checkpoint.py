@@ -53,10 +53,10 @@ def make_checkpoint_config(
     path: str | os.PathLike | None, seconds: float = 600.0, iters: int = 0, resume: bool = False
 ) -> CheckpointConfig | None:
     """Validated settings; None when ``path`` is None (no checkpoints)."""
-    from psvm._params import ParameterError, _number
+    from psvm._params import ParameterError, check_number
 
-    _number("checkpoint_seconds", seconds, low=0)
-    _number("checkpoint_iters", iters, kind=numbers.Integral, low=0)
+    check_number("checkpoint_seconds", seconds, low=0)
+    check_number("checkpoint_iters", iters, kind=numbers.Integral, low=0)
     if path is None:
         if resume:
             raise ParameterError("resume needs a checkpoint path, got checkpoint=None")

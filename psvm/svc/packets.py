@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from psvm.kernels import _pre
+from psvm.kernels import pre_kernel
 from psvm.svc.update import two_variable_step
 
 # Packet layout: header fields, then ``width`` indices, then ``width`` values.
@@ -74,7 +74,7 @@ def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
         dot += p_j[ROW + width + p] * work[int(p_j[ROW + p])]
     for p in range(n_i):
         work[int(p_i[ROW + p])] = 0.0
-    return _pre(kernel_id, dot, p_i[SQ], p_j[SQ], gamma, coef0, degree)
+    return pre_kernel(kernel_id, dot, p_i[SQ], p_j[SQ], gamma, coef0, degree)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

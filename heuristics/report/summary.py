@@ -1,0 +1,165 @@
+"""Numbers of the heuristics report: run records summarised per configuration, ratios
+against ``none`` and against scikit-learn's SVC, the noise level and the ranking."""
+
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+KEY = ("dataset", "ranks", "heuristic", "reconstruction", "selection")
+BUSY = ("kernel", "select", "update", "reconstruct")  # per-rank work; the rest is waiting
+
+
+def _med(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return float(np.median(xs)) if xs else None
+
+
+def _objective(values: dict) -> float | None:
+    obj = values.get("objective")
+    if obj is None:
+        return None
+    return float(np.sum(obj))
+
+
+def config_label(heuristic: str, reconstruction: str, selection: str) -> str:
+    return f"{heuristic}/{reconstruction}" + ("/1st" if selection == "first" else "")
+
+
+def summarize_psvm(records: list[dict]) -> list[dict]:
+    """One row per (dataset, P, heuristic, reconstruction, selection) over its repeats."""
+    groups = defaultdict(list)
+    for r in records:
+        if r.get("kind") == "psvm" and r.get("returncode", 0) == 0:
+            groups[tuple(r[k] for k in KEY)].append(r)
+    rows = []
+    for key, rs in groups.items():
+        rs.sort(key=lambda r: r["repeat"])
+        st = [r["stats"] for r in rs]
+        counts = st[0]["counts"]
+        train = [s["seconds_max"].get("train", 0.0) for s in st]
+        # the compared time: CPU seconds of the slowest rank (wall time if not recorded)
+        cpu = [max(r["cpu_seconds"]) if r.get("cpu_seconds") else t for r, t in zip(rs, train,
+                                                                                     strict=True)]
+        busy = [[sum(p["seconds"].get(k, 0.0) for k in BUSY) for p in s["per_rank"]] for s in st]
+        traced = next((s for s in st if s.get("traces")), {})
+        rows.append({
+            **dict(zip(KEY, key, strict=True)),
+            "label": config_label(*key[2:]),
+            "repeats": len(rs),
+            "train_s": _med(train),
+            "train_min": min(train),
+            "train_max": max(train),
+            "wall_s": _med(r["wall_seconds"] for r in rs),
+            "cpu_s": _med(cpu),
+            "cpu_min": min(cpu),
+            "cpu_max": max(cpu),
+            "n_iter": int(counts.get("n_iter", 0)),
+            "n_eliminated": int(counts.get("n_eliminated", 0)),
+            "n_false_positive": int(counts.get("n_false_positive", 0)),
+            "n_reconstruct": int(counts.get("n_reconstruct", 0)),
+            "reconstruct_s": _med(s["seconds_max"].get("reconstruct", 0.0) for s in st),
+            "kernel_s": _med(s["seconds_max"].get("kernel", 0.0) for s in st),
+            "comm_s": _med(sum(v["seconds_max"] for v in s.get("comm", {}).values()) for s in st),
+            # 'approximate' runs: the objective recomputed from the model (see heuristics.worker)
+            "objective": rs[0].get("objective_recomputed", _objective(st[0]["values"])),
+            "n_support": st[0]["values"].get("n_support"),
+            "n_samples": st[0]["values"].get("n_samples"),
+            "cache_hit_rate": _med(s["values"].get("cache_hit_rate") for s in st),
+            "accuracy": _med(r.get("accuracy") for r in rs),
+            "busy_per_rank": [_med(b[k] for b in busy) for k in range(len(busy[0]))],
+            "imbalance": _med(max(b) / np.mean(b) if np.mean(b) > 0 else 1.0 for b in busy),
+            "eliminated_per_rank": [int(p["counts"].get("n_eliminated", 0))
+                                    for p in st[0]["per_rank"]],  # fmt: skip
+            "peak_rss_mb": [max(r["peak_rss_mb"][k] for r in rs) for k in range(len(busy[0]))],
+            "traces": traced.get("traces", {}),
+            "command": rs[0]["command"],
+        })  # fmt: skip
+    return rows
+
+
+def summarize_svc(records: list[dict]) -> dict:
+    """(dataset, shrinking) -> median fit time and the (deterministic) model figures."""
+    groups = defaultdict(list)
+    for r in records:
+        if r.get("kind") == "sklearn-svc":
+            groups[(r["dataset"], r["shrinking"])].append(r)
+    out = {}
+    for key, rs in groups.items():
+        secs = [r["seconds"] for r in rs]
+        cpu = [r.get("cpu_seconds", r["seconds"]) for r in rs]
+        out[key] = {"seconds": _med(secs), "min": min(secs), "max": max(secs),
+                    "cpu": _med(cpu), "cpu_min": min(cpu), "cpu_max": max(cpu),
+                    "repeats": len(rs), "objective": rs[0]["objective"],
+                    "accuracy": rs[0]["accuracy"], "n_support": rs[0]["n_support"],
+                    "n_iter": rs[0]["n_iter"], "command": rs[0]["command"]}  # fmt: skip
+    return out
+
+
+def _rel(a, b):
+    return (a - b) / abs(b) if a is not None and b not in (None, 0) else None
+
+
+def derive(rows: list[dict], svc: dict) -> None:
+    """Add ratios to ``none`` and to SVC, objective gaps and the speed-up over the smallest P."""
+    by = {tuple(r[k] for k in KEY): r for r in rows}
+    p_min = min((r["ranks"] for r in rows), default=1)
+    for r in rows:
+        d, P, h, rec, sel = (r[k] for k in KEY)
+        none = by.get((d, P, "none", "single", sel))
+        ref = by.get((d, p_min, "none", "single", "second"))
+        r["vs_none"] = r["cpu_s"] / none["cpu_s"] if none and none["cpu_s"] else None
+        r["vs_none_wall"] = r["train_s"] / none["train_s"] if none and none["train_s"] else None
+        for shr in (False, True):
+            s = svc.get((d, shr))
+            r[f"vs_svc{int(shr)}"] = r["cpu_s"] / s["cpu"] if s and s["cpu"] else None
+        r["gap_none"] = _rel(r["objective"], ref["objective"] if ref else None)
+        s0 = svc.get((d, False))
+        r["gap_svc"] = _rel(r["objective"], s0["objective"] if s0 else None)
+        base = by.get((d, p_min, h, rec, sel))
+        r["speedup"] = base["train_s"] / r["train_s"] if base and r["train_s"] else None
+        r["speedup_cpu"] = base["cpu_s"] / r["cpu_s"] if base and r["cpu_s"] else None
+
+
+def build(study: dict, records: list[dict]) -> tuple[list[dict], dict]:
+    rows, svc = summarize_psvm(records), summarize_svc(records)
+    derive(rows, svc)
+    order = {tuple(c): k for k, c in enumerate(study["combos"])}
+    dsets = [d["name"] for d in study["datasets"]]
+    rows.sort(key=lambda r: (dsets.index(r["dataset"]) if r["dataset"] in dsets else 99,
+                             order.get((r["heuristic"], r["reconstruction"], r["selection"]), 999),
+                             r["ranks"]))  # fmt: skip
+    return rows, svc
+
+
+# -- numbers the conclusions quote ------------------------------------------
+
+
+def gmean(xs) -> float | None:
+    xs = [x for x in xs if x is not None and x > 0]
+    return float(math.exp(np.mean(np.log(xs)))) if xs else None
+
+
+def noise(rows: list[dict], metric: str = "cpu") -> float:
+    """Median relative spread (max - min) / median of the repeats: the study's noise level.
+
+    ``metric``: "cpu" (the compared time) or "train" (wall time of the solver).
+    """
+    med = "cpu_s" if metric == "cpu" else "train_s"
+    return _med((r[f"{metric}_max"] - r[f"{metric}_min"]) / r[med]
+                for r in rows if r["repeats"] > 1 and r[med]) or 0.0  # fmt: skip
+
+
+def ranking(rows: list[dict], selection: str = "second") -> list[tuple[str, float, int]]:
+    """Exact configurations with elimination, by geometric mean of time / none over the data
+    sets and P (best first)."""
+    acc = defaultdict(list)
+    for r in rows:
+        if r["selection"] == selection and r["reconstruction"] != "approximate":
+            acc[(r["heuristic"], r["reconstruction"])].append(r["vs_none"])
+    out = [(config_label(h, rec, selection), gmean(v), len(v)) for (h, rec), v in acc.items()
+           if h != "none"]
+    return sorted((o for o in out if o[1] is not None), key=lambda o: o[1])
