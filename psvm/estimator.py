@@ -256,7 +256,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         checkpoint = make_checkpoint_config(
             self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
         )
-        with fit_comm(self.comm) as comm, self._fit_threads(comm):
+        with fit_comm(self.comm) as comm, comm.guard("psvm.SVC.fit"), self._fit_threads(comm):
             self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
             warnings.warn(f"Solver terminated early (max_iter={self.max_iter}). Consider "

@@ -1,9 +1,11 @@
-"""A failing rank (issue 7): every rank exits non-zero within seconds, the error is
+"""A failing rank (issues 7, 16): every rank exits non-zero within seconds, the error is
 reported once, and the output folder holds no model file, partial or temporary.
 
-Failures: an unexpected exception on one rank (injected by a scenario script,
-``tests/mpi/run_train_fault.py``), an I/O error while rank 0 writes the model,
-and ``kill -9`` of one rank in the middle of training a9a.
+Failures: an unexpected exception on one rank (injected by scenario scripts,
+``tests/mpi/run_train_fault.py`` and ``run_face_fault.py``: a RuntimeError,
+TypeError, MemoryError or KeyboardInterrupt, in psvm-train and in the
+estimators' fit), an I/O error while rank 0 writes the model, and ``kill -9`` of
+one rank in the middle of training a9a.
 """
 
 import os
@@ -35,6 +37,35 @@ def test_exception_on_one_rank_aborts_every_rank(tmp_path, n, rank):
     assert f"psvm-train: rank {rank}: unexpected error" in r.stderr
     assert f"RuntimeError: injected failure on rank {rank}" in r.stderr
     assert "psvm-train: error:" not in r.stderr  # not mistaken for a collective error
+    _only_input_left(tmp_path, data)
+
+
+@pytest.mark.parametrize("face, error, rank", [
+    ("svc", "TypeError", 2), ("svc", "MemoryError", 0), ("svc", "KeyboardInterrupt", 1),
+    ("sgd", "TypeError", 1), ("sgd", "MemoryError", 2), ("sgd", "KeyboardInterrupt", 0),
+    ("train", "TypeError", 0), ("train", "MemoryError", 1), ("train", "KeyboardInterrupt", 2),
+])  # fmt: skip
+def test_unexpected_error_on_one_of_three_ranks_ends_the_job(tmp_path, face, error, rank):
+    # Comm.guard, which every face runs under: one message, MPI_Abort, no rank left waiting
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD * 3)
+    r = run_mpi("run_face_fault.py", [face, error, rank, "-q", data, model], 3, timeout=60,
+                mpi4py_runner=False)  # fmt: skip
+    ended = time.time()
+    injected = [float(s.split()[-1]) for s in r.stderr.splitlines() if s.startswith("injected at")]
+    assert len(injected) == 1, r.stderr
+    assert ended - injected[0] < 10, r.stderr
+    prog = {"svc": "psvm.SVC.fit", "sgd": "psvm.SGDSVC.fit", "train": "psvm-train"}[face]
+    if error == "KeyboardInterrupt":
+        assert r.returncode == 130, r.stderr
+        assert r.stderr.count("interrupted") == 1, r.stderr
+        assert f"{prog}: rank {rank}: interrupted" in r.stderr and "Traceback" not in r.stderr
+    else:
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.count("unexpected error") == 1, r.stderr
+        assert f"{prog}: rank {rank}: unexpected error" in r.stderr
+        assert f"{error}: injected {error}" in r.stderr
+    assert "fitted" not in r.stdout
     _only_input_left(tmp_path, data)
 
 

@@ -3,20 +3,33 @@
 A :class:`Comm` offers the few collective verbs psvm needs, counts calls,
 bytes and seconds per verb (so communication statistics come for free), and
 short-circuits every verb when there is one process. ``mpi4py`` is imported
-lazily: a serial run outside ``mpiexec`` never initialises MPI.
+lazily: a serial run outside ``mpiexec`` never initialises MPI. Every face runs
+its collective work under :meth:`Comm.guard`, so an error on one rank never
+leaves the others waiting.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import signal
+import sys
+import threading
 import time
+import traceback
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
 # Environment variables set by MPICH's hydra, PMIx launchers and Open MPI.
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+
+
+# A rank that fails alone waits this long before it reports: when rank 0 fails too (every
+# rank hit the same bug, or Ctrl-C reached them all), rank 0's one message ends the job first.
+GRACE_SECONDS = 1.0
 
 
 def launched_by_mpiexec() -> bool:
@@ -248,6 +261,51 @@ class Comm:
             self._jit = (fn, handle(self._c), handle(MPI.DOUBLE), self.size)
         return self._jit
 
+    @contextmanager
+    def guard(self, prog: str = "psvm") -> Iterator[Comm]:
+        """Turn an error of one rank into an error of the job, so that no rank waits forever.
+
+        Agreed errors (``collective`` set: every rank raises them, e.g. through
+        :meth:`agree`) propagate on every rank. Under several ranks anything
+        else (a bug, a ``MemoryError``, a ``KeyboardInterrupt`` on one rank) ends
+        the job with one message: ``PROG: rank R: unexpected error`` and the
+        traceback, then ``MPI_Abort`` (status 1); an interrupt prints ``PROG:
+        interrupted`` and ends with status 130. With one process every error
+        propagates unchanged.
+        """
+        if self._c is None:
+            yield self
+            return
+        with _sigint_watch() as sigint:
+            try:
+                yield self
+            except BaseException as e:
+                if getattr(e, "collective", False) or isinstance(e, GeneratorExit):
+                    raise
+                self._end_job(prog, e, bool(sigint))
+
+    def _end_job(self, prog: str, error: BaseException, sigint: bool) -> None:
+        """Report ``error`` once for the whole job and end every rank (never returns)."""
+        interrupted = isinstance(error, KeyboardInterrupt)
+        if self.rank != 0:
+            time.sleep(GRACE_SECONDS)
+        try:
+            if interrupted:
+                who = "" if sigint else f"rank {self.rank}: "
+                print(f"{prog}: {who}interrupted", file=sys.stderr)
+            else:
+                print(f"{prog}: rank {self.rank}: unexpected error", file=sys.stderr)
+                traceback.print_exception(type(error), error, error.__traceback__)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # a failing stream (MemoryError, closed pipe) must not stop the abort
+            pass
+        if interrupted and sigint:
+            # mpiexec sent Ctrl-C to every rank and ends the ones blocked in MPI itself,
+            # quietly; MPI_Abort would add its own line to ours
+            os._exit(130)
+        self._c.Abort(130 if interrupted else 1)
+
     def abort(self, code: int = 1) -> None:
         """Kill every rank: for unexpected errors that other ranks cannot see."""
         if self._c is None:
@@ -265,6 +323,31 @@ class Comm:
             return node.Get_size()
         finally:
             node.Free()
+
+
+@contextmanager
+def _sigint_watch() -> Iterator[list]:
+    """A list that gets an item when SIGINT arrives (Python's default handler otherwise kept).
+
+    A real SIGINT under mpiexec is its Ctrl-C, sent to every rank; a
+    KeyboardInterrupt raised any other way concerns one rank. Only the main
+    thread can set handlers, and a handler of the user's own is left alone.
+    """
+    seen: list = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):  # fmt: skip
+        yield seen
+        return
+
+    def handler(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _mpi_type(dtype: np.dtype):
