@@ -27,7 +27,12 @@ from sklearn.utils.validation import validate_data
 
 from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError
 from psvm.comm import Comm, world
-from psvm.io.shard import Shard, nnz_balanced_offsets
+from psvm.io.shard import (
+    MAX_SQUARED_NORM,
+    Shard,
+    first_overflowing_row,
+    nnz_balanced_offsets,
+)
 
 DISTRIBUTED = ("replicated", "sharded")
 
@@ -164,6 +169,28 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray:
     return sw
 
 
+def check_finite_rows(X) -> None:
+    """Raise ValueError naming the first row of X whose squared norm exceeds MAX_SQUARED_NORM.
+
+    Its values are finite, but the kernels add squared norms (RBF: |x|^2 +
+    |z|^2 - 2 x.z), and an inf there makes the whole solve NaN.
+    """
+    row = None
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        row = first_overflowing_row(X.indptr, X.data)
+    elif X.size and max(X.max(), -X.min()) > np.sqrt(MAX_SQUARED_NORM / X.shape[1]):
+        with np.errstate(over="ignore"):  # some row may be too large: compute them all
+            bad = np.flatnonzero(~(np.einsum("ij,ij->i", X, X) <= MAX_SQUARED_NORM))
+        row = int(bad[0]) if bad.size else None
+    if row is not None:
+        values = X[row].data if sp.issparse(X) else X[row]
+        raise ValueError(f"X row {row}: values too large: its squared norm exceeds "
+                         f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 (largest "
+                         f"|value| {np.abs(values).max():.3g}); scale the features, e.g. with "
+                         "StandardScaler")  # fmt: skip
+
+
 def input_digest(X: sp.csr_matrix, codes: np.ndarray, sample_weight: np.ndarray) -> str:
     """An exact hash of (X, y, sample_weight): equal iff replicated ranks hold the same input.
 
@@ -211,6 +238,7 @@ def _same_everywhere(ranks: list) -> None:
 def _check_fit_input(est, X, y, sample_weight, sharded: bool):
     X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                          ensure_min_samples=0 if sharded else 1)  # fmt: skip
+    check_finite_rows(X)
     check_classification_targets(y)
     return X, y, check_sample_weight(sample_weight, X.shape[0])
 

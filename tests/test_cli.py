@@ -20,6 +20,8 @@ BAD_FILES = {
     "inf value": ("1 2:inf\n" + GOOD, "inf", 1),
     "missing colon": (GOOD + "1 1 0.5\n", "", 5),
     "one class": ("1 1:1\n1 2:1\n1 1:0.5\n", "only one class", None),
+    # finite, but its squared norm overflows; in rank 1's half, after a comment and a blank line
+    "values too large": (GOOD * 2 + "# c\n\n1 1:1e200 2:1\n" + GOOD, "values too large", 11),
     "empty": ("", "empty", None),
 }
 
@@ -43,6 +45,18 @@ def test_bad_training_file_fails_cleanly_on_every_rank(tmp_path, case):
     assert list(tmp_path.iterdir()) == [data]  # no temporary model file either
 
 
+def test_kernel_overflow_stops_every_rank_with_one_line(tmp_path):
+    # each row's norm is fine, but (gamma x.z)^3 overflows: the solve's values are not finite
+    data = tmp_path / "big.txt"
+    data.write_text("".join(f"{1 - 2 * (k % 2)} 1:{(-1) ** k * (k + 1)}e110 2:1e110\n"
+                            for k in range(12)))  # fmt: skip
+    r = run_cli(TRAIN, ["-q", "-t", "1", "-g", "1", data, tmp_path / "m"], 2, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("psvm-train: error:") == 1, r.stderr
+    assert "not finite" in r.stderr and "scale the features" in r.stderr
+    assert list(tmp_path.iterdir()) == [data]
+
+
 def test_missing_file(tmp_path):
     r = run_cli(TRAIN, ["-q", tmp_path / "nope.txt", tmp_path / "m"], 2, timeout=60)
     assert r.returncode != 0 and "nope.txt" in r.stderr
@@ -58,6 +72,11 @@ def test_test_file_with_more_features_than_the_model(tmp_path):
     r = run_cli(PREDICT, [test, tmp_path / "m", tmp_path / "out"], 2, timeout=60)
     assert r.returncode != 0
     assert f"{test}:2:" in r.stderr and "7" in r.stderr
+    assert not (tmp_path / "out").exists()
+    test.write_text("1 1:1\n-1 1:1e300\n")
+    r = run_cli(PREDICT, [test, tmp_path / "m", tmp_path / "out"], 2, timeout=60)
+    assert r.returncode == 1 and r.stderr.count("psvm-predict: error:") == 1, r.stderr
+    assert f"{test}:2: values too large" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists()
 
 

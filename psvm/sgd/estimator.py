@@ -19,6 +19,7 @@ from psvm._face import (
     InputError,
     agree_on_input,
     agree_replicated,
+    check_finite_rows,
     check_sample_weight,
     fit_comm,
     global_width,
@@ -232,6 +233,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             X = widen(X, self.n_features_in_)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              reset=reset)  # fmt: skip
+        check_finite_rows(X)
         check_classification_targets(y)
         return X, y, check_sample_weight(sample_weight, X.shape[0])
 
