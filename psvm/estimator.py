@@ -273,8 +273,10 @@ class SVC(ClassifierMixin, BaseEstimator):
     def _fit(self, comm, params: dict, checkpoint, X, y, sample_weight) -> None:
         import numba
 
+        from psvm.io.atomic import agree_writable
         from psvm.svc.multiclass import fit_ovo  # the solver's numba modules load on first fit
 
+        agree_writable(comm, {"the checkpoint file": self.checkpoint})
         data = fit_input(self, comm, X, y, sample_weight, self.distributed)
         k = data.classes.size
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)

@@ -1,5 +1,8 @@
 """psvm-train / psvm-predict: LIBSVM flags, bad input and bad options under mpiexec."""
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -55,6 +58,65 @@ def test_kernel_overflow_stops_every_rank_with_one_line(tmp_path):
     assert "Traceback" not in r.stderr and r.stderr.count("psvm-train: error:") == 1, r.stderr
     assert "not finite" in r.stderr and "scale the features" in r.stderr
     assert list(tmp_path.iterdir()) == [data]
+
+
+def _unwritable_folder(tmp_path) -> Path:
+    """A folder where this process cannot create files: mode 555, or /sys for root."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    for folder in (ro, Path("/sys")):
+        try:
+            (folder / "probe").touch()
+        except OSError:
+            return folder
+        (folder / "probe").unlink()
+    pytest.skip("no folder this process cannot write to")
+
+
+@pytest.mark.parametrize("case", ["missing folder", "model is a folder", "read-only folder",
+                                  "stats in a missing folder", "checkpoint is a folder"])
+def test_unwritable_output_fails_before_training(tmp_path, case):
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD * 3)
+    (tmp_path / "adir").mkdir()
+    args, what, path = [], "the model file", model
+    reason = f"folder {str(tmp_path / 'missing')!r} does not exist"
+    if case == "missing folder":
+        path = tmp_path / "missing" / "d.model"
+    elif case == "model is a folder":
+        path, reason = tmp_path / "adir", "it is a folder"
+    elif case == "read-only folder":
+        path, reason = _unwritable_folder(tmp_path) / "d.model", ""
+    elif case == "stats in a missing folder":
+        args, what = ["--stats", tmp_path / "missing" / "s.json"], "the --stats file"
+    else:
+        args, what = ["--checkpoint", tmp_path / "adir"], "the --checkpoint file"
+        reason = "it is a folder"
+    target = path if what == "the model file" else args[1]
+    r = run_cli(TRAIN, [*args, data, path], 2, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == ""  # no training: not even a progress line
+    errors = [s for s in r.stderr.splitlines() if s.startswith("psvm-train: error:")]
+    assert errors == [s for s in r.stderr.splitlines() if s], r.stderr  # one line, no traceback
+    assert len(errors) == 1 and errors[0].startswith(
+        f"psvm-train: error: cannot write {what} {str(target)!r}: {reason}"
+    ), errors
+    if case == "read-only folder":
+        assert errors[0].endswith(("Permission denied", "Read-only file system")), errors
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "ro") == ["adir", "d.txt"]
+    assert os.listdir(tmp_path / "adir") == []
+
+
+def test_predict_to_a_missing_folder_is_one_line(tmp_path):
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD)
+    assert run_cli(TRAIN, ["-q", data, model], None, timeout=60).returncode == 0
+    out = tmp_path / "missing" / "out"
+    r = run_cli(PREDICT, [data, model, out], 2, timeout=60)
+    assert r.returncode == 1 and r.stdout == "", r.stderr
+    assert r.stderr.strip() == (f"psvm-predict: error: cannot write the output file {str(out)!r}: "
+                                f"folder {str(out.parent)!r} does not exist")  # fmt: skip
 
 
 def test_missing_file(tmp_path):

@@ -353,6 +353,21 @@ def test_values_too_large_name_the_row(make, sparse):
         make().fit(sp.csr_matrix(X) if sparse else X, y)
 
 
+def test_unwritable_checkpoint_fails_before_training(tmp_path, monkeypatch, breast_cancer):
+    import psvm.svc.multiclass
+
+    def train(*args, **kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(psvm.svc.multiclass, "fit_ovo", train)
+    X, y = breast_cancer
+    path = tmp_path / "missing" / "c.ckpt"
+    with pytest.raises(OSError, match=r"^cannot write the checkpoint file .*c\.ckpt': folder"):
+        psvm.SVC(checkpoint=path).fit(X, y)
+    with pytest.raises(OSError, match=r"^cannot write the checkpoint file .*: it is a folder"):
+        psvm.SVC(checkpoint=tmp_path).fit(X, y)
+
+
 def test_kernel_overflow_is_a_clear_error():
     # rows of moderate norm, but (gamma x.z)^3 overflows: NaN must not pass for convergence
     X = 1e110 * np.random.default_rng(1).uniform(-1, 1, size=(60, 2))
