@@ -163,3 +163,31 @@ def test_kill_9_of_one_rank_mid_training(tmp_path, shared_data, n, victim):
         time.sleep(0.1)
     assert all(_gone(p) for p in ranks.values())  # no rank left waiting in a collective
     assert os.listdir(out) == []  # no model, no temporary file
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, shared_data, n):
+    # mpiexec forwards Ctrl-C (SIGINT) to every rank, in their own process groups
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               PSVM_CACHE_DIR=str(tmp_path / "cache"))  # fmt: skip
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "psvm.cli.train", "-c", "4",
+           "-g", "0.5", "--stats", str(out / "s.json"), str(shared_data / "a9a.xz"),
+           str(out / "a9a.model")]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().startswith(b"iter "), "no progress line from rank 0"
+        os.kill(proc.pid, signal.SIGINT)  # what the terminal sends mpiexec on Ctrl-C
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.decode() == "psvm-train: interrupted\n"  # no traceback, no MPI_Abort line
+    assert elapsed < 10, elapsed
+    assert os.listdir(out) == []  # no model, no stats, no temporary file

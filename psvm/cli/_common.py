@@ -116,17 +116,19 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
     """
     from psvm.comm import world
 
-    comm = world()
+    comm = None
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        comm = world()
         with comm.guard(prog):
             return body(argv)
     except UsageError as e:
         if comm.rank == 0:
             print(f"{prog}: {e}\n\n{usage}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # one process; the guard ends a job of several ranks
-        print(f"{prog}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # one process, or before the guard; it ends a job of several
+        if comm is None or comm.rank == 0:
+            print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:
         if not getattr(e, "collective", False):  # one process: a bug or a local failure

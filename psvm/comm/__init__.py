@@ -30,6 +30,8 @@ _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "
 # A rank that fails alone waits this long before it reports: when rank 0 fails too (every
 # rank hit the same bug, or Ctrl-C reached them all), rank 0's one message ends the job first.
 GRACE_SECONDS = 1.0
+# Between the message and MPI_Abort, so that the launcher forwards it before ending the job.
+FORWARD_SECONDS = 0.2
 
 
 def launched_by_mpiexec() -> bool:
@@ -269,41 +271,53 @@ class Comm:
         :meth:`agree`) propagate on every rank. Under several ranks anything
         else (a bug, a ``MemoryError``, a ``KeyboardInterrupt`` on one rank) ends
         the job with one message: ``PROG: rank R: unexpected error`` and the
-        traceback, then ``MPI_Abort`` (status 1); an interrupt prints ``PROG:
-        interrupted`` and ends with status 130. With one process every error
-        propagates unchanged.
+        traceback, then ``MPI_Abort`` (status 1), or ``PROG: rank R:
+        interrupted`` (status 130). Ctrl-C, which mpiexec sends to every rank,
+        prints ``PROG: interrupted`` once and every rank exits with status 130.
+        With one process every error propagates unchanged.
+
+        Collective: entering and leaving duplicate and free a communicator,
+        on which the ranks find out that Ctrl-C reached them all.
         """
         if self._c is None:
             yield self
             return
+        control = self._c.Dup()
         with _sigint_watch() as sigint:
             try:
                 yield self
             except BaseException as e:
                 if getattr(e, "collective", False) or isinstance(e, GeneratorExit):
+                    control.Free()
                     raise
-                self._end_job(prog, e, bool(sigint))
+                self._end_job(prog, e, control if sigint else None)
+        control.Free()
 
-    def _end_job(self, prog: str, error: BaseException, sigint: bool) -> None:
-        """Report ``error`` once for the whole job and end every rank (never returns)."""
+    def _end_job(self, prog: str, error: BaseException, control) -> None:
+        """Report ``error`` once for the whole job and end every rank (never returns).
+
+        ``control``: the guard's communicator when this rank received SIGINT.
+        """
         interrupted = isinstance(error, KeyboardInterrupt)
+        if interrupted and control is not None and _everyone_arrives(control, GRACE_SECONDS):
+            # Ctrl-C reached every rank: one line, then all leave MPI cleanly, so that no rank
+            # is killed and mpiexec exits with 130 (it ORs the ranks' wait statuses)
+            from mpi4py import MPI
+
+            _report(f"{prog}: interrupted" if self.rank == 0 else None)
+            MPI.Finalize()
+            os._exit(130)
         if self.rank != 0:
             time.sleep(GRACE_SECONDS)
-        try:
-            if interrupted:
-                who = "" if sigint else f"rank {self.rank}: "
-                print(f"{prog}: {who}interrupted", file=sys.stderr)
-            else:
-                print(f"{prog}: rank {self.rank}: unexpected error", file=sys.stderr)
-                traceback.print_exception(type(error), error, error.__traceback__)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except BaseException:  # a failing stream (MemoryError, closed pipe) must not stop the abort
+        if interrupted:  # Ctrl-C that not every rank saw yet, or an interrupt of this rank
+            _report(f"{prog}: interrupted" if control else f"{prog}: rank {self.rank}: interrupted")
+        else:
+            _report(f"{prog}: rank {self.rank}: unexpected error", error)
+        time.sleep(FORWARD_SECONDS)
+        try:  # MPICH prints its own "Abort(1) on node 0 ..." line: ours said it all
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        except OSError:
             pass
-        if interrupted and sigint:
-            # mpiexec sent Ctrl-C to every rank and ends the ones blocked in MPI itself,
-            # quietly; MPI_Abort would add its own line to ours
-            os._exit(130)
         self._c.Abort(130 if interrupted else 1)
 
     def abort(self, code: int = 1) -> None:
@@ -323,6 +337,30 @@ class Comm:
             return node.Get_size()
         finally:
             node.Free()
+
+
+def _everyone_arrives(comm, seconds: float) -> bool:
+    """Whether every rank of ``comm`` joins a barrier within ``seconds``."""
+    request = comm.Ibarrier()
+    deadline = time.monotonic() + seconds
+    while not request.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _report(line: str | None, error: BaseException | None = None) -> None:
+    """``line`` (and the traceback of ``error``) on stderr, flushed; streams failing are ignored."""
+    try:
+        if line is not None:
+            print(line, file=sys.stderr)
+        if error is not None:
+            traceback.print_exception(type(error), error, error.__traceback__)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # a MemoryError or a closed pipe must not stop the job's end
+        pass
 
 
 @contextmanager
