@@ -26,7 +26,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError
-from psvm.comm import Comm, world
+from psvm.comm import Comm, mpi_worker, world
 from psvm.io.shard import (
     MAX_SQUARED_NORM,
     Shard,
@@ -96,8 +96,22 @@ def numba_threads(n_jobs):
 
 
 @contextmanager
-def fit_comm(comm) -> Iterator[Comm]:
-    """The Comm of one fit: the world for None, else a duplicate of ``comm``, freed afterwards."""
+def fit_comm(comm, distributed: str = "replicated") -> Iterator[Comm]:
+    """The Comm of one fit: the world for None, else a duplicate of ``comm``, freed afterwards.
+
+    In a worker process of a rank (joblib's ``n_jobs``, multiprocessing) the
+    fit runs as one process, ``comm`` or not: it cannot join the MPI job.
+    Replicated data is the whole set there; sharded data would be one rank's
+    rows only, so it is refused.
+    """
+    if mpi_worker():
+        if distributed == "sharded":
+            raise ParameterError(
+                "distributed='sharded' in a worker process of an MPI job (joblib n_jobs, "
+                "multiprocessing): the worker cannot join the job and holds one rank's rows "
+                "only; use n_jobs=1, or replicated data"
+            )
+        comm = None
     if comm is None:
         yield world()
         return

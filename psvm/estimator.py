@@ -156,7 +156,9 @@ class SVC(ClassifierMixin, BaseEstimator):
     -----
     Inside GridSearchCV or cross_val_score under ``mpiexec``, keep joblib's
     ``n_jobs=1`` and ``distributed='replicated'`` so every rank runs the same
-    fits in the same order.
+    fits in the same order. In a joblib worker (``n_jobs=2``) or another process
+    a rank forked or spawned, :meth:`fit` runs as one process (such a process
+    cannot join the MPI job); ``distributed='sharded'`` is refused there.
 
     Examples
     --------
@@ -256,7 +258,11 @@ class SVC(ClassifierMixin, BaseEstimator):
         checkpoint = make_checkpoint_config(
             self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
         )
-        with fit_comm(self.comm) as comm, comm.guard("psvm.SVC.fit"), self._fit_threads(comm):
+        with (
+            fit_comm(self.comm, self.distributed) as comm,
+            comm.guard("psvm.SVC.fit"),
+            self._fit_threads(comm),
+        ):
             self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
             warnings.warn(f"Solver terminated early (max_iter={self.max_iter}). Consider "

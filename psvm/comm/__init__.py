@@ -6,6 +6,13 @@ short-circuits every verb when there is one process. ``mpi4py`` is imported
 lazily: a serial run outside ``mpiexec`` never initialises MPI. Every face runs
 its collective work under :meth:`Comm.guard`, so an error on one rank never
 leaves the others waiting.
+
+A process that a rank forks or spawns (a joblib worker of ``GridSearchCV(n_jobs=2)``,
+a multiprocessing pool) inherits the launcher's environment but is no rank: it
+cannot join the job, and initialising MPI there fails (MPICH: ``PMI_Init returned
+-1``). :func:`mpi_worker` recognises it, and :func:`world` is then one process.
+Importing this module in a rank records the rank's PID in the environment
+(``PSVM_MPI_RANK_PID``) for its forked children to see.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import stat
 import sys
 import threading
 import time
@@ -34,9 +42,35 @@ GRACE_SECONDS = 1.0
 FORWARD_SECONDS = 0.2
 
 
+_RANK_PID = "PSVM_MPI_RANK_PID"
+
+
 def launched_by_mpiexec() -> bool:
     """True when this process was started by an MPI launcher."""
     return any(v in os.environ for v in _LAUNCHER_VARS)
+
+
+def mpi_worker() -> bool:
+    """True in a process forked or spawned by a rank of an MPI job: it must not use MPI.
+
+    Forked: its parent is the rank that recorded its PID at import. Spawned:
+    MPICH's PMI socket (``PMI_FD``), open in every rank, was not inherited.
+    """
+    if not launched_by_mpiexec():
+        return False
+    if os.environ.get(_RANK_PID) == str(os.getppid()):
+        return True
+    fd = os.environ.get("PMI_FD")
+    if fd is None:  # another launcher: only forks are recognised
+        return False
+    try:
+        return not stat.S_ISSOCK(os.fstat(int(fd)).st_mode)
+    except (OSError, ValueError):
+        return True
+
+
+if launched_by_mpiexec() and not mpi_worker():
+    os.environ[_RANK_PID] = str(os.getpid())
 
 
 class Comm:
@@ -46,11 +80,12 @@ class Comm:
     ----------
     mpi_comm : mpi4py.MPI.Comm or None
         The communicator to duplicate. ``None`` means ``MPI.COMM_WORLD`` when
-        launched by ``mpiexec``, and a single process otherwise.
+        launched by ``mpiexec``, and a single process otherwise (also in a
+        worker process of a rank, see :func:`mpi_worker`).
     """
 
     def __init__(self, mpi_comm=None):
-        if mpi_comm is None and launched_by_mpiexec():
+        if mpi_comm is None and launched_by_mpiexec() and not mpi_worker():
             from mpi4py import MPI
 
             mpi_comm = MPI.COMM_WORLD
@@ -394,12 +429,16 @@ def _mpi_type(dtype: np.dtype):
     return MPI._typedict[np.dtype(dtype).char]
 
 
-_WORLD: Comm | None = None
+_WORLD: tuple[int, Comm] | None = None  # (the PID that made it, the Comm)
 
 
 def world() -> Comm:
-    """The process-wide default :class:`Comm` (created once)."""
+    """The process-wide default :class:`Comm` (created once per process).
+
+    A forked child does not reuse its parent's: it makes its own, of one
+    process if it is a worker of a rank (:func:`mpi_worker`).
+    """
     global _WORLD
-    if _WORLD is None:
-        _WORLD = Comm()
-    return _WORLD
+    if _WORLD is None or _WORLD[0] != os.getpid():
+        _WORLD = (os.getpid(), Comm())
+    return _WORLD[1]

@@ -221,7 +221,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             )
         check_threads(self.n_threads)
         with (
-            fit_comm(self.comm) as comm,
+            fit_comm(self.comm, self.distributed) as comm,
             comm.guard("psvm.SGDSVC.fit"),
             rank_threads(self.n_threads, comm),
         ):

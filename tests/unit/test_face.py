@@ -41,3 +41,27 @@ def test_guard_of_one_process_lets_every_error_through(error):
     assert comm.size == 1
     with pytest.raises(error, match="raw"), comm.guard("test"):
         raise error("raw")
+
+
+def test_mpi_worker_is_recognised(monkeypatch):
+    import os
+    import socket
+
+    from psvm.comm import mpi_worker, world
+
+    for var in ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS",
+                "PMI_FD", "PSVM_MPI_RANK_PID"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    assert not mpi_worker()  # no launcher at all
+    monkeypatch.setenv("PMI_RANK", "0")
+    assert not mpi_worker()  # another launcher, not forked from a rank: a rank
+    monkeypatch.setenv("PSVM_MPI_RANK_PID", str(os.getppid()))
+    assert mpi_worker()  # forked by the rank that recorded its PID
+    monkeypatch.setenv("PSVM_MPI_RANK_PID", str(os.getpid()))
+    a, b = socket.socketpair()
+    with a, b:
+        monkeypatch.setenv("PMI_FD", str(a.fileno()))
+        assert not mpi_worker()  # MPICH's PMI socket is open: a rank
+    monkeypatch.setenv("PMI_FD", str(a.fileno()))  # closed now: a spawned worker
+    assert mpi_worker()
+    assert world().size == 1
