@@ -7,70 +7,32 @@ lazily: a serial run outside ``mpiexec`` never initialises MPI. Every face runs
 its collective work under :meth:`Comm.guard`, so an error on one rank never
 leaves the others waiting.
 
-A process that a rank forks or spawns (a joblib worker of ``GridSearchCV(n_jobs=2)``,
-a multiprocessing pool) inherits the launcher's environment but is no rank: it
-cannot join the job, and initialising MPI there fails (MPICH: ``PMI_Init returned
--1``). :func:`mpi_worker` recognises it, and :func:`world` is then one process.
-Importing this module in a rank records the rank's PID in the environment
-(``PSVM_MPI_RANK_PID``) for its forked children to see.
+In a process that a rank forked or spawned (a joblib worker, a multiprocessing
+pool: :func:`~psvm.comm.process.mpi_worker`), :func:`world` is one process.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import signal
-import stat
-import sys
-import threading
 import time
-import traceback
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 
-# Environment variables set by MPICH's hydra, PMIx launchers and Open MPI.
-_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+from psvm.comm.process import (
+    FORWARD_SECONDS,
+    GRACE_SECONDS,
+    everyone_arrives,
+    launched_by_mpiexec,
+    mpi_worker,
+    report,
+    sigint_watch,
+)
 
-
-# A rank that fails alone waits this long before it reports: when rank 0 fails too (every
-# rank hit the same bug, or Ctrl-C reached them all), rank 0's one message ends the job first.
-GRACE_SECONDS = 1.0
-# Between the message and MPI_Abort, so that the launcher forwards it before ending the job.
-FORWARD_SECONDS = 0.2
-
-
-_RANK_PID = "PSVM_MPI_RANK_PID"
-
-
-def launched_by_mpiexec() -> bool:
-    """True when this process was started by an MPI launcher."""
-    return any(v in os.environ for v in _LAUNCHER_VARS)
-
-
-def mpi_worker() -> bool:
-    """True in a process forked or spawned by a rank of an MPI job: it must not use MPI.
-
-    Forked: its parent is the rank that recorded its PID at import. Spawned:
-    MPICH's PMI socket (``PMI_FD``), open in every rank, was not inherited.
-    """
-    if not launched_by_mpiexec():
-        return False
-    if os.environ.get(_RANK_PID) == str(os.getppid()):
-        return True
-    fd = os.environ.get("PMI_FD")
-    if fd is None:  # another launcher: only forks are recognised
-        return False
-    try:
-        return not stat.S_ISSOCK(os.fstat(int(fd)).st_mode)
-    except (OSError, ValueError):
-        return True
-
-
-if launched_by_mpiexec() and not mpi_worker():
-    os.environ[_RANK_PID] = str(os.getpid())
+__all__ = ["Comm", "launched_by_mpiexec", "mpi_worker", "world"]
 
 
 class Comm:
@@ -318,7 +280,7 @@ class Comm:
             yield self
             return
         control = self._c.Dup()
-        with _sigint_watch() as sigint:
+        with sigint_watch() as sigint:
             try:
                 yield self
             except BaseException as e:
@@ -334,20 +296,20 @@ class Comm:
         ``control``: the guard's communicator when this rank received SIGINT.
         """
         interrupted = isinstance(error, KeyboardInterrupt)
-        if interrupted and control is not None and _everyone_arrives(control, GRACE_SECONDS):
+        if interrupted and control is not None and everyone_arrives(control, GRACE_SECONDS):
             # Ctrl-C reached every rank: one line, then all leave MPI cleanly, so that no rank
             # is killed and mpiexec exits with 130 (it ORs the ranks' wait statuses)
             from mpi4py import MPI
 
-            _report(f"{prog}: interrupted" if self.rank == 0 else None)
+            report(f"{prog}: interrupted" if self.rank == 0 else None)
             MPI.Finalize()
             os._exit(130)
         if self.rank != 0:
             time.sleep(GRACE_SECONDS)
         if interrupted:  # Ctrl-C that not every rank saw yet, or an interrupt of this rank
-            _report(f"{prog}: interrupted" if control else f"{prog}: rank {self.rank}: interrupted")
+            report(f"{prog}: interrupted" if control else f"{prog}: rank {self.rank}: interrupted")
         else:
-            _report(f"{prog}: rank {self.rank}: unexpected error", error)
+            report(f"{prog}: rank {self.rank}: unexpected error", error)
         time.sleep(FORWARD_SECONDS)
         try:  # MPICH prints its own "Abort(1) on node 0 ..." line: ours said it all
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
@@ -372,55 +334,6 @@ class Comm:
             return node.Get_size()
         finally:
             node.Free()
-
-
-def _everyone_arrives(comm, seconds: float) -> bool:
-    """Whether every rank of ``comm`` joins a barrier within ``seconds``."""
-    request = comm.Ibarrier()
-    deadline = time.monotonic() + seconds
-    while not request.Test():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
-
-
-def _report(line: str | None, error: BaseException | None = None) -> None:
-    """``line`` (and the traceback of ``error``) on stderr, flushed; streams failing are ignored."""
-    try:
-        if line is not None:
-            print(line, file=sys.stderr)
-        if error is not None:
-            traceback.print_exception(type(error), error, error.__traceback__)
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException:  # a MemoryError or a closed pipe must not stop the job's end
-        pass
-
-
-@contextmanager
-def _sigint_watch() -> Iterator[list]:
-    """A list that gets an item when SIGINT arrives (Python's default handler otherwise kept).
-
-    A real SIGINT under mpiexec is its Ctrl-C, sent to every rank; a
-    KeyboardInterrupt raised any other way concerns one rank. Only the main
-    thread can set handlers, and a handler of the user's own is left alone.
-    """
-    seen: list = []
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):  # fmt: skip
-        yield seen
-        return
-
-    def handler(signum, frame):
-        seen.append(signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield seen
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _mpi_type(dtype: np.dtype):
