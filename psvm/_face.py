@@ -6,11 +6,14 @@ each rank passes the whole data set and keeps a contiguous block of rows
 and global row indices follow rank order. Input errors are found locally and
 agreed (``comm.agree``) before the solver's first collective, so every rank
 raises the same error; then one small allgather tells every rank the global
-shape, labels and class counts.
+shape, labels and class counts (and, replicated, an exact hash of the input).
+Errors decided from those gathered values are :class:`InputError`: every rank
+raises them alike, so the face's ``Comm.guard`` lets them through.
 """
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 import warnings
 from collections.abc import Callable, Iterator
@@ -24,10 +27,21 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError, unknown_weight_labels
-from psvm.comm import Comm, world
-from psvm.io.shard import Shard, nnz_balanced_offsets
+from psvm.comm import Comm, mpi_worker, world
+from psvm.io.shard import (
+    MAX_SQUARED_NORM,
+    Shard,
+    first_overflowing_row,
+    nnz_balanced_offsets,
+)
 
 DISTRIBUTED = ("replicated", "sharded")
+
+
+class InputError(ValueError):
+    """Bad fit input, decided from values every rank holds alike (after an allgather)."""
+
+    collective = True  # every rank raises it: Comm.guard lets it through
 
 
 # -- face-only parameters --------------------------------------------------------------------
@@ -83,8 +97,22 @@ def numba_threads(n_jobs):
 
 
 @contextmanager
-def fit_comm(comm) -> Iterator[Comm]:
-    """The Comm of one fit: the world for None, else a duplicate of ``comm``, freed afterwards."""
+def fit_comm(comm, distributed: str = "replicated") -> Iterator[Comm]:
+    """The Comm of one fit: the world for None, else a duplicate of ``comm``, freed afterwards.
+
+    In a worker process of a rank (joblib's ``n_jobs``, multiprocessing) the
+    fit runs as one process, ``comm`` or not: it cannot join the MPI job.
+    Replicated data is the whole set there; sharded data would be one rank's
+    rows only, so it is refused.
+    """
+    if mpi_worker():
+        if distributed == "sharded":
+            raise ParameterError(
+                "distributed='sharded' in a worker process of an MPI job (joblib n_jobs, "
+                "multiprocessing): the worker cannot join the job and holds one rank's rows "
+                "only; use n_jobs=1, or replicated data"
+            )
+        comm = None
     if comm is None:
         yield world()
         return
@@ -97,16 +125,17 @@ def fit_comm(comm) -> Iterator[Comm]:
 
 # -- fit input ---------------------------------------------------------------------------------
 def agree_on_input(comm, sharded: bool, check: Callable, *args, **kwargs):
-    """``check(*args, **kwargs)`` on every rank, its ValueError agreed (collective).
+    """``check(*args, **kwargs)`` on every rank, its ValueError or TypeError agreed (collective).
 
     Every rank raises the lowest failing rank's error before any other
     collective; with 'sharded' input the ranks check different rows, so the
-    message names that rank.
+    message names that rank. (scikit-learn's checks raise TypeError for some
+    bad input, e.g. a string for X.)
     """
     error = result = None
     try:
         result = check(*args, **kwargs)
-    except ValueError as e:
+    except (ValueError, TypeError) as e:
         error = e if comm.size == 1 or not sharded else type(e)(f"rank {comm.rank}: {e}")
     comm.agree(error)
     return result
@@ -155,9 +184,76 @@ def check_sample_weight(sample_weight, n: int) -> np.ndarray:
     return sw
 
 
+def check_finite_rows(X) -> None:
+    """Raise ValueError naming the first row of X whose squared norm exceeds MAX_SQUARED_NORM.
+
+    Its values are finite, but the kernels add squared norms (RBF: |x|^2 +
+    |z|^2 - 2 x.z), and an inf there makes the whole solve NaN.
+    """
+    row = None
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        row = first_overflowing_row(X.indptr, X.data)
+    elif X.size and max(X.max(), -X.min()) > np.sqrt(MAX_SQUARED_NORM / X.shape[1]):
+        with np.errstate(over="ignore"):  # some row may be too large: compute them all
+            bad = np.flatnonzero(~(np.einsum("ij,ij->i", X, X) <= MAX_SQUARED_NORM))
+        row = int(bad[0]) if bad.size else None
+    if row is not None:
+        values = X[row].data if sp.issparse(X) else X[row]
+        raise ValueError(f"X row {row}: values too large: its squared norm exceeds "
+                         f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 (largest "
+                         f"|value| {np.abs(values).max():.3g}); scale the features, e.g. with "
+                         "StandardScaler")  # fmt: skip
+
+
+def input_digest(X: sp.csr_matrix, codes: np.ndarray, sample_weight: np.ndarray) -> str:
+    """An exact hash of (X, y, sample_weight): equal iff replicated ranks hold the same input.
+
+    X is canonical CSR; explicit zeros do not count. ``codes`` are the labels'
+    indices into the (separately compared) sorted labels.
+    """
+    if X.nnz and not X.data.all():
+        X = X.copy()
+        X.eliminate_zeros()
+    h = hashlib.blake2b(np.array(X.shape, dtype=np.int64).tobytes(), digest_size=16)
+    for a, dtype in ((X.indptr, np.int64), (X.indices, np.int64), (X.data, np.float64),
+                     (codes, np.int64), (sample_weight, np.float64)):  # fmt: skip
+        for k in range(0, a.size, 1 << 20):  # in pieces: no full copy of a converted array
+            h.update(np.ascontiguousarray(a[k : k + (1 << 20)], dtype=dtype).tobytes())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+def agree_replicated(comm, X, y, sample_weight) -> None:
+    """With 'replicated' input, raise InputError on every rank unless all hold the same input.
+
+    Collective: one allgather of the shape, the labels and a 16-byte hash
+    (nothing with one process).
+    """
+    if comm.size == 1:
+        return
+    labels, codes = np.unique(y, return_inverse=True)
+    Xc = _canonical_csr(X)
+    _same_everywhere(comm.allgather_obj((Xc.shape, labels, input_digest(Xc, codes, sample_weight))))
+
+
+def _same_everywhere(ranks: list) -> None:
+    """InputError unless every rank's (shape, labels, digest) equals rank 0's, exactly."""
+    shape, labels, digest = ranks[0]
+    differ = [r for r, (s, lab, d) in enumerate(ranks)
+              if s != shape or d != digest or not np.array_equal(lab, labels)]  # fmt: skip
+    if differ:
+        raise InputError(
+            "distributed='replicated' needs the same X, y and sample_weight on every rank, but "
+            f"rank(s) {differ} differ from rank 0 (shapes {[r[0] for r in ranks]}); pass "
+            "distributed='sharded' to give each rank its own rows"
+        )
+
+
 def _check_fit_input(est, X, y, sample_weight, sharded: bool):
     X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                          ensure_min_samples=0 if sharded else 1)  # fmt: skip
+    check_finite_rows(X)
     check_classification_targets(y)
     return X, y, check_sample_weight(sample_weight, X.shape[0])
 
@@ -172,7 +268,7 @@ def global_width(comm, X, sharded: bool) -> int:
     widths = comm.allgather_obj((X.shape[1], sp.issparse(X)))
     n_features = max(w for w, _ in widths)
     if any(w != n_features and not is_sparse for w, is_sparse in widths):
-        raise ValueError(f"dense X must have the same number of features on every rank, got "
+        raise InputError(f"dense X must have the same number of features on every rank, got "
                          f"{[w for w, _ in widths]}")  # fmt: skip
     return n_features
 
@@ -185,39 +281,31 @@ def widen(X, n_features: int):
     return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
 
 
-def _same_input(a: tuple, b: tuple) -> bool:
-    """Same shape, labels and label counts, and data sums equal to rounding (replicated X)."""
-    return (a[0] == b[0] and np.array_equal(a[2], b[2]) and np.array_equal(a[3], b[3])
-            and abs(a[6] - b[6]) <= 1e-9 * max(1.0, abs(a[6])))  # fmt: skip
-
-
 def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
     """Validate (X, y, sample_weight) on every rank, agree, and keep this rank's rows.
 
     Collective: one agreement and one small allgather (both free on one process).
-    Sets ``est.n_features_in_`` to the global number of features.
+    Sets ``est.n_features_in_`` to the global number of features. Errors after
+    the allgather are decided from gathered values: :class:`InputError`.
     """
     sharded = distributed == "sharded"
     X, y, sw = agree_on_input(comm, sharded, _check_fit_input, est, X, y, sample_weight, sharded)
     sparse = sp.issparse(X)
     Xc = _canonical_csr(X)
-    labels, counts = np.unique(y, return_counts=True)
+    labels, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
     positive = np.unique(y[sw > 0])
     row_nnz = np.diff(Xc.indptr)
-    mine = (Xc.shape, sparse, labels, counts, positive, int(row_nnz.max(initial=0)),
-            float(Xc.data.sum()))  # fmt: skip
+    digest = input_digest(Xc, inverse, sw) if not sharded and comm.size > 1 else ""
+    mine = (Xc.shape, sparse, labels, counts, positive, int(row_nnz.max(initial=0)), digest)
     ranks = comm.allgather_obj(mine) if comm.size > 1 else [mine]
     n_features = max(r[0][1] for r in ranks)
-    if not sharded and not all(_same_input(r, mine) for r in ranks):
-        raise ValueError(
-            "distributed='replicated' needs the same X on every rank, got shapes "
-            f"{[r[0] for r in ranks]}; pass distributed='sharded' to give each rank its own rows"
-        )
+    if not sharded:
+        _same_everywhere([(r[0], r[2], r[6]) for r in ranks])
     if any(r[0][1] != n_features and not r[1] for r in ranks):
-        raise ValueError(f"dense X must have the same number of features on every rank, got "
+        raise InputError(f"dense X must have the same number of features on every rank, got "
                          f"{[r[0][1] for r in ranks]}")  # fmt: skip
     if sharded and sum(r[0][0] for r in ranks) == 0:
-        raise ValueError("Found array with 0 sample(s) on every rank: fit needs at least one")
+        raise InputError("Found array with 0 sample(s) on every rank: fit needs at least one")
     parts = ranks if sharded else [mine]
     classes = np.unique(np.concatenate([r[2] for r in parts if r[2].size]))
     class_counts = np.zeros(classes.size, dtype=np.int64)
@@ -225,17 +313,17 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
         class_counts[np.searchsorted(classes, r[2])] += r[3]
     positive = np.unique(np.concatenate([r[4] for r in parts if r[4].size] or [r[4]]))
     if positive.size == 0:
-        raise ValueError("sample_weight is zero for every sample: at least two classes need "
+        raise InputError("sample_weight is zero for every sample: at least two classes need "
                          "samples of positive weight")  # fmt: skip
     if classes.size < 2:
-        raise ValueError(f"The number of classes has to be greater than one; got 1 class "
+        raise InputError(f"The number of classes has to be greater than one; got 1 class "
                          f"({classes[0]!r})")  # fmt: skip
     if positive.size < 2:
-        raise ValueError(f"all samples with positive sample_weight belong to one class "
+        raise InputError(f"all samples with positive sample_weight belong to one class "
                          f"({positive[0]!r}); at least two classes are needed")  # fmt: skip
     if positive.size < classes.size:
         missing = np.setdiff1d(classes, positive).tolist()
-        raise ValueError(f"class {missing} has no sample with positive sample_weight; "
+        raise InputError(f"class {missing} has no sample with positive sample_weight; "
                          "remove its samples or give them a weight")  # fmt: skip
     codes = np.searchsorted(classes, y).astype(np.float64)
     if sharded:

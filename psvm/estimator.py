@@ -157,7 +157,9 @@ class SVC(ClassifierMixin, BaseEstimator):
     -----
     Inside GridSearchCV or cross_val_score under ``mpiexec``, keep joblib's
     ``n_jobs=1`` and ``distributed='replicated'`` so every rank runs the same
-    fits in the same order.
+    fits in the same order. In a joblib worker (``n_jobs=2``) or another process
+    a rank forked or spawned, :meth:`fit` runs as one process (such a process
+    cannot join the MPI job); ``distributed='sharded'`` is refused there.
 
     Examples
     --------
@@ -257,7 +259,11 @@ class SVC(ClassifierMixin, BaseEstimator):
         checkpoint = make_checkpoint_config(
             self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
         )
-        with fit_comm(self.comm) as comm, self._fit_threads(comm):
+        with (
+            fit_comm(self.comm, self.distributed) as comm,
+            comm.guard("psvm.SVC.fit"),
+            self._fit_threads(comm),
+        ):
             self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
             warnings.warn(f"Solver terminated early (max_iter={self.max_iter}). Consider "
@@ -274,8 +280,10 @@ class SVC(ClassifierMixin, BaseEstimator):
     def _fit(self, comm, params: dict, checkpoint, X, y, sample_weight) -> None:
         import numba
 
+        from psvm.io.atomic import agree_writable
         from psvm.svc.multiclass import fit_ovo  # the solver's numba modules load on first fit
 
+        agree_writable(comm, {"the checkpoint file": self.checkpoint})
         data = fit_input(self, comm, X, y, sample_weight, self.distributed)
         k = data.classes.size
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)

@@ -19,12 +19,19 @@ def mpiexec() -> str | None:
 
 
 def run_mpi(
-    script: str, args: list[str], n: int, timeout: float = 120, env: dict | None = None
+    script: str,
+    args: list[str],
+    n: int,
+    timeout: float = 120,
+    env: dict | None = None,
+    mpi4py_runner: bool = True,
 ) -> subprocess.CompletedProcess:
     """Run ``mpiexec -n n python -m mpi4py script *args``; text output captured.
 
     ``script`` is a path, or a file name in ``tests/mpi``. A hang fails the
     calling test (``subprocess.TimeoutExpired`` kills the launcher).
+    ``mpi4py_runner=False`` runs plain ``python script``, as most users do:
+    no abort by mpi4py on an unhandled exception.
     """
     exe = mpiexec()
     if exe is None:
@@ -35,7 +42,8 @@ def run_mpi(
     full_env.update(env or {})
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env.setdefault("NUMBA_NUM_THREADS", "1")
-    cmd = [exe, "-n", str(n), sys.executable, "-m", "mpi4py", script, *map(str, args)]
+    runner = ["-m", "mpi4py"] if mpi4py_runner else []
+    cmd = [exe, "-n", str(n), sys.executable, *runner, script, *map(str, args)]
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env=full_env, check=False
     )

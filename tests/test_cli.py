@@ -1,5 +1,8 @@
 """psvm-train / psvm-predict: LIBSVM flags, bad input and bad options under mpiexec."""
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -20,6 +23,8 @@ BAD_FILES = {
     "inf value": ("1 2:inf\n" + GOOD, "inf", 1),
     "missing colon": (GOOD + "1 1 0.5\n", "", 5),
     "one class": ("1 1:1\n1 2:1\n1 1:0.5\n", "only one class", None),
+    # finite, but its squared norm overflows; in rank 1's half, after a comment and a blank line
+    "values too large": (GOOD * 2 + "# c\n\n1 1:1e200 2:1\n" + GOOD, "values too large", 11),
     "empty": ("", "empty", None),
 }
 
@@ -43,6 +48,77 @@ def test_bad_training_file_fails_cleanly_on_every_rank(tmp_path, case):
     assert list(tmp_path.iterdir()) == [data]  # no temporary model file either
 
 
+def test_kernel_overflow_stops_every_rank_with_one_line(tmp_path):
+    # each row's norm is fine, but (gamma x.z)^3 overflows: the solve's values are not finite
+    data = tmp_path / "big.txt"
+    data.write_text("".join(f"{1 - 2 * (k % 2)} 1:{(-1) ** k * (k + 1)}e110 2:1e110\n"
+                            for k in range(12)))  # fmt: skip
+    r = run_cli(TRAIN, ["-q", "-t", "1", "-g", "1", data, tmp_path / "m"], 2, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("psvm-train: error:") == 1, r.stderr
+    assert "not finite" in r.stderr and "scale the features" in r.stderr
+    assert list(tmp_path.iterdir()) == [data]
+
+
+def _unwritable_folder(tmp_path) -> Path:
+    """A folder where this process cannot create files: mode 555, or /sys for root."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    for folder in (ro, Path("/sys")):
+        try:
+            (folder / "probe").touch()
+        except OSError:
+            return folder
+        (folder / "probe").unlink()
+    pytest.skip("no folder this process cannot write to")
+
+
+@pytest.mark.parametrize("case", ["missing folder", "model is a folder", "read-only folder",
+                                  "stats in a missing folder", "checkpoint is a folder"])
+def test_unwritable_output_fails_before_training(tmp_path, case):
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD * 3)
+    (tmp_path / "adir").mkdir()
+    args, what, path = [], "the model file", model
+    reason = f"folder {str(tmp_path / 'missing')!r} does not exist"
+    if case == "missing folder":
+        path = tmp_path / "missing" / "d.model"
+    elif case == "model is a folder":
+        path, reason = tmp_path / "adir", "it is a folder"
+    elif case == "read-only folder":
+        path, reason = _unwritable_folder(tmp_path) / "d.model", ""
+    elif case == "stats in a missing folder":
+        args, what = ["--stats", tmp_path / "missing" / "s.json"], "the --stats file"
+    else:
+        args, what = ["--checkpoint", tmp_path / "adir"], "the --checkpoint file"
+        reason = "it is a folder"
+    target = path if what == "the model file" else args[1]
+    r = run_cli(TRAIN, [*args, data, path], 2, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == ""  # no training: not even a progress line
+    errors = [s for s in r.stderr.splitlines() if s.startswith("psvm-train: error:")]
+    assert errors == [s for s in r.stderr.splitlines() if s], r.stderr  # one line, no traceback
+    assert len(errors) == 1 and errors[0].startswith(
+        f"psvm-train: error: cannot write {what} {str(target)!r}: {reason}"
+    ), errors
+    if case == "read-only folder":
+        assert errors[0].endswith(("Permission denied", "Read-only file system")), errors
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "ro") == ["adir", "d.txt"]
+    assert os.listdir(tmp_path / "adir") == []
+
+
+def test_predict_to_a_missing_folder_is_one_line(tmp_path):
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD)
+    assert run_cli(TRAIN, ["-q", data, model], None, timeout=60).returncode == 0
+    out = tmp_path / "missing" / "out"
+    r = run_cli(PREDICT, [data, model, out], 2, timeout=60)
+    assert r.returncode == 1 and r.stdout == "", r.stderr
+    assert r.stderr.strip() == (f"psvm-predict: error: cannot write the output file {str(out)!r}: "
+                                f"folder {str(out.parent)!r} does not exist")  # fmt: skip
+
+
 def test_missing_file(tmp_path):
     r = run_cli(TRAIN, ["-q", tmp_path / "nope.txt", tmp_path / "m"], 2, timeout=60)
     assert r.returncode != 0 and "nope.txt" in r.stderr
@@ -58,6 +134,11 @@ def test_test_file_with_more_features_than_the_model(tmp_path):
     r = run_cli(PREDICT, [test, tmp_path / "m", tmp_path / "out"], 2, timeout=60)
     assert r.returncode != 0
     assert f"{test}:2:" in r.stderr and "7" in r.stderr
+    assert not (tmp_path / "out").exists()
+    test.write_text("1 1:1\n-1 1:1e300\n")
+    r = run_cli(PREDICT, [test, tmp_path / "m", tmp_path / "out"], 2, timeout=60)
+    assert r.returncode == 1 and r.stderr.count("psvm-predict: error:") == 1, r.stderr
+    assert f"{test}:2: values too large" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -1,9 +1,11 @@
-"""A failing rank (issue 7): every rank exits non-zero within seconds, the error is
+"""A failing rank (issues 7, 16): every rank exits non-zero within seconds, the error is
 reported once, and the output folder holds no model file, partial or temporary.
 
-Failures: an unexpected exception on one rank (injected by a scenario script,
-``tests/mpi/run_train_fault.py``), an I/O error while rank 0 writes the model,
-and ``kill -9`` of one rank in the middle of training a9a.
+Failures: an unexpected exception on one rank (injected by scenario scripts,
+``tests/mpi/run_train_fault.py`` and ``run_face_fault.py``: a RuntimeError,
+TypeError, MemoryError or KeyboardInterrupt, in psvm-train and in the
+estimators' fit), an I/O error while rank 0 writes the model, and ``kill -9`` of
+one rank in the middle of training a9a.
 """
 
 import os
@@ -35,6 +37,35 @@ def test_exception_on_one_rank_aborts_every_rank(tmp_path, n, rank):
     assert f"psvm-train: rank {rank}: unexpected error" in r.stderr
     assert f"RuntimeError: injected failure on rank {rank}" in r.stderr
     assert "psvm-train: error:" not in r.stderr  # not mistaken for a collective error
+    _only_input_left(tmp_path, data)
+
+
+@pytest.mark.parametrize("face, error, rank", [
+    ("svc", "TypeError", 2), ("svc", "MemoryError", 0), ("svc", "KeyboardInterrupt", 1),
+    ("sgd", "TypeError", 1), ("sgd", "MemoryError", 2), ("sgd", "KeyboardInterrupt", 0),
+    ("train", "TypeError", 0), ("train", "MemoryError", 1), ("train", "KeyboardInterrupt", 2),
+])  # fmt: skip
+def test_unexpected_error_on_one_of_three_ranks_ends_the_job(tmp_path, face, error, rank):
+    # Comm.guard, which every face runs under: one message, MPI_Abort, no rank left waiting
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD * 3)
+    r = run_mpi("run_face_fault.py", [face, error, rank, "-q", data, model], 3, timeout=60,
+                mpi4py_runner=False)  # fmt: skip
+    ended = time.time()
+    injected = [float(s.split()[-1]) for s in r.stderr.splitlines() if s.startswith("injected at")]
+    assert len(injected) == 1, r.stderr
+    assert ended - injected[0] < 10, r.stderr
+    prog = {"svc": "psvm.SVC.fit", "sgd": "psvm.SGDSVC.fit", "train": "psvm-train"}[face]
+    if error == "KeyboardInterrupt":
+        assert r.returncode == 130, r.stderr
+        assert r.stderr.count("interrupted") == 1, r.stderr
+        assert f"{prog}: rank {rank}: interrupted" in r.stderr and "Traceback" not in r.stderr
+    else:
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.count("unexpected error") == 1, r.stderr
+        assert f"{prog}: rank {rank}: unexpected error" in r.stderr
+        assert f"{error}: injected {error}" in r.stderr
+    assert "fitted" not in r.stdout
     _only_input_left(tmp_path, data)
 
 
@@ -132,3 +163,31 @@ def test_kill_9_of_one_rank_mid_training(tmp_path, shared_data, n, victim):
         time.sleep(0.1)
     assert all(_gone(p) for p in ranks.values())  # no rank left waiting in a collective
     assert os.listdir(out) == []  # no model, no temporary file
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, shared_data, n):
+    # mpiexec forwards Ctrl-C (SIGINT) to every rank, in their own process groups
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               PSVM_CACHE_DIR=str(tmp_path / "cache"))  # fmt: skip
+    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "psvm.cli.train", "-c", "4",
+           "-g", "0.5", "--stats", str(out / "s.json"), str(shared_data / "a9a.xz"),
+           str(out / "a9a.model")]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline().startswith(b"iter "), "no progress line from rank 0"
+        os.kill(proc.pid, signal.SIGINT)  # what the terminal sends mpiexec on Ctrl-C
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.decode() == "psvm-train: interrupted\n"  # no traceback, no MPI_Abort line
+    assert elapsed < 10, elapsed
+    assert os.listdir(out) == []  # no model, no stats, no temporary file

@@ -60,3 +60,29 @@ def test_same_model_as_one_process(serial, shared_data, n):
         for key in CLOSE:
             np.testing.assert_allclose(got[key], ref[key], rtol=1e-9, atol=1e-12,
                                        err_msg=f"{name} {key}")  # fmt: skip
+
+
+def test_replicated_input_is_compared_exactly():
+    # every rank raises the same error, even when the copies' sums agree within 1e-9
+    r = run_mpi("run_replicated.py", [], 3, timeout=120, mpi4py_runner=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for face in ("svc", "sgd"):
+        assert out[f"{face} same"] == "ok"
+        for case in ("sum within 1e-9", "last bit", "swapped labels", "one weight"):
+            got = out[f"{face} {case}"]
+            assert got.startswith("InputError: distributed='replicated' needs the same X, y and "
+                                  "sample_weight on every rank"), (face, case, got)  # fmt: skip
+            ranks = "[1, 2]" if case == "sum within 1e-9" else "[2]"
+            assert f"rank(s) {ranks} differ from rank 0" in got, (face, case, got)
+
+
+def test_joblib_and_fork_workers_fit_as_one_process():
+    # GridSearchCV(n_jobs=2) under mpiexec: loky's workers inherit the launcher's environment
+    # but cannot join the job (MPICH: PMI_Init returned -1); psvm fits there as one process
+    r = run_mpi("run_grid_jobs.py", [], 2, timeout=300, mpi4py_runner=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["ranks"] == 2 and len(out["svc"]) == 4 and len(out["sgd"]) == 2
+    assert out["fork"] == [[True, 1], [True, 1]]
+    assert out["sharded"].startswith("distributed='sharded' in a worker process of an MPI job")

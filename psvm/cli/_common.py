@@ -152,32 +152,31 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
 
     Errors that every rank raises alike (bad options, parameters, input agreed
     through ``Comm.agree``) print once on rank 0 and exit 1 on every rank.
-    Anything else is a bug or a failure on one rank: print it and abort the
-    whole job, so that no rank waits forever in a collective.
+    Anything else is a bug or a failure on one rank: under ``mpiexec``,
+    ``Comm.guard`` reports it once and ends the whole job, so that no rank waits
+    forever in a collective; Ctrl-C prints ``PROG: interrupted`` and exits 130.
     """
     from psvm.comm import world
 
-    comm = world()
+    comm = None
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return body(argv)
+        comm = world()
+        with comm.guard(prog):
+            return body(argv)
     except UsageError as e:
         if comm.rank == 0:
             print(f"{prog}: {e}\n\n{usage}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # one process, or before the guard; it ends a job of several
+        if comm is None or comm.rank == 0:
+            print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
     except Exception as e:
-        if not getattr(e, "collective", False):
-            _abort(prog, comm)
+        if not getattr(e, "collective", False):  # one process: a bug or a local failure
+            print(f"{prog}: unexpected error", file=sys.stderr)
+            traceback.print_exc()
+            return 1
         if comm.rank == 0:
             print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        _abort(prog, comm, 130)
-    return 1
-
-
-def _abort(prog: str, comm, code: int = 1) -> None:
-    print(f"{prog}: rank {comm.rank}: unexpected error", file=sys.stderr)
-    traceback.print_exc()
-    sys.stderr.flush()
-    comm.abort(code)

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from psvm.cli._common import UsageError, number, run_main
@@ -42,11 +41,13 @@ def _body(argv: list[str]) -> int:
     import numpy as np
 
     from psvm.comm import world
+    from psvm.io.atomic import agree_writable, write_atomic
     from psvm.io.shard import load_shard
     from psvm.sgd.model import read_any_model
 
     opts = parse_args(argv)
     comm = world()
+    agree_writable(comm, {"the output file": opts["output"]})
     model, error = None, None
     try:  # LIBLINEAR's format (psvm-train --solver sgd) or LIBSVM's
         model = read_any_model(opts["model"])
@@ -58,10 +59,8 @@ def _body(argv: list[str]) -> int:
     pred = comm.allgatherv(np.asarray(pred, dtype=np.float64))
     truth = comm.allgatherv(shard.y)
     if comm.rank == 0:
-        tmp = f"{opts['output']}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
+        with write_atomic(opts["output"]) as f:
             f.writelines(f"{p:.17g}\n" for p in pred)
-        os.replace(tmp, opts["output"])
         correct = int(np.sum(pred == truth))
         total = truth.size
         if not opts["quiet"]:

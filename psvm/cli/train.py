@@ -119,6 +119,7 @@ def _body(argv: list[str]) -> int:
 
     from psvm._params import DEFAULT_HEURISTIC, validate_svc_params
     from psvm.comm import world
+    from psvm.io.atomic import agree_writable
     from psvm.io.model_file import write_model
     from psvm.io.shard import labels_in_order, load_shard
     from psvm.stats import Stats, reduce_stats
@@ -149,6 +150,8 @@ def _body(argv: list[str]) -> int:
         opts.get("checkpoint_iters", 0),
         opts["resume"],
     )
+    agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats"),
+                          "the --checkpoint file": opts.get("checkpoint")})  # fmt: skip
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()

@@ -68,6 +68,7 @@ def body(argv: list[str]) -> int:
     from psvm._params import validate_sgd_params
     from psvm.cli.train import _write_json, integer_classes
     from psvm.comm import world
+    from psvm.io.atomic import agree_writable
     from psvm.io.shard import labels_in_order, load_shard
     from psvm.sgd.model import LinearModel, write_linear_model
     from psvm.sgd.msf import make_policy
@@ -86,6 +87,7 @@ def body(argv: list[str]) -> int:
     )  # fmt: skip
     with flag_named(FLAGS):
         validate_sgd_params(**cfg_args)  # parameter errors before any file is read
+    agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats")})
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()

@@ -3,7 +3,12 @@
 A :class:`Comm` offers the few collective verbs psvm needs, counts calls,
 bytes and seconds per verb (so communication statistics come for free), and
 short-circuits every verb when there is one process. ``mpi4py`` is imported
-lazily: a serial run outside ``mpiexec`` never initialises MPI.
+lazily: a serial run outside ``mpiexec`` never initialises MPI. Every face runs
+its collective work under :meth:`Comm.guard`, so an error on one rank never
+leaves the others waiting.
+
+In a process that a rank forked or spawned (a joblib worker, a multiprocessing
+pool: :func:`~psvm.comm.process.mpi_worker`), :func:`world` is one process.
 """
 
 from __future__ import annotations
@@ -13,16 +18,22 @@ import os
 import pickle
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
-# Environment variables set by MPICH's hydra, PMIx launchers and Open MPI.
-_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+from psvm.comm.process import (
+    FORWARD_SECONDS,
+    GRACE_SECONDS,
+    everyone_arrives,
+    launched_by_mpiexec,
+    mpi_worker,
+    report,
+    sigint_watch,
+)
 
-
-def launched_by_mpiexec() -> bool:
-    """True when this process was started by an MPI launcher."""
-    return any(v in os.environ for v in _LAUNCHER_VARS)
+__all__ = ["Comm", "launched_by_mpiexec", "mpi_worker", "world"]
 
 
 class Comm:
@@ -32,11 +43,12 @@ class Comm:
     ----------
     mpi_comm : mpi4py.MPI.Comm or None
         The communicator to duplicate. ``None`` means ``MPI.COMM_WORLD`` when
-        launched by ``mpiexec``, and a single process otherwise.
+        launched by ``mpiexec``, and a single process otherwise (also in a
+        worker process of a rank, see :func:`mpi_worker`).
     """
 
     def __init__(self, mpi_comm=None):
-        if mpi_comm is None and launched_by_mpiexec():
+        if mpi_comm is None and launched_by_mpiexec() and not mpi_worker():
             from mpi4py import MPI
 
             mpi_comm = MPI.COMM_WORLD
@@ -255,6 +267,63 @@ class Comm:
             self._jit = (fn, handle(self._c), handle(MPI.DOUBLE), self.size)
         return self._jit
 
+    @contextmanager
+    def guard(self, prog: str = "psvm") -> Iterator[Comm]:
+        """Turn an error of one rank into an error of the job, so that no rank waits forever.
+
+        Agreed errors (``collective`` set: every rank raises them, e.g. through
+        :meth:`agree`) propagate on every rank. Under several ranks anything
+        else (a bug, a ``MemoryError``, a ``KeyboardInterrupt`` on one rank) ends
+        the job with one message: ``PROG: rank R: unexpected error`` and the
+        traceback, then ``MPI_Abort`` (status 1), or ``PROG: rank R:
+        interrupted`` (status 130). Ctrl-C, which mpiexec sends to every rank,
+        prints ``PROG: interrupted`` once and every rank exits with status 130.
+        With one process every error propagates unchanged.
+
+        Collective: entering and leaving duplicate and free a communicator,
+        on which the ranks find out that Ctrl-C reached them all.
+        """
+        if self._c is None:
+            yield self
+            return
+        control = self._c.Dup()
+        with sigint_watch() as sigint:
+            try:
+                yield self
+            except BaseException as e:
+                if getattr(e, "collective", False) or isinstance(e, GeneratorExit):
+                    control.Free()
+                    raise
+                self._end_job(prog, e, control if sigint else None)
+        control.Free()
+
+    def _end_job(self, prog: str, error: BaseException, control) -> None:
+        """Report ``error`` once for the whole job and end every rank (never returns).
+
+        ``control``: the guard's communicator when this rank received SIGINT.
+        """
+        interrupted = isinstance(error, KeyboardInterrupt)
+        if interrupted and control is not None and everyone_arrives(control, GRACE_SECONDS):
+            # Ctrl-C reached every rank: one line, then all leave MPI cleanly, so that no rank
+            # is killed and mpiexec exits with 130 (it ORs the ranks' wait statuses)
+            from mpi4py import MPI
+
+            report(f"{prog}: interrupted" if self.rank == 0 else None)
+            MPI.Finalize()
+            os._exit(130)
+        if self.rank != 0:
+            time.sleep(GRACE_SECONDS)
+        if interrupted:  # Ctrl-C that not every rank saw yet, or an interrupt of this rank
+            report(f"{prog}: interrupted" if control else f"{prog}: rank {self.rank}: interrupted")
+        else:
+            report(f"{prog}: rank {self.rank}: unexpected error", error)
+        time.sleep(FORWARD_SECONDS)
+        try:  # MPICH prints its own "Abort(1) on node 0 ..." line: ours said it all
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        except OSError:
+            pass
+        self._c.Abort(130 if interrupted else 1)
+
     def abort(self, code: int = 1) -> None:
         """Kill every rank: for unexpected errors that other ranks cannot see."""
         if self._c is None:
@@ -280,12 +349,16 @@ def _mpi_type(dtype: np.dtype):
     return MPI._typedict[np.dtype(dtype).char]
 
 
-_WORLD: Comm | None = None
+_WORLD: tuple[int, Comm] | None = None  # (the PID that made it, the Comm)
 
 
 def world() -> Comm:
-    """The process-wide default :class:`Comm` (created once)."""
+    """The process-wide default :class:`Comm` (created once per process).
+
+    A forked child does not reuse its parent's: it makes its own, of one
+    process if it is a worker of a rank (:func:`mpi_worker`).
+    """
     global _WORLD
-    if _WORLD is None:
-        _WORLD = Comm()
-    return _WORLD
+    if _WORLD is None or _WORLD[0] != os.getpid():
+        _WORLD = (os.getpid(), Comm())
+    return _WORLD[1]

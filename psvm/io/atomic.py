@@ -2,6 +2,8 @@
 
 Readers see the old file or the whole new one, never a partial write; a failed
 write leaves the destination untouched and removes its temporary file.
+:func:`agree_writable` finds an output that cannot be written before any work
+is done, rather than after a whole training.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
+
+
+class OutputPathError(OSError):
+    """An output file cannot be written; the message names it and says why, in one line."""
 
 
 @contextmanager
@@ -57,6 +63,44 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
             pass
         raise
     _fsync_dir(directory)
+
+
+def writable_error(path: str | os.PathLike, what: str = "output file") -> OutputPathError | None:
+    """Why :func:`write_atomic` could not write ``path`` now, else None.
+
+    Creates and removes the temporary file it would use, so a read-only or
+    full file system, missing permissions, a missing folder and a path that is
+    a folder are all found.
+    """
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    reason = None
+    if os.path.isdir(path):
+        reason = "it is a folder"
+    elif not os.path.isdir(directory):
+        reason = f"folder {directory!r} does not exist"
+    else:
+        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            os.unlink(tmp)
+        except OSError as e:
+            reason = e.strerror or str(e)
+    return None if reason is None else OutputPathError(f"cannot write {what} {path!r}: {reason}")
+
+
+def agree_writable(comm, outputs: dict) -> None:
+    """Raise on every rank if rank 0, which writes them, cannot write one of ``outputs``.
+
+    ``outputs`` maps a description (``"the model file"``) to a path or None.
+    Collective: one agreement (nothing with one process).
+    """
+    error = None
+    if comm.rank == 0:
+        for what, path in outputs.items():
+            if path is not None and error is None:
+                error = writable_error(path, what)
+    comm.agree(error)
 
 
 def _fsync_dir(directory: str) -> None:

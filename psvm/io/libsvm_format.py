@@ -49,6 +49,7 @@ __all__ = [
     "split_byte_ranges",
     "read_byte_range",
     "to_csr",
+    "data_line_number",
     "uncompressed_path",
     "cached_path",
     "cache_dir",
@@ -200,6 +201,21 @@ def parse_block(buf: bytes, *, n_features_limit: int | None = None) -> ParsedBlo
     return ParsedBlock(
         y[:n_rows], indptr[: n_rows + 1], indices[:nnz], data[:nnz], n_lines, None, None
     )
+
+
+def data_line_number(buf: bytes, row: int) -> int:
+    """The 1-based line of ``buf`` holding its data row ``row`` (0-based), as parse_block counts.
+
+    Blank and comment-only lines hold no row. For error messages only: a
+    Python pass over the lines.
+    """
+    k = -1
+    for n, line in enumerate(bytes(buf).split(b"\n"), 1):
+        if line.split(b"#", 1)[0].split():  # bytes.split(): the parser's whitespace
+            k += 1
+            if k == row:
+                return n
+    raise ValueError(f"buf holds {k + 1} data rows, not row {row}")
 
 
 def _failed(n_lines: int, line: int, reason: str) -> ParsedBlock:

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from psvm.io.libsvm_format import (
     LibsvmFormatError,
+    data_line_number,
     parse_block,
     read_byte_range,
     split_byte_ranges,
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
     from psvm.comm import Comm
 
 __all__ = [
+    "MAX_SQUARED_NORM",
     "Shard",
+    "first_overflowing_row",
     "load_shard",
     "labels_in_order",
     "nnz_balanced_offsets",
@@ -121,6 +124,30 @@ def owner_of(gidx, offsets: np.ndarray):
     return np.searchsorted(offsets, gidx, side="right") - 1
 
 
+# The largest squared row norm the kernels take: |x|^2 + |z|^2 - 2 x.z (RBF) then stays finite.
+MAX_SQUARED_NORM = np.finfo(np.float64).max / 4
+
+
+def first_overflowing_row(indptr: np.ndarray, data: np.ndarray) -> int | None:
+    """The first CSR row whose squared norm |x|^2 exceeds MAX_SQUARED_NORM, else None.
+
+    Every value is finite, but the kernels add squared norms (RBF: |x|^2 +
+    |z|^2 - 2 x.z): an inf there makes the whole solve NaN. Only a pass over
+    ``data`` when no row can be that large (the usual case).
+    """
+    if data.size == 0:
+        return None
+    widest = max(int(np.diff(indptr).max()), 1)
+    if max(data.max(), -data.min()) <= np.sqrt(MAX_SQUARED_NORM / widest):
+        return None
+    with np.errstate(over="ignore"):
+        sq = np.square(data)
+    rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    sq_norms = np.bincount(rows, weights=sq, minlength=indptr.size - 1)
+    bad = np.flatnonzero(~(sq_norms <= MAX_SQUARED_NORM))
+    return int(bad[0]) if bad.size else None
+
+
 def _first_appearance(values: np.ndarray) -> np.ndarray:
     """Distinct values in order of first appearance."""
     uniq, first = np.unique(values, return_index=True)
@@ -178,8 +205,9 @@ def load_shard(
     FileNotFoundError
         If the file does not exist (on every rank).
     LibsvmFormatError
-        On every rank, naming the file and the global line: a bad line, an
-        empty file, or fewer than ``min_classes`` labels.
+        On every rank, naming the file and the global line: a bad line, a
+        row whose squared norm exceeds ``MAX_SQUARED_NORM`` (values too large
+        for the kernels), an empty file, or fewer than ``min_classes`` labels.
     """
     path = os.fspath(path)
     if n_features is not None and (int(n_features) != n_features or n_features < 1):
@@ -188,15 +216,17 @@ def load_shard(
     comm.agree(_check_readable(path))
     raw = _decompress_once_per_node(comm, path)
 
-    err, parsed = None, None
+    err, parsed, block = None, None, b""
     try:
         start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
-        parsed = parse_block(read_byte_range(raw, start, end), n_features_limit=n_features)
+        block = read_byte_range(raw, start, end)
+        parsed = parse_block(block, n_features_limit=n_features)
     except OSError as e:
         err = e
     lines_before = comm.exscan_sum(0 if parsed is None else parsed.n_lines)
     if err is None:
-        err = parsed.error(path, lines_before)
+        err = parsed.error(path, lines_before) or _overflow_error(path, parsed, block, lines_before)
+    del block
     comm.agree(err)
 
     y, indptr, indices, data = parsed.y, parsed.indptr, parsed.indices, parsed.data
@@ -240,6 +270,19 @@ def load_shard(
         offsets=offsets,
         classes=classes,
     )
+
+
+def _overflow_error(path: str, parsed, block: bytes, lines_before: int):
+    """The error naming the first line whose row's squared norm overflows, else None."""
+    row = first_overflowing_row(parsed.indptr, parsed.data)
+    if row is None:
+        return None
+    values = parsed.data[parsed.indptr[row] : parsed.indptr[row + 1]]
+    line = lines_before + data_line_number(block, row)
+    return LibsvmFormatError(path, line, f"values too large: the row's squared norm exceeds "
+                             f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 "
+                             f"(largest |value| {np.abs(values).max():.3g}); scale the "
+                             "features, e.g. with svm-scale")  # fmt: skip
 
 
 def _check_readable(path: str) -> OSError | None:

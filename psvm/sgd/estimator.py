@@ -15,14 +15,17 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._face import (
+    InputError,
     agree_on_input,
+    agree_replicated,
+    check_finite_rows,
     check_sample_weight,
     class_weight_vector,
     fit_comm,
     global_width,
     widen,
 )
-from psvm._params import validate_sgd_params
+from psvm._params import ParameterError, validate_sgd_params
 from psvm.io.shard import nnz_balanced_offsets
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
@@ -38,7 +41,7 @@ def _some_weight(comm, sw: np.ndarray, sharded: bool) -> None:
     """Raise on every rank when no sample has a positive weight (collective if sharded)."""
     total = comm.sum_(float(sw.sum())) if sharded else float(sw.sum())
     if total <= 0:
-        raise ValueError("sample_weight is zero for every sample: nothing to learn from")
+        raise InputError("sample_weight is zero for every sample: nothing to learn from")
 
 
 class SGDSVC(ClassifierMixin, BaseEstimator):
@@ -184,6 +187,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         with self._comm() as comm:
             sharded = self.distributed == "sharded"
             X, y, sw = agree_on_input(comm, sharded, self._check_input, X, y, sample_weight)
+            if not sharded:
+                agree_replicated(comm, X, y, sw)
             X = self._agree_width(comm, X, sharded)
             _some_weight(comm, sw, sharded)
             classes = self._classes(comm, y)
@@ -198,6 +203,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             sharded = self.distributed == "sharded"
             X, y, sw, classes = agree_on_input(comm, sharded, self._check_partial_input, X, y,
                                                classes, sample_weight, first)  # fmt: skip
+            if not sharded:
+                agree_replicated(comm, X, y, sw)
             if first:
                 X = self._agree_width(comm, X, sharded)
                 self._setup(comm, X, classes)
@@ -207,13 +214,17 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
 
     @contextmanager
     def _comm(self):
-        """A context giving the Comm of one fit (:func:`psvm._face.fit_comm`) and its threads."""
+        """The Comm of one fit (:func:`psvm._face.fit_comm`), guarded, with its threads."""
         if self.distributed not in ("replicated", "sharded"):
-            raise ValueError(
+            raise ParameterError(
                 f"distributed must be 'replicated' or 'sharded', got {self.distributed!r}"
             )
         check_threads(self.n_threads)
-        with fit_comm(self.comm) as comm, rank_threads(self.n_threads, comm):
+        with (
+            fit_comm(self.comm, self.distributed) as comm,
+            comm.guard("psvm.SGDSVC.fit"),
+            rank_threads(self.n_threads, comm),
+        ):
             yield comm
 
     def _check_input(self, X, y, sample_weight, *, reset=True):
@@ -222,6 +233,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             X = widen(X, self.n_features_in_)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
                              reset=reset)  # fmt: skip
+        check_finite_rows(X)
         check_classification_targets(y)
         return X, y, check_sample_weight(sample_weight, X.shape[0])
 
@@ -257,7 +269,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         else:
             classes = np.unique(y)
         if classes.size < 2:
-            raise ValueError(
+            raise InputError(
                 f"The number of classes has to be greater than one; got {classes.size} class"
             )
         return classes
@@ -272,7 +284,11 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             intercept_decay=SPARSE_INTERCEPT_DECAY if sp.issparse(X) else 1.0,
             verbose=self.verbose,
         )  # fmt: skip
-        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        try:
+            rng = check_random_state(self.random_state)
+        except ValueError as e:  # every rank raises it alike
+            raise ParameterError(f"random_state: {e}") from None
+        seed = int(rng.randint(np.iinfo(np.int32).max))
         seed = comm.bcast_obj(seed)
         self.classes_ = classes
         n_models = 1 if classes.size == 2 else classes.size

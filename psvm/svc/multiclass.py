@@ -74,6 +74,20 @@ def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> 
     return float(square / n - (total / n) ** 2) if n else 0.0
 
 
+def _check_finite(res: BinaryResult, pair: int, k: int) -> None:
+    """Refuse a NaN or inf result: a kernel value overflowed, and NaN fails every stop test.
+
+    gap, rho and the objective are agreed values, so every rank raises alike.
+    """
+    if not all(np.isfinite(v) for v in (res.gap, res.rho, res.objective)):
+        raise TrainingError(
+            f"the solver's values are not finite in class pair {pair + 1} of {k * (k - 1) // 2} "
+            f"(gap m - M {res.gap:g}, rho {res.rho:g}, objective {res.objective:g}): the kernel "
+            "overflows float64 on this data; scale the features (svm-scale, StandardScaler) or "
+            "lower gamma, coef0 or degree"
+        )
+
+
 def fit_ovo(
     comm,
     shard,
@@ -136,9 +150,10 @@ def fit_ovo(
             if done is not None:
                 res = BinaryResult(**done)
             else:
-                name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines
-                pair_log = None if log is None else partial(_prefixed, log, name)
+                name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
+                pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
                 res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
+                _check_finite(res, pair, k)
                 if ck is not None:
                     scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
                     ck.pair_solved(pair, res.alpha, scalars)

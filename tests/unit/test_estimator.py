@@ -350,6 +350,43 @@ def test_bad_fit_and_predict_inputs(breast_cancer):
         est.predict(X)
 
 
+@pytest.mark.parametrize("make", [psvm.SVC, lambda: psvm.SGDSVC(random_state=0)])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_values_too_large_name_the_row(make, sparse):
+    # finite values whose squares overflow: an input error, not a rank mismatch or a NaN solve
+    X = np.finfo(float).max * np.random.default_rng(0).uniform(size=(10, 2))
+    X[:3] = 1.0
+    y = np.arange(10) % 2
+    with pytest.raises(ValueError, match=r"^X row 3: values too large: its squared norm"):
+        make().fit(sp.csr_matrix(X) if sparse else X, y)
+    X[3:] = 1.3e154  # each square is finite, |x|^2 + |z|^2 is not
+    with pytest.raises(ValueError, match=r"^X row 3: values too large"):
+        make().fit(sp.csr_matrix(X) if sparse else X, y)
+
+
+def test_unwritable_checkpoint_fails_before_training(tmp_path, monkeypatch, breast_cancer):
+    import psvm.svc.multiclass
+
+    def train(*args, **kwargs):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(psvm.svc.multiclass, "fit_ovo", train)
+    X, y = breast_cancer
+    path = tmp_path / "missing" / "c.ckpt"
+    with pytest.raises(OSError, match=r"^cannot write the checkpoint file .*c\.ckpt': folder"):
+        psvm.SVC(checkpoint=path).fit(X, y)
+    with pytest.raises(OSError, match=r"^cannot write the checkpoint file .*: it is a folder"):
+        psvm.SVC(checkpoint=tmp_path).fit(X, y)
+
+
+def test_kernel_overflow_is_a_clear_error():
+    # rows of moderate norm, but (gamma x.z)^3 overflows: NaN must not pass for convergence
+    X = 1e110 * np.random.default_rng(1).uniform(-1, 1, size=(60, 2))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match=r"not finite in class pair 1 of 1 .* scale the features"):
+        psvm.SVC(kernel="poly", gamma=1.0).fit(X, y)
+
+
 def test_break_ties_predicts_the_ovr_argmax(digits):
     X, y = digits
     est = psvm.SVC(break_ties=True).fit(X[:500], y[:500])

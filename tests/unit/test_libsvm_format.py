@@ -409,3 +409,12 @@ def test_kernel_compiles_once():
     parse_block(b"1 1:1\n", n_features_limit=3)
     parse_block(bytearray(b"1 1:1\n"))
     assert len(parse_kernel.signatures) == 1
+
+
+def test_data_line_number_skips_blank_and_comment_lines():
+    from psvm.io.libsvm_format import data_line_number
+
+    buf = b"# head\n1 1:1\n\n  \t\r\n-1 2:1 # c\n#\n1 3:1"
+    assert [data_line_number(buf, r) for r in range(3)] == [2, 5, 7]
+    p = parse_block(buf)
+    assert p.y.size == 3

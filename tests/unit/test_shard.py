@@ -141,6 +141,25 @@ def test_load_shard_errors(tmp_path):
         load_shard(comm, bad)
 
 
+def test_load_shard_names_the_line_of_a_row_too_large(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"1 1:1\n# c\n\n-1 2:1\n1 1:1e154 2:1e154\n-1 1:1e200\n")
+    with pytest.raises(LibsvmFormatError, match=r"big.txt:5: values too large"):
+        load_shard(Comm(), path)
+
+
+def test_first_overflowing_row():
+    from psvm.io.shard import MAX_SQUARED_NORM, first_overflowing_row
+
+    big = np.sqrt(MAX_SQUARED_NORM)
+    indptr = np.array([0, 0, 2, 3, 5])
+    assert first_overflowing_row(indptr, np.array([1.0, 2.0, 3.0, 4.0, 5.0])) is None
+    assert first_overflowing_row(indptr, np.array([1, 2, 0.99 * big, 0.7 * big, 0.7 * big])) is None
+    assert first_overflowing_row(indptr, np.array([1, 2, 0.5 * big, 0.75 * big, 0.75 * big])) == 3
+    assert first_overflowing_row(indptr, np.array([1e300, 1.0, 1.0, 1.0, 1.0])) == 1
+    assert first_overflowing_row(np.array([0]), np.empty(0)) is None
+
+
 def test_missing_file_error_pickles():
     # Comm.agree sends the error between ranks.
     from psvm.io.shard import _check_readable

@@ -1,0 +1,115 @@
+"""The processes of an MPI job: which are ranks, and how a failed job reports and ends.
+
+A process that a rank forks or spawns (a joblib worker of ``GridSearchCV(n_jobs=2)``,
+a multiprocessing pool) inherits the launcher's environment but is no rank: it
+cannot join the job, and initialising MPI there fails (MPICH: ``PMI_Init returned
+-1``). :func:`mpi_worker` recognises it. Importing this module in a rank records
+the rank's PID in the environment (``PSVM_MPI_RANK_PID``) for its forked
+children to see.
+
+The rest serves :meth:`psvm.comm.Comm.guard`: the SIGINT watch that tells
+mpiexec's forwarded Ctrl-C from an interrupt of one rank, the barrier that finds
+whether every rank got it, and the one report of a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# Environment variables set by MPICH's hydra, PMIx launchers and Open MPI.
+_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+
+
+# A rank that fails alone waits this long before it reports: when rank 0 fails too (every
+# rank hit the same bug, or Ctrl-C reached them all), rank 0's one message ends the job first.
+GRACE_SECONDS = 1.0
+# Between the message and MPI_Abort, so that the launcher forwards it before ending the job.
+FORWARD_SECONDS = 0.2
+
+
+RANK_PID = "PSVM_MPI_RANK_PID"
+
+
+def launched_by_mpiexec() -> bool:
+    """True when this process was started by an MPI launcher."""
+    return any(v in os.environ for v in _LAUNCHER_VARS)
+
+
+def mpi_worker() -> bool:
+    """True in a process forked or spawned by a rank of an MPI job: it must not use MPI.
+
+    Forked: its parent is the rank that recorded its PID at import. Spawned:
+    MPICH's PMI socket (``PMI_FD``), open in every rank, was not inherited.
+    """
+    if not launched_by_mpiexec():
+        return False
+    if os.environ.get(RANK_PID) == str(os.getppid()):
+        return True
+    fd = os.environ.get("PMI_FD")
+    if fd is None:  # another launcher: only forks are recognised
+        return False
+    try:
+        return not stat.S_ISSOCK(os.fstat(int(fd)).st_mode)
+    except (OSError, ValueError):
+        return True
+
+
+if launched_by_mpiexec() and not mpi_worker():
+    os.environ[RANK_PID] = str(os.getpid())
+
+
+def everyone_arrives(comm, seconds: float) -> bool:
+    """Whether every rank of ``comm`` joins a barrier within ``seconds``."""
+    request = comm.Ibarrier()
+    deadline = time.monotonic() + seconds
+    while not request.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def report(line: str | None, error: BaseException | None = None) -> None:
+    """``line`` (and the traceback of ``error``) on stderr, flushed; streams failing are ignored."""
+    try:
+        if line is not None:
+            print(line, file=sys.stderr)
+        if error is not None:
+            traceback.print_exception(type(error), error, error.__traceback__)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # a MemoryError or a closed pipe must not stop the job's end
+        pass
+
+
+@contextmanager
+def sigint_watch() -> Iterator[list]:
+    """A list that gets an item when SIGINT arrives (Python's default handler otherwise kept).
+
+    A real SIGINT under mpiexec is its Ctrl-C, sent to every rank; a
+    KeyboardInterrupt raised any other way concerns one rank. Only the main
+    thread can set handlers, and a handler of the user's own is left alone.
+    """
+    seen: list = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):  # fmt: skip
+        yield seen
+        return
+
+    def handler(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

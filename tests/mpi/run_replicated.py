@@ -1,0 +1,62 @@
+"""MPI scenario: replicated input must be the same on every rank, compared exactly.
+
+Usage: mpiexec -n 3 python run_replicated.py
+
+For psvm.SVC and psvm.SGDSVC (distributed='replicated'), the last ranks alter
+their copy of the input: X scaled by 1 + k * 6e-10 on rank k (the old check,
+sums equal within 1e-9, let rank 1 go on while rank 0 raised: a hang), X
+changed in its last bit, two labels swapped (same counts), one sample weight
+changed. Every rank must raise the same ValueError; the unaltered input fits.
+Collective assertions; rank 0 prints one JSON line: case -> error (or "ok").
+"""
+
+import json
+
+import numpy as np
+from sklearn.datasets import make_blobs
+
+import psvm
+from psvm.comm import world
+
+
+def main():
+    comm = world()
+    X, y = make_blobs(n_samples=120, centers=2, n_features=3, random_state=0)
+    sw = np.ones(y.size)
+    k = comm.rank
+    last = k == comm.size - 1
+    cases = {
+        "same": (X, y, sw),
+        "sum within 1e-9": (X * (1 + k * 6e-10), y, sw),
+        "last bit": (np.where(last & (np.arange(X.size) == 7).reshape(X.shape),
+                              np.nextafter(X, np.inf), X), y, sw),  # fmt: skip
+        "swapped labels": (X, _swap(y, last), sw),
+        "one weight": (X, y, np.where(last & (np.arange(y.size) == 3), 2.0, sw)),
+    }
+    out = {}
+    for face in ("svc", "sgd"):
+        for name, (Xc, yc, swc) in cases.items():
+            est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
+            try:
+                est.fit(Xc, yc, sample_weight=swc)
+                result = "ok"
+            except ValueError as e:
+                result = f"{type(e).__name__}: {e}"
+            every = comm.allgather_obj(result)
+            assert all(r == every[0] for r in every), (face, name, every)
+            out[f"{face} {name}"] = result
+    if comm.rank == 0:
+        print(json.dumps(out), flush=True)
+
+
+def _swap(y, last):
+    """y with its first two labels of different classes swapped on the last rank."""
+    y = y.copy()
+    if last:
+        i, j = 0, int(np.flatnonzero(y != y[0])[0])
+        y[i], y[j] = y[j], y[i]
+    return y
+
+
+if __name__ == "__main__":
+    main()
