@@ -210,7 +210,7 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     out[GAP_OUT], out[M_OUT], out[MINUS_M_OUT] = gap, m_all, minus_M_all
     if n_iter % ctl_i[TRACE_EVERY] == 0 and n_iter != ctl_i[LAST_TRACE]:
         _record(trace, counts, ctl_i, cache[cc.META][cc.MISSES], gap, ts)
-    if gap < ctl_f[TOL] or gap < ctl_f[NEXT_GAP]:
+    if gap < ctl_f[TOL] or gap < ctl_f[NEXT_GAP] or gap != gap:  # NaN: stop, Python refuses it
         return GAP, r_i, r_j
     if n_iter >= ctl_i[MAX_ITER_]:
         return MAX_ITER, r_i, r_j

@@ -35,6 +35,7 @@ date with the variables that changed since (:mod:`psvm.svc.reconstruct`).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -267,6 +268,8 @@ class Solver:
                         self._refresh_stale()
                 break
             elif event in (E.GAP, E.NO_PAIR):
+                if math.isnan(gap):  # an overflowed kernel: fit_ovo refuses the result
+                    break
                 if event == E.GAP and gap >= cfg.tol and not self._thresholds_crossed(gap):
                     continue  # a threshold passed with nothing eliminated
                 if not self._can_reconstruct():

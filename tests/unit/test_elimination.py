@@ -29,9 +29,10 @@ def test_registry_is_the_parameter_table():
     [
         ("none", 5000, []),
         ("earliest", 5000, list(range(1, 1001))),
-        ("frequent", 5000, [1000]),
-        ("frequent", 500, list(range(500, 1001, 50))),
-        ("frequent", 30, list(range(30, 1001, 30))),
+        ("frequent", 5000, list(range(100, 1001, 50))),  # from iteration 300000 / n = 60
+        ("frequent", 500, list(range(600, 1001, 50))),
+        ("frequent", 100_000, list(range(50, 1001, 50))),
+        ("frequent", 30, []),  # from iteration 1000 on
         ("percent-1", 5000, list(range(50, 1001, 50))),
         ("percent-5", 5000, [250, 500, 750, 1000]),
         ("percent-10", 5000, [500, 1000]),
