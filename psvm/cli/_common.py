@@ -11,6 +11,7 @@ kind is ``int``, ``float`` or ``str`` (how the one value is parsed), or:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -128,8 +129,9 @@ def flag_named(flags: dict) -> Iterator[None]:
         yield
     except ParameterError as e:
         name = re.match(r"\w*", str(e)).group()
-        flag = next((f for f, (n, kind, _) in flags.items() if n == name and kind is not WEIGHTS),
-                    None)  # fmt: skip
+        flag = next(
+            (f for f, (n, kind, _) in flags.items() if n == name and kind is not WEIGHTS), None
+        )
         if flag is None:
             raise
         raise ParameterError(f"option {flag}: {e}") from None
@@ -180,3 +182,36 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
         if comm.rank == 0:
             print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
+
+
+def libsvm_class_order(labels):
+    """LIBSVM's order: first appearance, but +1 before -1 for a -1/+1 problem."""
+    labels = list(labels)
+    if len(labels) == 2 and set(labels) == {1.0, -1.0}:
+        return [1.0, -1.0]
+    return labels
+
+
+def integer_classes(comm, path: str, labels):
+    """The classes in LIBSVM's order; a non-integer label fails on every rank before training.
+
+    Model files store labels with ``%d``: without this check the run would fail
+    only when rank 0 writes the model, after the whole training.
+    """
+    import numpy as np
+
+    from psvm.io.libsvm_format import LibsvmFormatError
+
+    fractional = [float(c) for c in labels if not float(c).is_integer()]
+    if fractional:  # every rank holds the same labels: all raise alike
+        reason = f"label {fractional[0]!r} is not an integer (model files hold integer labels)"
+        comm.agree(LibsvmFormatError(path, None, reason))
+    return np.array(libsvm_class_order(labels))
+
+
+def write_json(path: str, obj: dict) -> None:
+    """The run statistics file, written atomically."""
+    from psvm.io.atomic import write_atomic
+
+    with write_atomic(path) as f:
+        json.dump(obj, f, indent=1)

@@ -1,6 +1,6 @@
 """psvm-predict: LIBSVM's svm-predict, each rank predicting its shard of the test file.
 
-    mpiexec -n 2 psvm-predict a9a.t a9a.model a9a.t.predict
+mpiexec -n 2 psvm-predict a9a.t a9a.model a9a.t.predict
 """
 
 from __future__ import annotations

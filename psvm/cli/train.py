@@ -5,7 +5,6 @@ mpiexec -n 2 psvm-train -c 1 -g 0.05 a9a a9a.model
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
@@ -14,12 +13,14 @@ from psvm.cli._common import (
     WEIGHTS,
     UsageError,
     flag_named,
+    integer_classes,
     parse_train_args,
     run_main,
     split_options,
     switches,
     usage,
     warn_unknown_weights,
+    write_json,
 )
 from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
@@ -80,31 +81,6 @@ def parse_args(argv: list[str]) -> dict:
     return opts
 
 
-def libsvm_class_order(labels):
-    """LIBSVM's order: first appearance, but +1 before -1 for a -1/+1 problem."""
-    labels = list(labels)
-    if len(labels) == 2 and set(labels) == {1.0, -1.0}:
-        return [1.0, -1.0]
-    return labels
-
-
-def integer_classes(comm, path: str, labels):
-    """The classes in LIBSVM's order; a non-integer label fails on every rank before training.
-
-    Model files store labels with ``%d``: without this check the run would fail
-    only when rank 0 writes the model, after the whole training.
-    """
-    import numpy as np
-
-    from psvm.io.libsvm_format import LibsvmFormatError
-
-    fractional = [float(c) for c in labels if not float(c).is_integer()]
-    if fractional:  # every rank holds the same labels: all raise alike
-        reason = f"label {fractional[0]!r} is not an integer (model files hold integer labels)"
-        comm.agree(LibsvmFormatError(path, None, reason))
-    return np.array(libsvm_class_order(labels))
-
-
 def solver_of(argv: list[str]) -> str:
     """The first ``--solver`` value, read with parse_args's token rules."""
     pairs, _ = split_options(argv, switches(FLAGS) | switches(SGD_FLAGS))
@@ -150,8 +126,14 @@ def _body(argv: list[str]) -> int:
         opts.get("checkpoint_iters", 0),
         opts["resume"],
     )
-    agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats"),
-                          "the --checkpoint file": opts.get("checkpoint")})  # fmt: skip
+    agree_writable(
+        comm,
+        {
+            "the model file": opts["model"],
+            "the --stats file": opts.get("stats"),
+            "the --checkpoint file": opts.get("checkpoint"),
+        },
+    )
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
@@ -176,7 +158,7 @@ def _body(argv: list[str]) -> int:
     if comm.rank == 0:
         write_model(opts["model"], model)
         if "stats" in opts:
-            _write_json(opts["stats"], report)
+            write_json(opts["stats"], report)
         if log is not None:
             log(f"Total nSV = {model.support_vectors.shape[0]}")
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
@@ -186,13 +168,6 @@ def _body(argv: list[str]) -> int:
 def _hit_rate(counts: dict) -> float:
     total = counts.get("cache_hits", 0) + counts.get("cache_misses", 0)
     return counts.get("cache_hits", 0) / total if total else 0.0
-
-
-def _write_json(path: str, obj: dict) -> None:
-    from psvm.io.atomic import write_atomic
-
-    with write_atomic(path) as f:
-        json.dump(obj, f, indent=1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,10 +16,12 @@ from psvm.cli._common import (
     WEIGHTS,
     UsageError,
     flag_named,
+    integer_classes,
     number,
     parse_train_args,
     usage,
     warn_unknown_weights,
+    write_json,
 )
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
@@ -66,7 +68,6 @@ def body(argv: list[str]) -> int:
     import numpy as np
 
     from psvm._params import validate_sgd_params
-    from psvm.cli.train import _write_json, integer_classes
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
     from psvm.io.shard import labels_in_order, load_shard
@@ -80,11 +81,15 @@ def body(argv: list[str]) -> int:
     comm = world()
     tol = opts.get("tol", 1e-3)
     cfg_args = dict(
-        learning_rate=opts.get("learning_rate", "optimal"), eta0=opts.get("eta0", 0.01),
-        sync_every=opts["sync_every"], msf_target=opts.get("msf_target", 0.1),
-        max_iter=opts.get("max_iter", 1000), tol=tol if tol > 0 else None,
-        average=opts.get("average", 1), intercept_decay=0.01,
-    )  # fmt: skip
+        learning_rate=opts.get("learning_rate", "optimal"),
+        eta0=opts.get("eta0", 0.01),
+        sync_every=opts["sync_every"],
+        msf_target=opts.get("msf_target", 0.1),
+        max_iter=opts.get("max_iter", 1000),
+        tol=tol if tol > 0 else None,
+        average=opts.get("average", 1),
+        intercept_decay=0.01,
+    )
     with flag_named(FLAGS):
         validate_sgd_params(**cfg_args)  # parameter errors before any file is read
     agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats")})
@@ -108,10 +113,8 @@ def body(argv: list[str]) -> int:
     stats = Stats()
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
-    prob = make_problem(comm, shard.X, codes, classes.size, class_weight=cw,
-                        validation=validation)  # fmt: skip
-    state = SGDState.zeros(prob.n_models, shard.n_features, opts.get("random_state", 0),
-                           comm.rank)  # fmt: skip
+    prob = make_problem(comm, shard.X, codes, classes.size, class_weight=cw, validation=validation)
+    state = SGDState.zeros(prob.n_models, shard.n_features, opts.get("random_state", 0), comm.rank)
     policy = make_policy(cfg.sync_every, cfg.msf_target)
     with stats.timer("train"):
         trainer = SGDTrainer(comm, prob, cfg, state, policy, stats, log)
@@ -120,18 +123,26 @@ def body(argv: list[str]) -> int:
     model = LinearModel(W.copy(), w0.copy(), classes)
     report = reduce_stats(comm, stats)
     report["values"].update(
-        solver="sgd", n_samples=shard.n_samples, n_features=shard.n_features, alpha=lam,
-        C=1.0 / (shard.n_samples * lam), sync_every=opts["sync_every"],
-        period=int(trainer.period), converged=bool(trainer.converged), msf=policy.state(),
-    )  # fmt: skip
+        solver="sgd",
+        n_samples=shard.n_samples,
+        n_features=shard.n_features,
+        alpha=lam,
+        C=1.0 / (shard.n_samples * lam),
+        sync_every=opts["sync_every"],
+        period=int(trainer.period),
+        converged=bool(trainer.converged),
+        msf=policy.state(),
+    )
     if comm.rank == 0:
         write_linear_model(opts["model"], model)
         if "stats" in opts:
-            _write_json(opts["stats"], report)
+            write_json(opts["stats"], report)
         if log is not None:
             c = report["counts"]
-            log(f"{c['n_iter']} epochs, {c.get('n_sync', 0)} model averages, objective "
-                f"{trainer.state.objectives[-1]:.6g}")  # fmt: skip
+            log(
+                f"{c['n_iter']} epochs, {c.get('n_sync', 0)} model averages, objective "
+                f"{trainer.state.objectives[-1]:.6g}"
+            )
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
     return 0
 

@@ -14,12 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Cycles that exist today, named in issue 15 (item 5) and left to its fix. Each is the set of
-# modules that reach one another. Remove an entry when its cycle is gone: the last test fails
-# until then, so the list cannot outlive the cycles.
-KNOWN_CYCLES = {
-    frozenset({"psvm.cli.train", "psvm.cli.train_sgd"}),  # SGD flags <-> _write_json etc.
-}
+# Cycles allowed to exist (none now). Each is the set of modules that reach one another; the
+# last test fails once a listed cycle is gone, so the list cannot outlive the cycles.
+KNOWN_CYCLES: set[frozenset] = set()
 
 
 def modules(package: str, root: Path = REPO) -> dict[str, Path]:
