@@ -123,11 +123,27 @@ def psvm_train(ranks: int, ds: Dataset, train: str, model: str, subset: bool) ->
     lack the last columns (psvm-predict rejects test features beyond the model's)."""
     extra = ["--n-features", str(ds.n_features)] if subset else []
     train_cmd = tool("psvm-train", "pip install -e . first")
-    cmd = [mpiexec(), "-n", str(ranks), train_cmd, "-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}",
-           "-m", f"{CACHE_MB}", *extra, train, model]  # fmt: skip
+    cmd = [
+        mpiexec(),
+        "-n",
+        str(ranks),
+        train_cmd,
+        "-c",
+        f"{ds.C:g}",
+        "-g",
+        f"{ds.gamma:g}",
+        "-m",
+        f"{CACHE_MB}",
+        *extra,
+        train,
+        model,
+    ]
     _, wall, out = run(cmd)
-    return {"wall": wall, "fit": find(r"Wrote .* in ([\d.]+) ?s", out),
-            "n_sv": find(r"Total nSV = (\d+)", out, int)}  # fmt: skip
+    return {
+        "wall": wall,
+        "fit": find(r"Wrote .* in ([\d.]+) ?s", out),
+        "n_sv": find(r"Total nSV = (\d+)", out, int),
+    }
 
 
 def libsvm_train(ds: Dataset, train: str, test: str, model: str) -> dict:
@@ -146,9 +162,13 @@ def sklearn_fit(ds: Dataset, train: str, test: str) -> dict:
 def child(code: str, args: list[str]) -> dict:
     """A ``python -c`` child timed from launch to the ``fit_end`` epoch it reports."""
     t0, total, out = run([sys.executable, "-c", code, *args])
-    return {"wall": find(r"fit_end ([\d.]+)", out) - t0, "wall_to_exit": total,
-            "fit": find(r" fit ([\d.]+)", out), "n_sv": find(r"nsv (\d+)", out, int),
-            "accuracy": find(r"accuracy ([\d.]+)", out)}  # fmt: skip
+    return {
+        "wall": find(r"fit_end ([\d.]+)", out) - t0,
+        "wall_to_exit": total,
+        "fit": find(r" fit ([\d.]+)", out),
+        "n_sv": find(r"nsv (\d+)", out, int),
+        "accuracy": find(r"accuracy ([\d.]+)", out),
+    }
 
 
 def accuracy(cmd: list[str]) -> float | None:
@@ -164,12 +184,21 @@ def warmup(ranks: list[int], ds: Dataset, tmp: Path) -> dict:
     (a stale cache, e.g. after a source change, costs every launch its compile time);
     the wall seconds are kept as the cold-start figure."""
     src = str(REPO / "data" / "breast_cancer.train")  # two classes (a head of w8a has one)
-    return {f"psvm P={p}": psvm_train(p, ds, src, str(tmp / "warmup.model"), False)["wall"]
-            for p in ranks}  # fmt: skip
+    return {
+        f"psvm P={p}": psvm_train(p, ds, src, str(tmp / "warmup.model"), False)["wall"]
+        for p in ranks
+    }
 
 
-def bench(name: str, ranks: list[int], rows: int | None, test_rows: int | None,
-          repeat: int, libsvm_label: str, warm: bool) -> dict:  # fmt: skip
+def bench(
+    name: str,
+    ranks: list[int],
+    rows: int | None,
+    test_rows: int | None,
+    repeat: int,
+    libsvm_label: str,
+    warm: bool,
+) -> dict:
     ds = DATASETS[name]
     with tempfile.TemporaryDirectory(prefix="psvm-e2e-") as tmp:
         tmp = Path(tmp)
@@ -190,9 +219,16 @@ def bench(name: str, ranks: list[int], rows: int | None, test_rows: int | None,
             runs["sklearn"].append(sklearn_fit(ds, train, test))
         best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
         p_acc = 1 if 1 in ranks else ranks[0]
-        acc = {f"psvm P={p_acc}": accuracy([tool("psvm-predict", "pip install -e . first"), test,
-                                            str(tmp / f"psvm{p_acc}.model"),
-                                            str(tmp / "psvm.out")])}  # fmt: skip
+        acc = {
+            f"psvm P={p_acc}": accuracy(
+                [
+                    tool("psvm-predict", "pip install -e . first"),
+                    test,
+                    str(tmp / f"psvm{p_acc}.model"),
+                    str(tmp / "psvm.out"),
+                ]
+            )
+        }
         if libsvm_label == "libsvm":
             acc["libsvm"] = accuracy(
                 ["svm-predict", test, str(tmp / "libsvm.model"), str(tmp / "libsvm.out")]
@@ -200,12 +236,21 @@ def bench(name: str, ranks: list[int], rows: int | None, test_rows: int | None,
         else:
             acc[libsvm_label] = runs[libsvm_label][0]["accuracy"]
         acc["sklearn"] = runs["sklearn"][0]["accuracy"]
-    return {"data": name, "n": n, "n_test": n_test, "C": ds.C, "gamma": ds.gamma,
-            "ranks": ranks, "libsvm_label": libsvm_label, "runs": runs,
-            "wall": {k: b["wall"] for k, b in best.items()},
-            "fit": {k: b["fit"] for k, b in best.items()},
-            "n_sv": {k: b["n_sv"] for k, b in best.items()}, "accuracy": acc,
-            "warmup_wall": cold}  # fmt: skip
+    return {
+        "data": name,
+        "n": n,
+        "n_test": n_test,
+        "C": ds.C,
+        "gamma": ds.gamma,
+        "ranks": ranks,
+        "libsvm_label": libsvm_label,
+        "runs": runs,
+        "wall": {k: b["wall"] for k, b in best.items()},
+        "fit": {k: b["fit"] for k, b in best.items()},
+        "n_sv": {k: b["n_sv"] for k, b in best.items()},
+        "accuracy": acc,
+        "warmup_wall": cold,
+    }
 
 
 def table(res: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -240,8 +285,11 @@ def _x(v) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default="a9a,w8a,ijcnn1,skin_nonskin",
-                   help=f"comma-separated, from {', '.join(DATASETS)}")  # fmt: skip
+    p.add_argument(
+        "--data",
+        default="a9a,w8a,ijcnn1,skin_nonskin",
+        help=f"comma-separated, from {', '.join(DATASETS)}",
+    )
     p.add_argument("--ranks", default="1,2", help="psvm process counts (mpiexec -n P)")
     p.add_argument("--rows", type=int, default=None, help="train on the first ROWS rows only")
     p.add_argument("--test-rows", type=int, default=None, help="score the first ROWS test rows")
@@ -287,10 +335,18 @@ def main(argv=None) -> None:
     head, body = table(res)
     md = [*(f"{line}  " for line in header), "", *markdown_table(head, body)]
     _write(a.md, "\n".join(md))
-    out = {"argv": sys.argv, "header": header, "environment": "unchanged",
-           "inherited": {k: os.environ.get(k) for k in ENV_VARS}, "machine": m,
-           "versions": versions(), "libsvm": libsvm_src, "rows": a.rows,
-           "repeat": a.repeat, "results": res}  # fmt: skip
+    out = {
+        "argv": sys.argv,
+        "header": header,
+        "environment": "unchanged",
+        "inherited": {k: os.environ.get(k) for k in ENV_VARS},
+        "machine": m,
+        "versions": versions(),
+        "libsvm": libsvm_src,
+        "rows": a.rows,
+        "repeat": a.repeat,
+        "results": res,
+    }
     _write(a.json, json.dumps(out, indent=1))
 
 

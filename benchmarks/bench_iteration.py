@@ -51,8 +51,24 @@ def psvm_run(path: str, P: int, name: str, tmp: str, repeat: int) -> dict:
     best = None
     for _ in range(repeat):
         stats = os.path.join(tmp, f"stats{P}.json")
-        cmd = [mpiexec(), "-n", str(P), "psvm-train", "-q", "-c", str(C), "-g", str(gamma),
-               "-m", "200", *flags, "--stats", stats, path, os.path.join(tmp, "m")]  # fmt: skip
+        cmd = [
+            mpiexec(),
+            "-n",
+            str(P),
+            "psvm-train",
+            "-q",
+            "-c",
+            str(C),
+            "-g",
+            str(gamma),
+            "-m",
+            "200",
+            *flags,
+            "--stats",
+            stats,
+            path,
+            os.path.join(tmp, "m"),
+        ]
         subprocess.run(cmd, check=True)
         with open(stats) as f:
             s = json.load(f)
@@ -103,8 +119,10 @@ def main(argv=None) -> None:
             for p in ranks:
                 r = psvm_run(path, p, name, tmp, args.repeat)
                 row[f"P{p}"] = r
-                line += (f" | {r['us']:>7.2f} {r['arith_us']:>6.2f} {r['comm_us']:>6.2f}"
-                         f" {r['n_iter']:>7}")  # fmt: skip
+                line += (
+                    f" | {r['us']:>7.2f} {r['arith_us']:>6.2f} {r['comm_us']:>6.2f}"
+                    f" {r['n_iter']:>7}"
+                )
             print(line, flush=True)
             rows.append(row)
     if args.json:

@@ -85,8 +85,9 @@ def sgdclassifier_fit(X, y, lam, average, k):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return SGDClassifier(loss="hinge", alpha=lam, average=average, max_iter=k, tol=None,
-                             random_state=0).fit(X, y)  # fmt: skip
+        return SGDClassifier(
+            loss="hinge", alpha=lam, average=average, max_iter=k, tol=None, random_state=0
+        ).fit(X, y)
 
 
 def sgdclassifier_epochs(X, y, Xt, yt, lam, target, average, max_epochs):
@@ -104,10 +105,31 @@ def psvm_run(train, test, n, lam, target, max_epochs, seed, tmp):
     """One psvm launch under mpiexec -n n: (time to target or inf, epoch, accuracy, period)."""
     exe = mpiexec()
     stats = os.path.join(tmp, f"stats-{n}.json")
-    cmd = [exe, "-n", str(n), sys.executable, "-m", "psvm.cli.train", "--solver", "sgd",
-           "-q", "--lambda", repr(lam), "--epochs", str(max_epochs), "--tol", "0",
-           "--seed", str(seed), "--validation", test, "--stats", stats, train,
-           os.path.join(tmp, "m.model")]  # fmt: skip
+    cmd = [
+        exe,
+        "-n",
+        str(n),
+        sys.executable,
+        "-m",
+        "psvm.cli.train",
+        "--solver",
+        "sgd",
+        "-q",
+        "--lambda",
+        repr(lam),
+        "--epochs",
+        str(max_epochs),
+        "--tol",
+        "0",
+        "--seed",
+        str(seed),
+        "--validation",
+        test,
+        "--stats",
+        stats,
+        train,
+        os.path.join(tmp, "m.model"),
+    ]
     subprocess.run(cmd, check=True)
     with open(stats) as f:
         s = json.load(f)
@@ -140,8 +162,9 @@ def main() -> int:
             lin = LinearSVC(C=1.0, loss="hinge", max_iter=20000)
             acc_lin = lin.fit(X, y).score(Xt, yt)
             target = acc_lin - 0.005
-            row = dict(data=name, n=n, lam=lam, linearsvc_s=np.inf, linearsvc_acc=acc_lin,
-                       target=target)  # fmt: skip
+            row = dict(
+                data=name, n=n, lam=lam, linearsvc_s=np.inf, linearsvc_acc=acc_lin, target=target
+            )
             for avg in (False, True):
                 k, acc = sgdclassifier_epochs(X, y, Xt, yt, lam, target, avg, opts.epochs)
                 row[f"sgdclf{'_avg' if avg else ''}"] = dict(s=np.inf, epochs=k, acc=acc)
@@ -157,8 +180,7 @@ def main() -> int:
                         t, _ = timed(sgdclassifier_fit, X, y, lam, avg, k)
                         row[key]["s"] = min(row[key]["s"], t)
                 for p in ranks:
-                    t, e, acc, period = psvm_run(train, test, p, lam, target, opts.epochs, r,
-                                                 tmp)  # fmt: skip
+                    t, e, acc, period = psvm_run(train, test, p, lam, target, opts.epochs, r, tmp)
                     cur = row[f"psvm_p{p}"]
                     if t < cur["s"] or (cur["epochs"] is None and e is None):
                         row[f"psvm_p{p}"] = dict(s=t, epochs=e, acc=acc, period=period)
@@ -177,8 +199,13 @@ def print_row(row: dict, ranks: str) -> None:
     global _HEADER
     ps = [f"psvm_p{p}" for p in ranks.split(",")]
     if not _HEADER:
-        cols = ["data", "LinearSVC s (acc)", "target", "SGDClf s (ep, acc)",
-                "SGDClf avg s (ep, acc)"] + [f"{p} s (ep, acc, period)" for p in ps]  # fmt: skip
+        cols = [
+            "data",
+            "LinearSVC s (acc)",
+            "target",
+            "SGDClf s (ep, acc)",
+            "SGDClf avg s (ep, acc)",
+        ] + [f"{p} s (ep, acc, period)" for p in ps]
         cols += ["P2 / best SGDClf"] if "psvm_p2" in ps else []
         print("| " + " | ".join(cols) + " |")
         print("|" + "---|" * len(cols))
@@ -189,9 +216,13 @@ def print_row(row: dict, ranks: str) -> None:
             return f"not reached ({100 * d['acc']:.2f}){extra}"
         return f"{d['s']:.4f} ({d['epochs']}, {100 * d['acc']:.2f}{extra})"
 
-    cells = [row["data"], f"{row['linearsvc_s']:.3f} ({100 * row['linearsvc_acc']:.2f})",
-             f"{100 * row['target']:.2f}", cell(row["sgdclf"]),
-             cell(row["sgdclf_avg"])]  # fmt: skip
+    cells = [
+        row["data"],
+        f"{row['linearsvc_s']:.3f} ({100 * row['linearsvc_acc']:.2f})",
+        f"{100 * row['target']:.2f}",
+        cell(row["sgdclf"]),
+        cell(row["sgdclf_avg"]),
+    ]
     cells += [cell(row[p], f", {row[p]['period']}") for p in ps]
     if "psvm_p2" in ps:
         best = min(row["sgdclf"]["s"], row["sgdclf_avg"]["s"])

@@ -63,8 +63,7 @@ def libsvm(name: str, rows: int | None = None):
             X, y = load_svmlight_file(io.BytesIO(f.read()), zero_based=False)
         if rows:
             X, y = X[:rows], y[:rows]
-        X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                          X.shape)  # fmt: skip
+        X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), X.shape)
         return X, y
 
     return load
@@ -204,8 +203,19 @@ def _i(x) -> str:
     return "-" if x is None else str(x)
 
 
-HEADER = ["problem", "n", "X", "sklearn ms", "psvm ms", "sklearn/psvm", "iter sklearn",
-          "iter psvm", "acc sklearn", "acc psvm", "agree"]  # fmt: skip
+HEADER = [
+    "problem",
+    "n",
+    "X",
+    "sklearn ms",
+    "psvm ms",
+    "sklearn/psvm",
+    "iter sklearn",
+    "iter psvm",
+    "acc sklearn",
+    "acc psvm",
+    "agree",
+]
 
 
 def cells(r: dict) -> list[str]:
@@ -214,9 +224,19 @@ def cells(r: dict) -> list[str]:
         agree += f", max CV gap {r['max_cv_score_gap']:.4f}"
     else:
         agree = f"{100 * r['agree']:.2f}%"
-    return [r["problem"], str(r["n"]), r["X"], _ms(r["sklearn_ms"]), _ms(r["psvm_ms"]),
-            f"{r['sklearn_ms'] / r['psvm_ms']:.2f}", _i(r["sklearn_iter"]), _i(r["psvm_iter"]),
-            f"{100 * r['sklearn_acc']:.2f}", f"{100 * r['psvm_acc']:.2f}", agree]  # fmt: skip
+    return [
+        r["problem"],
+        str(r["n"]),
+        r["X"],
+        _ms(r["sklearn_ms"]),
+        _ms(r["psvm_ms"]),
+        f"{r['sklearn_ms'] / r['psvm_ms']:.2f}",
+        _i(r["sklearn_iter"]),
+        _i(r["psvm_iter"]),
+        f"{100 * r['sklearn_acc']:.2f}",
+        f"{100 * r['psvm_acc']:.2f}",
+        agree,
+    ]
 
 
 def gmean_ratio(rows: list[dict]) -> float:
@@ -244,11 +264,19 @@ def main(argv=None) -> None:
                 p.error(f"--only {want!r}: matches {hit or 'nothing'}; names: {names}")
             chosen.append(hit[0])
     mach, ver = machine(), versions()
-    print(f"# {mach['cpu']}, {mach['cores']} cores, load {mach['load_avg']}, "
-          f"best of {a.repeat} after 1 warm-up", flush=True)  # fmt: skip
+    print(
+        f"# {mach['cpu']}, {mach['cores']} cores, load {mach['load_avg']}, "
+        f"best of {a.repeat} after 1 warm-up",
+        flush=True,
+    )
     widths = [24, 6, 5, 10, 9, 12, 12, 9, 11, 8, 6]
-    print(" ".join(f"{h:>{w}s}" if k else f"{h:{w}s}" for k, (h, w) in
-                   enumerate(zip(HEADER, widths, strict=True))), flush=True)  # fmt: skip
+    print(
+        " ".join(
+            f"{h:>{w}s}" if k else f"{h:{w}s}"
+            for k, (h, w) in enumerate(zip(HEADER, widths, strict=True))
+        ),
+        flush=True,
+    )
     rows = []
     for name in chosen:
         with warnings.catch_warnings(record=True) as caught:
@@ -260,15 +288,26 @@ def main(argv=None) -> None:
         r["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
         rows.append(r)
         c = cells(r)
-        print(" ".join(f"{x:>{w}s}" if k else f"{x:{w}s}" for k, (x, w) in
-                       enumerate(zip(c, widths, strict=True))), flush=True)  # fmt: skip
+        print(
+            " ".join(
+                f"{x:>{w}s}" if k else f"{x:{w}s}"
+                for k, (x, w) in enumerate(zip(c, widths, strict=True))
+            ),
+            flush=True,
+        )
         for w in r["warnings"]:
             print(f"    warning: {w}", flush=True)
     g = gmean_ratio(rows)
     print(f"geometric mean of sklearn/psvm over {len(rows)} rows: {g:.2f}")
     if a.json:
-        doc = {"argv": sys.argv, "repeat": a.repeat, "machine": mach, "versions": ver,
-               "geometric_mean_ratio": g, "rows": rows}  # fmt: skip
+        doc = {
+            "argv": sys.argv,
+            "repeat": a.repeat,
+            "machine": mach,
+            "versions": ver,
+            "geometric_mean_ratio": g,
+            "rows": rows,
+        }
         _write(a.json, json.dumps(doc, indent=1, default=str))
     if a.md:
         body = [cells(r) for r in rows]

@@ -35,28 +35,48 @@ from heuristics.report.text import markdown_table
 from psvm._params import HEURISTICS
 
 
-def sklearn_run(ds: Dataset, rows: int | None, shrinking: bool, cache: float,
-                repeat: int) -> dict:  # fmt: skip
+def sklearn_run(ds: Dataset, rows: int | None, shrinking: bool, cache: float, repeat: int) -> dict:
     train, test = dataset_paths(ds, rows, None)
     X, y = load_csr(train, ds.n_features)
     Xt, yt = load_csr(test, ds.n_features)
-    runs = [sklearn_svc_fit(X, y, Xt, yt, ds, shrinking=shrinking, tol=1e-3, cache=cache)
-            for _ in range(repeat)]  # fmt: skip
+    runs = [
+        sklearn_svc_fit(X, y, Xt, yt, ds, shrinking=shrinking, tol=1e-3, cache=cache)
+        for _ in range(repeat)
+    ]
     r = min(runs, key=lambda r: r["seconds"])
-    return {"seconds": r["seconds"], "all_seconds": [x["seconds"] for x in runs],
-            "accuracy": r["accuracy"], "n_sv": r["n_support"], "n_iter": r["n_iter"],
-            "objective": r["objective"]}  # fmt: skip
+    return {
+        "seconds": r["seconds"],
+        "all_seconds": [x["seconds"] for x in runs],
+        "accuracy": r["accuracy"],
+        "n_sv": r["n_support"],
+        "n_iter": r["n_iter"],
+        "objective": r["objective"],
+    }
 
 
-def psvm_runs(ds: Dataset, rows: int | None, ranks: int, heuristics: list[str], cache: float,
-              repeat: int) -> dict:  # fmt: skip
+def psvm_runs(
+    ds: Dataset, rows: int | None, ranks: int, heuristics: list[str], cache: float, repeat: int
+) -> dict:
     """Every heuristic ``repeat`` times in one launch; the fastest run of each."""
     train, test = dataset_paths(ds, rows, None)
     base = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", f"{cache:g}"]
-    runs = [{"flags": [*base, "--heuristic", h], "traces": False, "accuracy": k == 0,
-             "meta": {"heuristic": h}} for k in range(repeat) for h in heuristics]  # fmt: skip
-    plan = {"train": train, "test": test, "n_features": ds.n_features, "runs": runs,
-            "warmup": [*base, "--heuristic", heuristics[0]]}  # fmt: skip
+    runs = [
+        {
+            "flags": [*base, "--heuristic", h],
+            "traces": False,
+            "accuracy": k == 0,
+            "meta": {"heuristic": h},
+        }
+        for k in range(repeat)
+        for h in heuristics
+    ]
+    plan = {
+        "train": train,
+        "test": test,
+        "n_features": ds.n_features,
+        "runs": runs,
+        "warmup": [*base, "--heuristic", heuristics[0]],
+    }
     with tempfile.TemporaryDirectory(prefix="psvm-bench-") as work:
         records = run_worker(ranks, plan, work)
     out = {}
@@ -101,11 +121,15 @@ def main(argv=None) -> None:
     if "none" not in heuristics:
         heuristics.insert(0, "none")
     rows = []
-    print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, python {platform.python_version()}, "
-          f"best of {a.repeat}")  # fmt: skip
-    print(f"{'data':13s} {'solver':28s} {'P':>2s} {'train s':>8s} {'vs none':>7s} "
-          f"{'vs SVC':>7s} {'vs SVC-shr':>10s} {'acc %':>6s} {'nSV':>6s} {'iter':>7s}")  # fmt: skip
+    print(
+        f"# {platform.node()} {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores, python {platform.python_version()}, "
+        f"best of {a.repeat}"
+    )
+    print(
+        f"{'data':13s} {'solver':28s} {'P':>2s} {'train s':>8s} {'vs none':>7s} "
+        f"{'vs SVC':>7s} {'vs SVC-shr':>10s} {'acc %':>6s} {'nSV':>6s} {'iter':>7s}"
+    )
     for name in a.data.split(","):
         ds = DATASETS[name]
         ds = replace(ds, gamma=a.gamma or ds.gamma, C=a.C or ds.C)
@@ -115,15 +139,26 @@ def main(argv=None) -> None:
                 r = sklearn_run(ds, a.rows, shr, a.cache, a.repeat)
                 ref[shr] = r["seconds"]
                 solver = f"sklearn SVC shrinking={shr}"
-                rows.append({"data": name, "C": ds.C, "gamma": ds.gamma, "solver": solver,
-                             "ranks": 1, **r})  # fmt: skip
+                rows.append(
+                    {"data": name, "C": ds.C, "gamma": ds.gamma, "solver": solver, "ranks": 1, **r}
+                )
                 _print(rows[-1], None, ref)
         for n in map(int, a.ranks.split(",")):
             res = psvm_runs(ds, a.rows, n, heuristics, a.cache, a.repeat)
             for h in heuristics:
                 vs_none = res["none"]["seconds"] / res[h]["seconds"]
-                rows.append({"data": name, "C": ds.C, "gamma": ds.gamma, "solver": f"psvm {h}",
-                             "heuristic": h, "ranks": n, **res[h], "vs_none": vs_none})  # fmt: skip
+                rows.append(
+                    {
+                        "data": name,
+                        "C": ds.C,
+                        "gamma": ds.gamma,
+                        "solver": f"psvm {h}",
+                        "heuristic": h,
+                        "ranks": n,
+                        **res[h],
+                        "vs_none": vs_none,
+                    }
+                )
                 _print(rows[-1], rows[-1]["vs_none"], ref)
     if a.out:
         _write(a.out, json.dumps({"argv": sys.argv, "repeat": a.repeat, "rows": rows}, indent=1))
@@ -151,17 +186,28 @@ def markdown(rows: list[dict], heuristics: list[str]) -> list[str]:
     for (data, g, ranks), t in psvm.items():
         best = min(t, key=t.get)
         cells = [f"**{t[h]:.2f}**" if h == best else f"{t[h]:.2f}" for h in heuristics]
-        body.append([data, f"{g:g}", str(ranks), " / ".join(svc.pop((data, g), [])), *cells,
-                     f"{100 * (1 - t[best] / t['none']):.0f}% ({best})"])  # fmt: skip
+        body.append(
+            [
+                data,
+                f"{g:g}",
+                str(ranks),
+                " / ".join(svc.pop((data, g), [])),
+                *cells,
+                f"{100 * (1 - t[best] / t['none']):.0f}% ({best})",
+            ]
+        )
     return markdown_table(["data", "gamma", "P", "SVC off / on", *heuristics, "best vs none"], body)
 
 
 def _print(r: dict, vs_none: float | None, ref: dict) -> None:
     r["speedup_vs_svc"] = ref[False] / r["seconds"] if ref else None
     r["speedup_vs_svc_shrinking"] = ref[True] / r["seconds"] if True in ref else None
-    print(f"{r['data']:13s} {r['solver']:28s} {r['ranks']:2d} {r['seconds']:8.2f} "
-          f"{_x(vs_none)} {_x(r['speedup_vs_svc'])} {_x(r['speedup_vs_svc_shrinking']):>10s} "
-          f"{100 * r['accuracy']:6.2f} {r['n_sv']:6d} {r['n_iter']:7d}", flush=True)  # fmt: skip
+    print(
+        f"{r['data']:13s} {r['solver']:28s} {r['ranks']:2d} {r['seconds']:8.2f} "
+        f"{_x(vs_none)} {_x(r['speedup_vs_svc'])} {_x(r['speedup_vs_svc_shrinking']):>10s} "
+        f"{100 * r['accuracy']:6.2f} {r['n_sv']:6d} {r['n_iter']:7d}",
+        flush=True,
+    )
 
 
 def _x(v) -> str:

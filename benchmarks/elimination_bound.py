@@ -25,8 +25,13 @@ def traces(name: str, heuristic: str) -> dict:
     ds = DATASETS[name]
     train, test = dataset_paths(ds, None, None)
     flags = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", "200", "--heuristic", heuristic]
-    plan = {"train": train, "test": test, "n_features": ds.n_features, "warmup": flags,
-            "runs": [{"flags": flags, "traces": True, "accuracy": False}]}  # fmt: skip
+    plan = {
+        "train": train,
+        "test": test,
+        "n_features": ds.n_features,
+        "warmup": flags,
+        "runs": [{"flags": flags, "traces": True, "accuracy": False}],
+    }
     with tempfile.TemporaryDirectory(prefix="psvm-bound-") as work:
         (rec,) = run_worker(1, plan, work)
     return rec["stats"]
@@ -36,8 +41,10 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="a9a,w8a,ijcnn1,skin_nonskin")
     a = p.parse_args(argv)
-    print(f"{'data':13s} {'rows':>7s} {'iter':>6s} {'half out at':>11s} {'none s':>7s} "
-          f"{'before':>7s} {'best saving':>11s}")  # fmt: skip
+    print(
+        f"{'data':13s} {'rows':>7s} {'iter':>6s} {'half out at':>11s} {'none s':>7s} "
+        f"{'before':>7s} {'best saving':>11s}"
+    )
     for name in a.data.split(","):
         none, early = traces(name, "none"), traces(name, "earliest")
         n = none["values"]["n_samples"]
@@ -45,9 +52,11 @@ def main(argv=None) -> None:
         half = it[np.argmax(active <= n / 2)] if (active <= n / 2).any() else it[-1]
         t_it, t_s = np.array(none["traces"]["iter"]), np.array(none["traces"]["seconds"])
         before = float(np.interp(half, t_it, t_s)) / t_s[-1]
-        print(f"{name:13s} {n:7d} {none['counts']['n_iter']:6d} {int(half):11d} "
-              f"{none['seconds_max']['train']:7.2f} {100 * before:6.0f}% "
-              f"{100 * (1 - before):10.0f}%")  # fmt: skip
+        print(
+            f"{name:13s} {n:7d} {none['counts']['n_iter']:6d} {int(half):11d} "
+            f"{none['seconds_max']['train']:7.2f} {100 * before:6.0f}% "
+            f"{100 * (1 - before):10.0f}%"
+        )
 
 
 if __name__ == "__main__":

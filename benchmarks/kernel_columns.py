@@ -41,8 +41,10 @@ def main(argv=None) -> None:
     p.add_argument("--data", default="a9a,w8a,ijcnn1")
     p.add_argument("--columns", type=int, default=200)
     a = p.parse_args(argv)
-    print(f"{'data':8s} {'rows':>6s} {'nnz/row':>7s} {'CSR us':>8s} {'CSC us':>8s} "
-          f"{'dense us':>8s} {'sklearn us':>10s} {'best/sklearn':>12s}")  # fmt: skip
+    print(
+        f"{'data':8s} {'rows':>6s} {'nnz/row':>7s} {'CSR us':>8s} {'CSC us':>8s} "
+        f"{'dense us':>8s} {'sklearn us':>10s} {'best/sklearn':>12s}"
+    )
     for name in a.data.split(","):
         measure(name, a.columns)
 
@@ -67,13 +69,16 @@ def measure(name: str, n_cols: int) -> None:
         return ix[ip[r] : ip[r + 1]], dx[ip[r] : ip[r + 1]], sq[r]
 
     paths = {  # each path as the solver runs it: numba, then numpy's exp
-        "csr": lambda r: from_pre(RBF, column_csr(*x(r), ip, ix, dx, sq, rows, *kp, work,
-                                                outs["csr"])),
-        "csc": lambda r: from_pre(RBF, column_csc(*x(r), cp, ri, cd, sq, rows, *kp, dots,
-                                                outs["csc"])),
-        "dense": lambda r: from_pre(RBF, column_dense(*x(r), XT, sq, rows, *kp, dots,
-                                                    outs["dense"])),
-    }  # fmt: skip
+        "csr": lambda r: from_pre(
+            RBF, column_csr(*x(r), ip, ix, dx, sq, rows, *kp, work, outs["csr"])
+        ),
+        "csc": lambda r: from_pre(
+            RBF, column_csc(*x(r), cp, ri, cd, sq, rows, *kp, dots, outs["csc"])
+        ),
+        "dense": lambda r: from_pre(
+            RBF, column_dense(*x(r), XT, sq, rows, *kp, dots, outs["dense"])
+        ),
+    }
     us = {k: per_column(f, n_cols) for k, f in paths.items()}
     us["sklearn"] = per_column(lambda r: rbf_kernel(X, X[r], gamma=ds.gamma), n_cols)
     r = n_cols - 1
@@ -81,8 +86,10 @@ def measure(name: str, n_cols: int) -> None:
         f(r)
     assert all(np.array_equal(outs["csr"], o) for o in outs.values()), "paths differ"
     best = min(us["csr"], us["csc"], us["dense"])
-    print(f"{name:8s} {n:6d} {X.nnz / n:7.1f} {us['csr']:8.0f} {us['csc']:8.0f} "
-          f"{us['dense']:8.0f} {us['sklearn']:10.0f} {best / us['sklearn']:12.2f}")  # fmt: skip
+    print(
+        f"{name:8s} {n:6d} {X.nnz / n:7.1f} {us['csr']:8.0f} {us['csc']:8.0f} "
+        f"{us['dense']:8.0f} {us['sklearn']:10.0f} {best / us['sklearn']:12.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,14 @@ def rank_main(argv: list[str]) -> int:
     rc = train.main(argv)
     peak = _status_kb("VmHWM")
     maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    row = {"rank": comm.rank, "size": comm.size, "rc": rc, "baseline_kb": baseline,
-           "peak_kb": peak, "ru_maxrss_kb": maxrss}  # fmt: skip
+    row = {
+        "rank": comm.rank,
+        "size": comm.size,
+        "rc": rc,
+        "baseline_kb": baseline,
+        "peak_kb": peak,
+        "ru_maxrss_kb": maxrss,
+    }
     rows = comm.allgather_obj(row)
     if comm.rank == 0:
         print("MEMORY " + json.dumps(rows), flush=True)
@@ -58,8 +64,12 @@ def main() -> None:
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--cache", type=float, default=100.0, help="-m, MB per rank")
     ap.add_argument("--max-iter", type=int, default=3000)
-    ap.add_argument("--rows", type=int, default=0,
-                    help="train on the first N rows only (N small: the fixed per-rank cost)")
+    ap.add_argument(
+        "--rows",
+        type=int,
+        default=0,
+        help="train on the first N rows only (N small: the fixed per-rank cost)",
+    )
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     opts, rest = ap.parse_known_args()
     if opts.rank:
@@ -74,18 +84,32 @@ def main() -> None:
         raw = head_path(src, opts.rows)
     X, y = read_libsvm(raw)
     csr_mb = (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2**20
-    print(f"data {opts.data}: {X.shape[0]} rows, {X.shape[1]} features, nnz {X.nnz}, "
-          f"CSR {csr_mb:.1f} MB (float64 data, int32 indices, int64 indptr); "
-          f"cache -m {opts.cache:g} MB/rank")  # fmt: skip
+    print(
+        f"data {opts.data}: {X.shape[0]} rows, {X.shape[1]} features, nnz {X.nnz}, "
+        f"CSR {csr_mb:.1f} MB (float64 data, int32 indices, int64 indptr); "
+        f"cache -m {opts.cache:g} MB/rank"
+    )
     del X, y
     print("| P | rank | baseline MB | peak MB | peak - baseline MB |")
     print("| ---: | ---: | ---: | ---: | ---: |")
     env = dict(os.environ)  # as users run it: no thread overrides
     for p in [int(v) for v in opts.ranks.split(",")]:
         with tempfile.TemporaryDirectory() as d:
-            cmd = [mpiexec(), "-n", str(p), sys.executable, os.path.abspath(__file__), "--rank",
-                   "-q", "-m", str(opts.cache), "--max-iter", str(opts.max_iter), raw,
-                   os.path.join(d, "m.model")]  # fmt: skip
+            cmd = [
+                mpiexec(),
+                "-n",
+                str(p),
+                sys.executable,
+                os.path.abspath(__file__),
+                "--rank",
+                "-q",
+                "-m",
+                str(opts.cache),
+                "--max-iter",
+                str(opts.max_iter),
+                raw,
+                os.path.join(d, "m.model"),
+            ]
             r = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
         lines = [s for s in r.stdout.splitlines() if s.startswith("MEMORY ")]
         if r.returncode != 0 or not lines:

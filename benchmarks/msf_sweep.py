@@ -38,8 +38,22 @@ FLAGS = {
 }
 PROG = "msf_sweep.py"
 USAGE = usage(f"Usage: python benchmarks/{PROG} [options] training_set_file", FLAGS)
-COLUMNS = ["ranks", "period", "epochs", "n_sync", "bytes_sync", "compute_s", "pack_s", "comm_s",
-           "comm_min_s", "eval_s", "train_s", "comm_share", "objective", "accuracy"]  # fmt: skip
+COLUMNS = [
+    "ranks",
+    "period",
+    "epochs",
+    "n_sync",
+    "bytes_sync",
+    "compute_s",
+    "pack_s",
+    "comm_s",
+    "comm_min_s",
+    "eval_s",
+    "train_s",
+    "comm_share",
+    "objective",
+    "accuracy",
+]
 
 
 class SweepError(RuntimeError):
@@ -95,10 +109,13 @@ def _worker(opts: dict) -> int:
         validation = (vs.X, vcodes)
     prob = make_problem(comm, shard.X, codes, classes.size, validation=validation)
     cfg = validate_sgd_params(
-        alpha=opts.get("alpha", 1.0 / shard.n_samples), learning_rate=opts.get("learning_rate",
-        "optimal"), average=opts.get("average", 1), tol=None, intercept_decay=0.01,
+        alpha=opts.get("alpha", 1.0 / shard.n_samples),
+        learning_rate=opts.get("learning_rate", "optimal"),
+        average=opts.get("average", 1),
+        tol=None,
+        intercept_decay=0.01,
         max_iter=opts.get("epochs", 5),
-    )  # fmt: skip
+    )
     periods = opts["periods"] if comm.size > 1 else opts["periods"][:1]
     for period in periods:
         stats = Stats()
@@ -108,14 +125,22 @@ def _worker(opts: dict) -> int:
         r = reduce_stats(comm, stats)
         sec, c = r["seconds_max"], r["counts"]
         train_s = sec.get("epochs", 0.0)
-        row = dict(ranks=comm.size, period=period, epochs=c["n_iter"], n_sync=c.get("n_sync", 0),
-                   bytes_sync=c.get("bytes_sync", 0), compute_s=sec.get("compute", 0.0),
-                   pack_s=sec.get("pack", 0.0), comm_s=sec.get("comm", 0.0),
-                   comm_min_s=min(pr["seconds"].get("comm", 0.0) for pr in r["per_rank"]),
-                   eval_s=sec.get("objective", 0.0) + sec.get("comm_eval", 0.0),
-                   train_s=train_s, comm_share=sec.get("comm", 0.0) / train_s if train_s else 0.0,
-                   objective=state.objectives[-1],
-                   accuracy=stats.traces["val_accuracy"][-1])  # fmt: skip
+        row = dict(
+            ranks=comm.size,
+            period=period,
+            epochs=c["n_iter"],
+            n_sync=c.get("n_sync", 0),
+            bytes_sync=c.get("bytes_sync", 0),
+            compute_s=sec.get("compute", 0.0),
+            pack_s=sec.get("pack", 0.0),
+            comm_s=sec.get("comm", 0.0),
+            comm_min_s=min(pr["seconds"].get("comm", 0.0) for pr in r["per_rank"]),
+            eval_s=sec.get("objective", 0.0) + sec.get("comm_eval", 0.0),
+            train_s=train_s,
+            comm_share=sec.get("comm", 0.0) / train_s if train_s else 0.0,
+            objective=state.objectives[-1],
+            accuracy=stats.traces["val_accuracy"][-1],
+        )
         if comm.rank == 0:
             print(json.dumps(row), flush=True)
     return 0
@@ -130,8 +155,7 @@ def _run_worker(argv: list[str], n: int) -> list[dict]:
         raise UsageError(str(e)) from None
     script = os.path.abspath(__file__)
     cmd = [exe, "-n", str(n), sys.executable, script, "--worker", *argv]
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       check=False)  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise SweepError(f"mpiexec -n {n} worker failed:\n{r.stderr[-2000:]}")
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
@@ -168,9 +192,11 @@ def plot(rows: list[dict], out: str, title: str) -> list[str]:
             for row, scale, unit in ((0, [1.0] * len(rs), "s"), (1, total, "%")):
                 ax = axes[row][col]
                 f = [100.0 / t if unit == "%" else 1.0 for t in scale]
-                parts = [("computation (steps + packing)", comp),
-                         ("communication (Allreduce, incl. waiting)", comm),
-                         ("objective evaluation and the rest", other)]  # fmt: skip
+                parts = [
+                    ("computation (steps + packing)", comp),
+                    ("communication (Allreduce, incl. waiting)", comm),
+                    ("objective evaluation and the rest", other),
+                ]
                 bottom = [0.0] * len(rs)
                 for label, vals in parts:
                     v = [a * b for a, b in zip(vals, f, strict=True)]
@@ -178,8 +204,11 @@ def plot(rows: list[dict], out: str, title: str) -> list[str]:
                     bottom = [a + b for a, b in zip(bottom, v, strict=True)]
                 ax.set_xticks(x, [str(r["period"]) for r in rs], rotation=45)
                 ax.set_xlabel("sync period (local samples between model averages)")
-                ax.set_ylabel("training time, slowest rank (s)" if unit == "s"
-                              else "share of training time (%)")  # fmt: skip
+                ax.set_ylabel(
+                    "training time, slowest rank (s)"
+                    if unit == "s"
+                    else "share of training time (%)"
+                )
                 ax.set_title(f"{title}, P = {p}: " + ("time split" if unit == "s" else "shares"))
                 ax.legend(fontsize=8)
         fig.tight_layout()
@@ -195,8 +224,13 @@ def plot(rows: list[dict], out: str, title: str) -> list[str]:
             continue
         per = [r["period"] for r in rs]
         ax1.plot(per, [100 * r["accuracy"] for r in rs], "o-", label=f"accuracy, P = {p}")
-        ax2.plot(per, [100 * r["comm_share"] for r in rs], "s--", alpha=0.6,
-                 label=f"communication share, P = {p}")  # fmt: skip
+        ax2.plot(
+            per,
+            [100 * r["comm_share"] for r in rs],
+            "s--",
+            alpha=0.6,
+            label=f"communication share, P = {p}",
+        )
     accs = [100 * r["accuracy"] for r in rows]
     mid = (max(accs) + min(accs)) / 2  # at least +-1 point: flat must look flat
     half = max(1.0, (max(accs) - min(accs)) / 2 + 0.2)
@@ -231,10 +265,12 @@ def _body(argv: list[str]) -> int:
         got = _run_worker(worker_argv, n)
         rows += got
         for r in got:
-            print(f"P={r['ranks']} period={r['period']:>5} syncs={r['n_sync']:>7} "
-                  f"train={r['train_s']:.3f}s comm={r['comm_s']:.3f}s "
-                  f"({100 * r['comm_share']:.1f}%) acc={100 * r['accuracy']:.2f}%",
-                  flush=True)  # fmt: skip
+            print(
+                f"P={r['ranks']} period={r['period']:>5} syncs={r['n_sync']:>7} "
+                f"train={r['train_s']:.3f}s comm={r['comm_s']:.3f}s "
+                f"({100 * r['comm_share']:.1f}%) acc={100 * r['accuracy']:.2f}%",
+                flush=True,
+            )
     path = os.path.join(out, "msf_sweep.csv")
     write_csv(path, rows)
     print(f"wrote {path}")

@@ -53,8 +53,12 @@ WROTE = re.compile(r"Wrote .* in ([0-9.]+)s on (\d+) rank")
 
 def psvm_package() -> Path:
     """The folder of the psvm that ``psvm-train`` imports (the same environment as ours)."""
-    out = subprocess.run([sys.executable, "-c", "import psvm; print(psvm.__file__)"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", "import psvm; print(psvm.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     child = Path(out.stdout.strip()).resolve().parent
     import psvm
 
@@ -68,8 +72,13 @@ def numba_cache_files(pkg: Path) -> list[Path]:
     roots = [pkg]
     if os.environ.get("NUMBA_CACHE_DIR"):  # numba mirrors the source path under it
         roots.append(Path(os.environ["NUMBA_CACHE_DIR"]) / str(pkg).lstrip(os.sep))
-    return [f for root in roots if root.is_dir() for pattern in ("*.nbi", "*.nbc")
-            for f in root.rglob(f"__pycache__/{pattern}")]  # fmt: skip
+    return [
+        f
+        for root in roots
+        if root.is_dir()
+        for pattern in ("*.nbi", "*.nbc")
+        for f in root.rglob(f"__pycache__/{pattern}")
+    ]
 
 
 def clear_numba_cache(pkg: Path) -> int:
@@ -98,10 +107,18 @@ def best(cmd: list[str], cwd: Path, repeat: int) -> dict:
 def importtime(cmd: list[str], cwd: Path, top: int) -> dict:
     """``python -X importtime``: self time summed by top-level package, and the slowest modules
     with their importer and the psvm module whose import brought them in."""
-    r = subprocess.run([sys.executable, "-X", "importtime", *cmd], cwd=cwd, capture_output=True,
-                       text=True, check=False)  # fmt: skip
-    lines = [ln for ln in r.stderr.splitlines()
-             if ln.startswith("import time:") and "imported package" not in ln]  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", *cmd],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    lines = [
+        ln
+        for ln in r.stderr.splitlines()
+        if ln.startswith("import time:") and "imported package" not in ln
+    ]
     by_pkg, mods, total, stack = defaultdict(float), [], 0.0, {}
     for line in reversed(lines):  # importtime prints children first: reversed, parents come first
         fields = line.split(":", 1)[1].split("|", 2)
@@ -120,10 +137,15 @@ def importtime(cmd: list[str], cwd: Path, top: int) -> dict:
         mods.append((self_us / 1e3, cum_us / 1e3, name, chain[-1] if chain else None, via))
     mods.sort(key=lambda m: -m[0])
     pkgs = sorted(by_pkg.items(), key=lambda kv: -kv[1])
-    return {"command": " ".join(cmd), "total_ms": total,
-            "by_package_ms": [[k, v] for k, v in pkgs[:top]],
-            "slowest_modules_ms": [{"module": n, "self": s, "cumulative": c, "importer": i,
-                                    "via_psvm": v} for s, c, n, i, v in mods[:top]]}  # fmt: skip
+    return {
+        "command": " ".join(cmd),
+        "total_ms": total,
+        "by_package_ms": [[k, v] for k, v in pkgs[:top]],
+        "slowest_modules_ms": [
+            {"module": n, "self": s, "cumulative": c, "importer": i, "via_psvm": v}
+            for s, c, n, i, v in mods[:top]
+        ],
+    }
 
 
 def per_fit(fits: int) -> dict:
@@ -147,8 +169,11 @@ def per_fit(fits: int) -> dict:
             stats = getattr(est, "fit_stats_", None)
             if stats:
                 inner.append(stats["seconds_max"]["train"])
-        out[name] = {"best_ms": 1e3 * min(times), "median_ms": 1e3 * float(np.median(times)),
-                     "train_timer_best_ms": 1e3 * min(inner) if inner else None}  # fmt: skip
+        out[name] = {
+            "best_ms": 1e3 * min(times),
+            "median_ms": 1e3 * float(np.median(times)),
+            "train_timer_best_ms": 1e3 * min(inner) if inner else None,
+        }
     return out
 
 
@@ -163,8 +188,11 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     pkg, train, mpi = psvm_package(), tool("psvm-train", "pip install -e . first"), mpiexec()
     mach, ver = machine(), versions()
-    print(f"# psvm {pkg} ({ver['psvm git']}); {train}; {mach['cpu']}, {mach['cores']} cores, "
-          f"load {mach['load_avg']}", flush=True)  # fmt: skip
+    print(
+        f"# psvm {pkg} ({ver['psvm git']}); {train}; {mach['cpu']}, {mach['cores']} cores, "
+        f"load {mach['load_avg']}",
+        flush=True,
+    )
     rows: list[dict] = []
 
     def add(part: str, what: str, r: dict, note: str = "") -> None:
@@ -179,12 +207,16 @@ def main(argv=None) -> None:
         main_1 = [train, "-c", "1", "-g", "0.05", MAIN_DATA, model]
         main_2 = [mpi, "-n", "2", *main_1]
         if not a.no_cold:
-            for label, cmd in (("psvm-train (main job)", main_1),
-                               ("mpiexec -n 2 psvm-train (main job)", main_2)):  # fmt: skip
+            for label, cmd in (
+                ("psvm-train (main job)", main_1),
+                ("mpiexec -n 2 psvm-train (main job)", main_2),
+            ):
                 n = clear_numba_cache(pkg)
                 add("a", f"cold {label}", run(cmd, REPO), f"{n} cache files deleted")
-        for label, cmd in (("psvm-train (main job)", main_1),
-                           ("mpiexec -n 2 psvm-train (main job)", main_2)):  # fmt: skip
+        for label, cmd in (
+            ("psvm-train (main job)", main_1),
+            ("mpiexec -n 2 psvm-train (main job)", main_2),
+        ):
             add("b", f"warm {label}", best(cmd, REPO, a.repeat))
         tiny = Path(tmp) / "tiny.train"
         with open(REPO / MAIN_DATA) as f:
@@ -198,18 +230,24 @@ def main(argv=None) -> None:
             ("mpiexec -n 2 psvm-train tiny (20 rows)", [mpi, "-n", "2", *tiny_1]),
         ):
             add("c", label, best(cmd, REPO, a.repeat))
-        imports = [importtime(["-c", "import psvm.cli.train"], REPO, a.top),
-                   importtime([train, *tiny_1[1:]], REPO, a.top)]  # fmt: skip
+        imports = [
+            importtime(["-c", "import psvm.cli.train"], REPO, a.top),
+            importtime([train, *tiny_1[1:]], REPO, a.top),
+        ]
         for imp in imports:
             imp["command"] = imp["command"].replace(tmp, "<tmp>")
     for imp in imports:
         print(f"\n(c) python -X importtime {imp['command']}: {imp['total_ms']:.0f} ms of imports")
-        print("    by package (self ms): " + ", ".join(
-            f"{k} {v:.0f}" for k, v in imp["by_package_ms"]))  # fmt: skip
+        print(
+            "    by package (self ms): "
+            + ", ".join(f"{k} {v:.0f}" for k, v in imp["by_package_ms"])
+        )
         print("    slowest modules (self / cumulative ms; importer; psvm module that led there):")
         for m in imp["slowest_modules_ms"]:
-            print(f"      {m['module']:36s} {m['self']:5.0f} {m['cumulative']:5.0f}  "
-                  f"{m['importer'] or '-'}; {m['via_psvm'] or '-'}")  # fmt: skip
+            print(
+                f"      {m['module']:36s} {m['self']:5.0f} {m['cumulative']:5.0f}  "
+                f"{m['importer'] or '-'}; {m['via_psvm'] or '-'}"
+            )
     fit = per_fit(a.fits)
     print(f"\n(d) per-fit cost, 20 rows of iris, 2 classes, best of {a.fits}:")
     for name, r in fit.items():
@@ -220,9 +258,17 @@ def main(argv=None) -> None:
         )
     ratio = fit["psvm.SVC().fit"]["best_ms"] / fit["sklearn.svm.SVC().fit"]["best_ms"]
     print(f"    psvm / sklearn: {ratio:.1f}x")
-    doc = {"argv": sys.argv, "repeat": a.repeat, "machine": mach, "versions": ver,
-           "package": str(pkg), "psvm_train": train, "commands": rows, "importtime": imports,
-           "per_fit": fit}  # fmt: skip
+    doc = {
+        "argv": sys.argv,
+        "repeat": a.repeat,
+        "machine": mach,
+        "versions": ver,
+        "package": str(pkg),
+        "psvm_train": train,
+        "commands": rows,
+        "importtime": imports,
+        "per_fit": fit,
+    }
     if a.json:
         _write(a.json, json.dumps(doc, indent=1))
     if a.md:
@@ -231,9 +277,12 @@ def main(argv=None) -> None:
 
 def markdown(doc: dict) -> list[str]:
     m = doc["machine"]
-    out = [f"psvm {doc['versions']['psvm git']}, {m['cpu']}, {m['cores']} cores; warm rows: "
-           f"best of {doc['repeat']}. reported: psvm-train's own `Wrote ... in X s`; outside: "
-           "wall - reported (interpreter, imports, MPI start-up and exit).", ""]  # fmt: skip
+    out = [
+        f"psvm {doc['versions']['psvm git']}, {m['cpu']}, {m['cores']} cores; warm rows: "
+        f"best of {doc['repeat']}. reported: psvm-train's own `Wrote ... in X s`; outside: "
+        "wall - reported (interpreter, imports, MPI start-up and exit).",
+        "",
+    ]
     body = []
     for r in doc["commands"]:
         rep = r.get("reported")
@@ -241,16 +290,31 @@ def markdown(doc: dict) -> list[str]:
         body.append([r["part"], r["what"], f"{r['wall']:.2f}", rep_s, out_s, r["note"]])
     out += markdown_table(["", "command", "wall s", "reported s", "outside s", "note"], body)
     for imp in doc["importtime"]:
-        out.append(f"`python -X importtime {imp['command']}`: {imp['total_ms']:.0f} ms; by "
-                   "package (self ms): " + ", ".join(f"{k} {v:.0f}" for k, v in
-                                                      imp["by_package_ms"]))  # fmt: skip
+        out.append(
+            f"`python -X importtime {imp['command']}`: {imp['total_ms']:.0f} ms; by "
+            "package (self ms): " + ", ".join(f"{k} {v:.0f}" for k, v in imp["by_package_ms"])
+        )
         out.append("")
-        body = [[m["module"], f"{m['self']:.1f}", f"{m['cumulative']:.1f}", m["importer"] or "-",
-                 m["via_psvm"] or "-"] for m in imp["slowest_modules_ms"]]  # fmt: skip
+        body = [
+            [
+                m["module"],
+                f"{m['self']:.1f}",
+                f"{m['cumulative']:.1f}",
+                m["importer"] or "-",
+                m["via_psvm"] or "-",
+            ]
+            for m in imp["slowest_modules_ms"]
+        ]
         out += markdown_table(["module", "self ms", "cumulative ms", "importer", "via psvm"], body)
-    body = [[k, f"{r['best_ms']:.2f}", f"{r['median_ms']:.2f}",
-             "-" if r["train_timer_best_ms"] is None else f"{r['train_timer_best_ms']:.2f}"]
-            for k, r in doc["per_fit"].items()]  # fmt: skip
+    body = [
+        [
+            k,
+            f"{r['best_ms']:.2f}",
+            f"{r['median_ms']:.2f}",
+            "-" if r["train_timer_best_ms"] is None else f"{r['train_timer_best_ms']:.2f}",
+        ]
+        for k, r in doc["per_fit"].items()
+    ]
     out.append("Per-fit cost on 20 rows of iris (2 classes):")
     out.append("")
     out += markdown_table(["fit", "best ms", "median ms", "psvm train timer ms"], body)

@@ -74,7 +74,8 @@ def data_dir() -> Path:
             return Path(env)
         raise DataNotFoundError(
             f"data sets not found: $PSVM_SHARED_DATA={env} is not a folder; point it at the "
-            "data sets, or unset it to use ../shared/data")  # fmt: skip
+            "data sets, or unset it to use ../shared/data"
+        )
     tried = [Path.cwd().parent / "shared" / "data"]
     if CHECKOUT is not None and CHECKOUT.parent / "shared" / "data" not in tried:
         tried.append(CHECKOUT.parent / "shared" / "data")
@@ -83,7 +84,8 @@ def data_dir() -> Path:
             return path
     raise DataNotFoundError(
         "data sets not found: set $PSVM_SHARED_DATA to their folder, or run from a folder "
-        f"with ../shared/data (tried {', '.join(map(str, tried))})")  # fmt: skip
+        f"with ../shared/data (tried {', '.join(map(str, tried))})"
+    )
 
 
 def head_path(src: str | Path, rows: int | None) -> str:
@@ -158,10 +160,11 @@ def sklearn_svc_fit(X, y, Xt, yt, ds: Dataset, *, shrinking: bool, tol: float, c
         "n_support": int(clf.n_support_.sum()),
         "n_iter": int(np.sum(clf.n_iter_)),
         "objective": dual_objective(clf.support_vectors_, clf.dual_coef_, ds.gamma)
-        if binary else None,
+        if binary
+        else None,
         "command": f"sklearn.svm.SVC(C={ds.C:g}, gamma={ds.gamma:g}, tol={tol:g}, "
         f"cache_size={cache:g}, shrinking={shrinking}).fit(X, y)",
-    }  # fmt: skip
+    }
 
 
 def tool(name: str, hint: str) -> str:
@@ -189,8 +192,7 @@ def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | Non
     out.unlink(missing_ok=True)
     plan_path.write_text(json.dumps({**plan, "out": str(out), "workdir": str(workdir)}))
     cmd = [mpiexec(), "-n", str(ranks), sys.executable, "-m", "heuristics.worker", str(plan_path)]
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       timeout=timeout, check=False)  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-4000:]}")
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
@@ -200,8 +202,17 @@ def versions() -> dict:
     from importlib import metadata
 
     out = {"psvm git": git_state(), "python": platform.python_version()}
-    for pkg in ("psvm", "numpy", "scipy", "numba", "mpi4py", "mpich", "scikit-learn",
-                "libsvm-official", "matplotlib"):  # fmt: skip
+    for pkg in (
+        "psvm",
+        "numpy",
+        "scipy",
+        "numba",
+        "mpi4py",
+        "mpich",
+        "scikit-learn",
+        "libsvm-official",
+        "matplotlib",
+    ):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -217,11 +228,20 @@ def git_state() -> str | None:
     if CHECKOUT is None:
         return None
     try:
-        head = subprocess.run(["git", "-C", str(CHECKOUT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10, check=True)
-        dirty = subprocess.run(["git", "-C", str(CHECKOUT), "status", "--porcelain",
-                                "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10, check=True)
+        head = subprocess.run(
+            ["git", "-C", str(CHECKOUT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(CHECKOUT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     n = len(dirty.stdout.splitlines())

@@ -16,8 +16,13 @@ import argparse
 import shlex
 import sys
 
-DEFAULTS = {"data": "a9a,w8a,ijcnn1", "ranks": "1,2", "rows": 10000, "test_rows": 5000,
-            "repeats": 5}  # fmt: skip
+DEFAULTS = {
+    "data": "a9a,w8a,ijcnn1",
+    "ranks": "1,2",
+    "rows": 10000,
+    "test_rows": 5000,
+    "repeats": 5,
+}
 
 
 def _csv(text: str) -> list[str]:
@@ -30,26 +35,48 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="psvm-report", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="study", required=True)
     h = sub.add_parser("heuristics", help="elimination heuristics comparison")
-    h.add_argument("--data", default=DEFAULTS["data"], help="comma-separated data set names "
-                   "(heuristics.bench.DATASETS; files from $PSVM_SHARED_DATA or ../shared/data)")
+    h.add_argument(
+        "--data",
+        default=DEFAULTS["data"],
+        help="comma-separated data set names "
+        "(heuristics.bench.DATASETS; files from $PSVM_SHARED_DATA or ../shared/data)",
+    )
     h.add_argument("--ranks", default=DEFAULTS["ranks"], help="comma-separated process counts")
-    h.add_argument("--rows", type=int, default=DEFAULTS["rows"],
-                   help="training rows: the first N of each file; 0 = all")
-    h.add_argument("--test-rows", type=int, default=DEFAULTS["test_rows"],
-                   help="test rows for accuracy: the first N of the test file; 0 = all")
-    h.add_argument("--repeats", type=int, default=DEFAULTS["repeats"],
-                   help="runs per configuration; times are medians")
-    h.add_argument("--grid", choices=("default", "full"), default="default",
-                   help="default: second order x every heuristic x single/multi, plus "
-                   "approximate and first order for a few; full: the whole product")
+    h.add_argument(
+        "--rows",
+        type=int,
+        default=DEFAULTS["rows"],
+        help="training rows: the first N of each file; 0 = all",
+    )
+    h.add_argument(
+        "--test-rows",
+        type=int,
+        default=DEFAULTS["test_rows"],
+        help="test rows for accuracy: the first N of the test file; 0 = all",
+    )
+    h.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULTS["repeats"],
+        help="runs per configuration; times are medians",
+    )
+    h.add_argument(
+        "--grid",
+        choices=("default", "full"),
+        default="default",
+        help="default: second order x every heuristic x single/multi, plus "
+        "approximate and first order for a few; full: the whole product",
+    )
     h.add_argument("--heuristics", default=",".join(HEURISTICS), help="restrict the grid")
-    h.add_argument("--reconstructions", default=",".join(RECONSTRUCTIONS),
-                   help="restrict the grid")
+    h.add_argument("--reconstructions", default=",".join(RECONSTRUCTIONS), help="restrict the grid")
     h.add_argument("--selections", default=",".join(SELECTIONS), help="restrict the grid")
     h.add_argument("--cache", type=float, default=200.0, help="kernel cache MB per process")
     h.add_argument("--out", default="heuristics", help="output directory (default heuristics)")
-    h.add_argument("--build-only", action="store_true",
-                   help="rebuild REPORT.md and the PNGs from OUT/records; run nothing")
+    h.add_argument(
+        "--build-only",
+        action="store_true",
+        help="rebuild REPORT.md and the PNGs from OUT/records; run nothing",
+    )
     h.add_argument("--no-plots", action="store_true", help="Markdown only")
     return p
 
@@ -63,8 +90,9 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
         data = _csv(a.data)
         unknown = [d for d in data if d not in DATASETS]
         if unknown:
-            raise SystemExit(f"psvm-report: unknown data set(s) {unknown}; "
-                             f"known: {sorted(DATASETS)}")  # fmt: skip
+            raise SystemExit(
+                f"psvm-report: unknown data set(s) {unknown}; known: {sorted(DATASETS)}"
+            )
         combos = grid(a.grid, _csv(a.heuristics), _csv(a.reconstructions), _csv(a.selections))
         if not combos:
             raise SystemExit("psvm-report: the grid is empty after --heuristics/--selections")
@@ -75,11 +103,17 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
         except DataNotFoundError as e:
             raise SystemExit(f"psvm-report: {e}") from None
         run_study(
-            a.out, data=data, ranks=[int(P) for P in _csv(a.ranks)],
-            rows=a.rows or None, test_rows=a.test_rows or None, repeats=a.repeats,
-            combos=combos, grid_name=a.grid, cache_mb=a.cache,
+            a.out,
+            data=data,
+            ranks=[int(P) for P in _csv(a.ranks)],
+            rows=a.rows or None,
+            test_rows=a.test_rows or None,
+            repeats=a.repeats,
+            combos=combos,
+            grid_name=a.grid,
+            cache_mb=a.cache,
             command=shlex.join(["psvm-report", *argv]),
-        )  # fmt: skip
+        )
     path = write_report(a.out, plots=not a.no_plots)
     print(f"wrote {path}")
     return 0

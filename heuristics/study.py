@@ -31,8 +31,12 @@ FIRST_ORDER_SUBSET = ("none", "earliest", "percent-5", "libsvm")
 APPROXIMATE_SUBSET = ("earliest", "libsvm")
 
 
-def grid(kind: str = "default", heuristics=HEURISTICS, reconstructions=RECONSTRUCTIONS,
-         selections=tuple(SELECTIONS)) -> list[tuple[str, str, str]]:  # fmt: skip
+def grid(
+    kind: str = "default",
+    heuristics=HEURISTICS,
+    reconstructions=RECONSTRUCTIONS,
+    selections=tuple(SELECTIONS),
+) -> list[tuple[str, str, str]]:
     """(heuristic, reconstruction, selection) triples, 'none' only with 'single'.
 
     ``default``: second order x every heuristic x {single, multi}, plus
@@ -53,8 +57,7 @@ def grid(kind: str = "default", heuristics=HEURISTICS, reconstructions=RECONSTRU
                     if rec == "approximate" and (sel == "first" or h not in APPROXIMATE_SUBSET):
                         continue
                 out.append((h, rec, sel))
-    return [c for c in out
-            if c[0] in heuristics and c[1] in reconstructions and c[2] in selections]  # fmt: skip
+    return [c for c in out if c[0] in heuristics and c[1] in reconstructions and c[2] in selections]
 
 
 def _log(msg: str) -> None:
@@ -117,14 +120,23 @@ def run_study(
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     n_runs = len(data) * len(ranks) * len(combos) * repeats
-    log(f"{n_runs} psvm runs: {len(data)} data set(s) x P in {ranks} x {len(combos)} "
-        f"configurations x {repeats} repeats")  # fmt: skip
+    log(
+        f"{n_runs} psvm runs: {len(data)} data set(s) x P in {ranks} x {len(combos)} "
+        f"configurations x {repeats} repeats"
+    )
     for name in data:
         ds = DATASETS[name]
         train, test = dataset_paths(ds, rows, test_rows)
-        info = {"name": name, "train_file": ds.train, "test_file": ds.test, "C": ds.C,
-                "gamma": ds.gamma, "n_features": ds.n_features,
-                "n_train": count_lines(train), "n_test": count_lines(test)}  # fmt: skip
+        info = {
+            "name": name,
+            "train_file": ds.train,
+            "test_file": ds.test,
+            "C": ds.C,
+            "gamma": ds.gamma,
+            "n_features": ds.n_features,
+            "n_train": count_lines(train),
+            "n_test": count_lines(test),
+        }
         study["datasets"].append(info)
         log(f"{name}: {info['n_train']} training rows, {info['n_test']} test rows")
         X, y = load_csr(train, ds.n_features)
@@ -133,22 +145,43 @@ def run_study(
         for rep in range(repeats):
             for shrinking in (False, True):
                 r = sklearn_svc_fit(X, y, Xt, yt, ds, shrinking=shrinking, tol=tol, cache=cache_mb)
-                svc.append({"schema": 1, "kind": "sklearn-svc", "dataset": name,
-                            "shrinking": shrinking, "repeat": rep, **r})  # fmt: skip
+                svc.append(
+                    {
+                        "schema": 1,
+                        "kind": "sklearn-svc",
+                        "dataset": name,
+                        "shrinking": shrinking,
+                        "repeat": rep,
+                        **r,
+                    }
+                )
         _append(rec_dir / f"{name}.svc.jsonl", svc)
         log(f"{name}: scikit-learn SVC done")
         base = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-e", f"{tol:g}", "-m", f"{cache_mb:g}"]
         for P in ranks:
             runs = [
-                {"flags": [*base, "--heuristic", h, "--reconstruction", rec, "--selection", sel],
-                 "meta": {"dataset": name, "heuristic": h, "reconstruction": rec,
-                          "selection": sel, "repeat": rep},
-                 "traces": rep == 0, "exact_objective": rec == "approximate"}
+                {
+                    "flags": [*base, "--heuristic", h, "--reconstruction", rec, "--selection", sel],
+                    "meta": {
+                        "dataset": name,
+                        "heuristic": h,
+                        "reconstruction": rec,
+                        "selection": sel,
+                        "repeat": rep,
+                    },
+                    "traces": rep == 0,
+                    "exact_objective": rec == "approximate",
+                }
                 for rep in range(repeats)
                 for h, rec, sel in combos
-            ]  # fmt: skip
-            plan = {"train": train, "test": test, "n_features": ds.n_features, "runs": runs,
-                    "warmup": [*base, "--heuristic", "earliest", "--reconstruction", "multi"]}
+            ]
+            plan = {
+                "train": train,
+                "test": test,
+                "n_features": ds.n_features,
+                "runs": runs,
+                "warmup": [*base, "--heuristic", "earliest", "--reconstruction", "multi"],
+            }
             t = time.perf_counter()
             with tempfile.TemporaryDirectory(prefix="psvm-study-") as work:
                 records = run_worker(P, plan, work)

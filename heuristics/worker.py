@@ -64,8 +64,9 @@ def slim_stats(stats: dict, keep_traces: bool) -> dict:
         ]
     else:
         out.pop("traces", None)
-        out["per_rank"] = [{k: v for k, v in r.items() if k != "traces"}
-                           for r in stats.get("per_rank", [])]  # fmt: skip
+        out["per_rank"] = [
+            {k: v for k, v in r.items() if k != "traces"} for r in stats.get("per_rank", [])
+        ]
     return out
 
 
@@ -120,13 +121,17 @@ def main(plan_path: str) -> int:
                 record["accuracy"] = float(np.mean(model.predict(Xt) == yt))
                 record["n_test"] = int(yt.size)
             record["stats"] = slim_stats(stats, bool(run.get("traces", True)))
-            if run.get("exact_objective") and getattr(model, "kernel", None) == "rbf" \
-                    and len(model.classes) == 2:
+            if (
+                run.get("exact_objective")
+                and getattr(model, "kernel", None) == "rbf"
+                and len(model.classes) == 2
+            ):
                 from heuristics.bench import dual_objective
 
                 # psvm's own value uses the stale gradients of rows never reconstructed
                 record["objective_recomputed"] = dual_objective(
-                    model.support_vectors, model.dual_coef, model.gamma)
+                    model.support_vectors, model.dual_coef, model.gamma
+                )
         with open(plan["out"], "a") as f:
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
     return 0

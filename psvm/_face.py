@@ -157,8 +157,14 @@ class FitInput:
     sparse: bool
 
     def shard(self) -> Shard:
-        return Shard(X=self.X, y=self.codes, offset=self.offset, n_samples=self.n_samples,
-                     n_features=self.n_features, max_row_nnz=self.max_row_nnz)  # fmt: skip
+        return Shard(
+            X=self.X,
+            y=self.codes,
+            offset=self.offset,
+            n_samples=self.n_samples,
+            n_features=self.n_features,
+            max_row_nnz=self.max_row_nnz,
+        )
 
 
 def _canonical_csr(X) -> sp.csr_matrix:
@@ -200,10 +206,12 @@ def check_finite_rows(X) -> None:
         row = int(bad[0]) if bad.size else None
     if row is not None:
         values = X[row].data if sp.issparse(X) else X[row]
-        raise ValueError(f"X row {row}: values too large: its squared norm exceeds "
-                         f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 (largest "
-                         f"|value| {np.abs(values).max():.3g}); scale the features, e.g. with "
-                         "StandardScaler")  # fmt: skip
+        raise ValueError(
+            f"X row {row}: values too large: its squared norm exceeds "
+            f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 (largest "
+            f"|value| {np.abs(values).max():.3g}); scale the features, e.g. with "
+            "StandardScaler"
+        )
 
 
 def input_digest(X: sp.csr_matrix, codes: np.ndarray, sample_weight: np.ndarray) -> str:
@@ -216,8 +224,13 @@ def input_digest(X: sp.csr_matrix, codes: np.ndarray, sample_weight: np.ndarray)
         X = X.copy()
         X.eliminate_zeros()
     h = hashlib.blake2b(np.array(X.shape, dtype=np.int64).tobytes(), digest_size=16)
-    for a, dtype in ((X.indptr, np.int64), (X.indices, np.int64), (X.data, np.float64),
-                     (codes, np.int64), (sample_weight, np.float64)):  # fmt: skip
+    for a, dtype in (
+        (X.indptr, np.int64),
+        (X.indices, np.int64),
+        (X.data, np.float64),
+        (codes, np.int64),
+        (sample_weight, np.float64),
+    ):
         for k in range(0, a.size, 1 << 20):  # in pieces: no full copy of a converted array
             h.update(np.ascontiguousarray(a[k : k + (1 << 20)], dtype=dtype).tobytes())
         h.update(b"|")
@@ -240,8 +253,11 @@ def agree_replicated(comm, X, y, sample_weight) -> None:
 def _same_everywhere(ranks: list) -> None:
     """InputError unless every rank's (shape, labels, digest) equals rank 0's, exactly."""
     shape, labels, digest = ranks[0]
-    differ = [r for r, (s, lab, d) in enumerate(ranks)
-              if s != shape or d != digest or not np.array_equal(lab, labels)]  # fmt: skip
+    differ = [
+        r
+        for r, (s, lab, d) in enumerate(ranks)
+        if s != shape or d != digest or not np.array_equal(lab, labels)
+    ]
     if differ:
         raise InputError(
             "distributed='replicated' needs the same X, y and sample_weight on every rank, but "
@@ -251,8 +267,15 @@ def _same_everywhere(ranks: list) -> None:
 
 
 def _check_fit_input(est, X, y, sample_weight, sharded: bool):
-    X, y = validate_data(est, X, y, accept_sparse="csr", dtype=np.float64, order="C",
-                         ensure_min_samples=0 if sharded else 1)  # fmt: skip
+    X, y = validate_data(
+        est,
+        X,
+        y,
+        accept_sparse="csr",
+        dtype=np.float64,
+        order="C",
+        ensure_min_samples=0 if sharded else 1,
+    )
     check_finite_rows(X)
     check_classification_targets(y)
     return X, y, check_sample_weight(sample_weight, X.shape[0])
@@ -268,8 +291,10 @@ def global_width(comm, X, sharded: bool) -> int:
     widths = comm.allgather_obj((X.shape[1], sp.issparse(X)))
     n_features = max(w for w, _ in widths)
     if any(w != n_features and not is_sparse for w, is_sparse in widths):
-        raise InputError(f"dense X must have the same number of features on every rank, got "
-                         f"{[w for w, _ in widths]}")  # fmt: skip
+        raise InputError(
+            f"dense X must have the same number of features on every rank, got "
+            f"{[w for w, _ in widths]}"
+        )
     return n_features
 
 
@@ -302,8 +327,10 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
     if not sharded:
         _same_everywhere([(r[0], r[2], r[6]) for r in ranks])
     if any(r[0][1] != n_features and not r[1] for r in ranks):
-        raise InputError(f"dense X must have the same number of features on every rank, got "
-                         f"{[r[0][1] for r in ranks]}")  # fmt: skip
+        raise InputError(
+            f"dense X must have the same number of features on every rank, got "
+            f"{[r[0][1] for r in ranks]}"
+        )
     if sharded and sum(r[0][0] for r in ranks) == 0:
         raise InputError("Found array with 0 sample(s) on every rank: fit needs at least one")
     parts = ranks if sharded else [mine]
@@ -313,18 +340,25 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
         class_counts[np.searchsorted(classes, r[2])] += r[3]
     positive = np.unique(np.concatenate([r[4] for r in parts if r[4].size] or [r[4]]))
     if positive.size == 0:
-        raise InputError("sample_weight is zero for every sample: at least two classes need "
-                         "samples of positive weight")  # fmt: skip
+        raise InputError(
+            "sample_weight is zero for every sample: at least two classes need "
+            "samples of positive weight"
+        )
     if classes.size < 2:
-        raise InputError(f"The number of classes has to be greater than one; got 1 class "
-                         f"({classes[0]!r})")  # fmt: skip
+        raise InputError(
+            f"The number of classes has to be greater than one; got 1 class ({classes[0]!r})"
+        )
     if positive.size < 2:
-        raise InputError(f"all samples with positive sample_weight belong to one class "
-                         f"({positive[0]!r}); at least two classes are needed")  # fmt: skip
+        raise InputError(
+            f"all samples with positive sample_weight belong to one class "
+            f"({positive[0]!r}); at least two classes are needed"
+        )
     if positive.size < classes.size:
         missing = np.setdiff1d(classes, positive).tolist()
-        raise InputError(f"class {missing} has no sample with positive sample_weight; "
-                         "remove its samples or give them a weight")  # fmt: skip
+        raise InputError(
+            f"class {missing} has no sample with positive sample_weight; "
+            "remove its samples or give them a weight"
+        )
     codes = np.searchsorted(classes, y).astype(np.float64)
     if sharded:
         rows = slice(0, Xc.shape[0])
@@ -338,10 +372,18 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
     if Xl.shape[1] < n_features:  # a sparse shard without the highest feature indices
         Xl = sp.csr_matrix((Xl.data, Xl.indices, Xl.indptr), shape=(Xl.shape[0], n_features))
     est.n_features_in_ = n_features
-    return FitInput(X=Xl, codes=codes[rows], sample_weight=sw[rows], classes=classes,
-                    class_counts=class_counts, offset=offset, n_samples=n_samples,
-                    n_features=n_features, max_row_nnz=max(r[5] for r in ranks),
-                    sparse=sparse)  # fmt: skip
+    return FitInput(
+        X=Xl,
+        codes=codes[rows],
+        sample_weight=sw[rows],
+        classes=classes,
+        class_counts=class_counts,
+        offset=offset,
+        n_samples=n_samples,
+        n_features=n_features,
+        max_row_nnz=max(r[5] for r in ranks),
+        sparse=sparse,
+    )
 
 
 def class_weight_vector(class_weight, classes: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
@@ -392,11 +434,13 @@ def fit_report(report: dict, model, data: FitInput) -> dict:
     """The reduced run statistics plus the fit's totals, as plain JSON types."""
     hits, misses = (report["counts"].get(key, 0) for key in ("cache_hits", "cache_misses"))
     report["values"].update(
-        n_samples=data.n_samples, n_features=data.n_features,
-        n_support=int(model.support_vectors.shape[0]), objective=model.meta["objective"],
+        n_samples=data.n_samples,
+        n_features=data.n_features,
+        n_support=int(model.support_vectors.shape[0]),
+        objective=model.meta["objective"],
         cache_hit_rate=hits / (hits + misses) if hits + misses else 0.0,
         **{key: model.meta[key] for key in ("heuristic", "reconstruction", "approximate")},
-    )  # fmt: skip
+    )
     return jsonable(report)
 
 

@@ -138,8 +138,11 @@ def unknown_weight_labels(class_weight: dict, classes) -> list[str]:
     and trains on; both faces and both solvers say the same.
     """
     known = set(classes)
-    return [f"class label {_label_text(label)} specified in weight is not found"
-            for label in class_weight if label not in known]  # fmt: skip
+    return [
+        f"class label {_label_text(label)} specified in weight is not found"
+        for label in class_weight
+        if label not in known
+    ]
 
 
 def _label_text(label) -> str:

@@ -242,20 +242,33 @@ class SVC(ClassifierMixin, BaseEstimator):
         self : object
             The fitted estimator, the same on every rank.
         """
-        check_face_params(distributed=self.distributed, n_jobs=self.n_jobs,
-                          decision_function_shape=self.decision_function_shape,
-                          random_state=self.random_state)  # fmt: skip
+        check_face_params(
+            distributed=self.distributed,
+            n_jobs=self.n_jobs,
+            decision_function_shape=self.decision_function_shape,
+            random_state=self.random_state,
+        )
         if check_threads(self.n_threads) is not None and self.n_jobs is not None:
-            raise ParameterError(f"n_threads={self.n_threads!r} and n_jobs={self.n_jobs!r}: "
-                                 "give one of them (n_jobs is the older name)")  # fmt: skip
+            raise ParameterError(
+                f"n_threads={self.n_threads!r} and n_jobs={self.n_jobs!r}: "
+                "give one of them (n_jobs is the older name)"
+            )
         cw = self.class_weight
         params = validate_svc_params(
-            C=self.C, kernel=self.kernel, degree=self.degree, gamma=self.gamma,
-            coef0=self.coef0, tol=self.tol, cache_size=self.cache_size, max_iter=self.max_iter,
-            selection=self.selection, heuristic=resolve_heuristic(self.shrinking, self.heuristic),
-            reconstruction=self.reconstruction, verbose=self.verbose,
+            C=self.C,
+            kernel=self.kernel,
+            degree=self.degree,
+            gamma=self.gamma,
+            coef0=self.coef0,
+            tol=self.tol,
+            cache_size=self.cache_size,
+            max_iter=self.max_iter,
+            selection=self.selection,
+            heuristic=resolve_heuristic(self.shrinking, self.heuristic),
+            reconstruction=self.reconstruction,
+            verbose=self.verbose,
             class_weight=cw if isinstance(cw, dict) else None,
-        )  # fmt: skip
+        )
         checkpoint = make_checkpoint_config(
             self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
         )
@@ -266,9 +279,12 @@ class SVC(ClassifierMixin, BaseEstimator):
         ):
             self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
-            warnings.warn(f"Solver terminated early (max_iter={self.max_iter}). Consider "
-                          "pre-processing your data with StandardScaler or MinMaxScaler.",
-                          ConvergenceWarning, stacklevel=2)  # fmt: skip
+            warnings.warn(
+                f"Solver terminated early (max_iter={self.max_iter}). Consider "
+                "pre-processing your data with StandardScaler or MinMaxScaler.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         return self
 
     def _fit_threads(self, comm):
@@ -293,9 +309,15 @@ class SVC(ClassifierMixin, BaseEstimator):
         log = print if self.verbose and comm.rank == 0 else None
         with stats.timer("train"):
             model, support = fit_ovo(
-                comm, data.shard(), params, np.arange(k, dtype=np.float64),
-                sample_weight=data.sample_weight, stats=stats, log=log, checkpoint=checkpoint,
-            )  # fmt: skip
+                comm,
+                data.shard(),
+                params,
+                np.arange(k, dtype=np.float64),
+                sample_weight=data.sample_weight,
+                stats=stats,
+                log=log,
+                checkpoint=checkpoint,
+            )
         model.classes = data.classes
         self.fit_stats_ = fit_report(reduce_stats(comm, stats), model, data)
         self._set_model(model, support, (data.n_samples, data.n_features), data.sparse)
@@ -427,8 +449,9 @@ class SVC(ClassifierMixin, BaseEstimator):
         n_sv = model.support_vectors.shape[0]
         if support is None or len(support) != n_sv:
             support = np.full(n_sv, -1)
-        est = cls(kernel=model.kernel, gamma=model.gamma, coef0=model.coef0,
-                  degree=model.degree, **params)  # fmt: skip
+        est = cls(
+            kernel=model.kernel, gamma=model.gamma, coef0=model.coef0, degree=model.degree, **params
+        )
         est._set_model(model, support, (n_samples, model.support_vectors.shape[1]), sparse=True)
         est.class_weight_ = np.ones(model.n_classes)
         return est

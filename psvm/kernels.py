@@ -246,8 +246,9 @@ def csc_cost(x_idx, colptr):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _block_row(q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0,
-               degree, out):  # fmt: skip
+def _block_row(
+    q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out
+):
     """Row q of :func:`_block_pre`."""
     n_f = FT.shape[1]
     r = rows[q]
@@ -278,8 +279,9 @@ def _block_pre(
     order as in :func:`column_csr`, so values equal the column paths' bitwise.
     """
     for q in prange(rows.size):
-        _block_row(q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0,
-                   degree, out)  # fmt: skip
+        _block_row(
+            q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out
+        )
     return out
 
 
@@ -290,8 +292,9 @@ def _block_pre_serial(
     """:func:`_block_pre` in this thread: for small blocks, where waking the thread pool
     costs more than the work (and far more on a loaded machine)."""
     for q in range(rows.size):
-        _block_row(q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0,
-                   degree, out)  # fmt: skip
+        _block_row(
+            q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out
+        )
     return out
 
 
@@ -438,8 +441,9 @@ def kernel_sums(
         for q0 in range(0, rows.size, step):
             blk = rows[q0 : q0 + step]
             block = _block_pre if blk.size * FT.size >= _PARALLEL_WORK else _block_pre_serial
-            K = block(blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams,
-                      buf[: blk.size])  # fmt: skip
+            K = block(
+                blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams, buf[: blk.size]
+            )
             from_pre(kid, K)
             _weighted_row_sums(K, f_coef[s0:s1], lanes[q0 : q0 + blk.size])
         fmap[used] = -1
@@ -503,7 +507,15 @@ def kernel_matrix(
         n_features = used.size
     out = np.empty((A.shape[0], B.shape[0]))
     _matrix_pre(
-        *csr_arrays(A), a_sq, *csr_arrays(B), b_sq,
-        n_features, kernel_id, float(gamma), float(coef0), int(degree), out,
-    )  # fmt: skip
+        *csr_arrays(A),
+        a_sq,
+        *csr_arrays(B),
+        b_sq,
+        n_features,
+        kernel_id,
+        float(gamma),
+        float(coef0),
+        int(degree),
+        out,
+    )
     return from_pre(kernel_id, out)

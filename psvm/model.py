@@ -136,8 +136,11 @@ class SVCModel:
                 f"rho has shape {self.rho.shape}, expected ({n_pairs},): one per class pair "
                 f"for {k} classes"
             )
-        for name, arr in (("dual_coef", self.dual_coef), ("rho", self.rho),
-                          ("support_vectors", self.support_vectors.data)):  # fmt: skip
+        for name, arr in (
+            ("dual_coef", self.dual_coef),
+            ("rho", self.rho),
+            ("support_vectors", self.support_vectors.data),
+        ):
             if not np.all(np.isfinite(arr)):
                 raise ValueError(f"{name} contains non-finite values")
         if self.n_features is not None:
@@ -189,9 +192,13 @@ class SVCModel:
         for r0 in range(0, n, chunk):
             r1 = min(n, r0 + chunk)
             K = kernel_matrix(
-                X[r0:r1], self.support_vectors, self.kernel_id,
-                self.gamma, self.coef0, self.degree,
-            )  # fmt: skip
+                X[r0:r1],
+                self.support_vectors,
+                self.kernel_id,
+                self.gamma,
+                self.coef0,
+                self.degree,
+            )
             # part[c][:, t] = sum over class c's SVs of sv_coef[t] * K: one product per class.
             part = [
                 K[:, start[c] : start[c + 1]] @ self.dual_coef[:, start[c] : start[c + 1]].T
@@ -255,8 +262,9 @@ class SVCModel:
         perm = [where.get(c, -1) for c in classes.tolist()]  # new class index -> old
         k = self.n_classes
         if classes.shape != (k,) or sorted(perm) != list(range(k)):
-            raise ValueError(f"classes {classes.tolist()} are not a permutation of "
-                             f"{self.classes.tolist()}")  # fmt: skip
+            raise ValueError(
+                f"classes {classes.tolist()} are not a permutation of {self.classes.tolist()}"
+            )
         old = np.concatenate(([0], np.cumsum(self.n_support)))
         n_support = self.n_support[perm]
         new = np.concatenate(([0], np.cumsum(n_support)))
@@ -277,10 +285,18 @@ class SVCModel:
                 rho[_pair_index(a, b, k)] = self.rho[p] if i < j else -self.rho[p]
         rows = np.concatenate([np.arange(old[c], old[c + 1]) for c in perm])
         return SVCModel(
-            kernel=self.kernel, gamma=self.gamma, coef0=self.coef0, degree=self.degree,
-            classes=classes, n_support=n_support, support_vectors=self.support_vectors[rows],
-            dual_coef=dual_coef, rho=rho, n_features=self.n_features, meta=dict(self.meta),
-        )  # fmt: skip
+            kernel=self.kernel,
+            gamma=self.gamma,
+            coef0=self.coef0,
+            degree=self.degree,
+            classes=classes,
+            n_support=n_support,
+            support_vectors=self.support_vectors[rows],
+            dual_coef=dual_coef,
+            rho=rho,
+            n_features=self.n_features,
+            meta=dict(self.meta),
+        )
 
     @classmethod
     def from_sklearn(cls, svc: Any) -> SVCModel:
@@ -296,12 +312,17 @@ class SVCModel:
         coef = svc.dual_coef_  # sparse when sklearn was fitted on sparse X
         coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
         return cls(
-            kernel=svc.kernel, gamma=float(svc._gamma), coef0=float(svc.coef0),
-            degree=int(svc.degree), classes=np.asarray(svc.classes_),
-            n_support=np.asarray(svc.n_support_), support_vectors=svc.support_vectors_,
-            dual_coef=sign * coef, rho=-sign * np.asarray(svc.intercept_),
+            kernel=svc.kernel,
+            gamma=float(svc._gamma),
+            coef0=float(svc.coef0),
+            degree=int(svc.degree),
+            classes=np.asarray(svc.classes_),
+            n_support=np.asarray(svc.n_support_),
+            support_vectors=svc.support_vectors_,
+            dual_coef=sign * coef,
+            rho=-sign * np.asarray(svc.intercept_),
             n_features=int(svc.n_features_in_),
-        )  # fmt: skip
+        )
 
 
 def _coef_row(c: int, other: int) -> int:

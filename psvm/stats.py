@@ -98,7 +98,7 @@ def reduce_stats(comm, stats: Stats) -> dict:
                 else v
             )
             for k, v in mine["traces"].items()
-        },  # fmt: skip
+        },
         "per_rank": [
             {
                 "counts": r["counts"],
@@ -106,5 +106,5 @@ def reduce_stats(comm, stats: Stats) -> dict:
                 "traces": {k: r["traces"][k] for k in SUMMED_TRACES if k in r["traces"]},
             }
             for r in ranks
-        ],  # fmt: skip
+        ],
     }

@@ -52,12 +52,54 @@ def first_bad_line(content: bytes) -> int | None:
 
 # -- mutations ---------------------------------------------------------------------
 
-JUNK = [b"\xff", b"\xfe", b"\x00", b"\xc3", b"\xe9", b":", b"#", b" ", b"\r", b"e", b".", b"-",
-        b"x", b"\t", b"\n", b"+"]  # fmt: skip
-BAD_VALUES = [b"nan", b"NaN", b"inf", b"-inf", b"Infinity", b"1e999", b"0x1p3", b"1_0", b"",
-              b"1e", b".", b"--1", b"1.2.3", b"\xff"]  # fmt: skip
-ODD_LABELS = [b"+1", b"1.0", b"2", b"-1", b"1e0", b"3", b"abc", b"nan", b"inf", b"0x1", b"+",
-              b"\xc3\xa9"]  # fmt: skip
+JUNK = [
+    b"\xff",
+    b"\xfe",
+    b"\x00",
+    b"\xc3",
+    b"\xe9",
+    b":",
+    b"#",
+    b" ",
+    b"\r",
+    b"e",
+    b".",
+    b"-",
+    b"x",
+    b"\t",
+    b"\n",
+    b"+",
+]
+BAD_VALUES = [
+    b"nan",
+    b"NaN",
+    b"inf",
+    b"-inf",
+    b"Infinity",
+    b"1e999",
+    b"0x1p3",
+    b"1_0",
+    b"",
+    b"1e",
+    b".",
+    b"--1",
+    b"1.2.3",
+    b"\xff",
+]
+ODD_LABELS = [
+    b"+1",
+    b"1.0",
+    b"2",
+    b"-1",
+    b"1e0",
+    b"3",
+    b"abc",
+    b"nan",
+    b"inf",
+    b"0x1",
+    b"+",
+    b"\xc3\xa9",
+]
 BAD_INDICES = [b"0", b"-1", b"qid", b"99999999999", str(MAX_INDEX + 1).encode(), b"a", b"1_0", b""]
 
 
@@ -69,8 +111,21 @@ def _features(line: bytes) -> tuple[bytes, list[bytes]]:
 def mutate_line(line: bytes, rng: random.Random, *, huge_ok: bool = True) -> bytes:
     """One random corruption of a data line (which may leave it valid)."""
     label, feats = _features(line)
-    kind = rng.choice(["truncate", "junk", "swap", "dup", "value", "index", "label", "crlf",
-                       "comment", "qid", "huge"])  # fmt: skip
+    kind = rng.choice(
+        [
+            "truncate",
+            "junk",
+            "swap",
+            "dup",
+            "value",
+            "index",
+            "label",
+            "crlf",
+            "comment",
+            "qid",
+            "huge",
+        ]
+    )
     if kind == "truncate":
         return line[: rng.randrange(len(line) + 1)]
     if kind == "junk":

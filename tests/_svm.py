@@ -17,8 +17,7 @@ def load_head(path, n_rows: int | None = None, n_features: int | None = None):
         lines = f.readlines() if n_rows is None else [f.readline() for _ in range(n_rows)]
     import io
 
-    X, y = load_svmlight_file(io.BytesIO(b"".join(lines)), n_features=n_features,
-                              zero_based=False)  # fmt: skip
+    X, y = load_svmlight_file(io.BytesIO(b"".join(lines)), n_features=n_features, zero_based=False)
     # sklearn.svm.SVC accepts 32-bit indices only
     X = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), X.shape)
     return X, y
@@ -46,8 +45,9 @@ def libsvm_problem(src, dst, n_rows: int | None = None):
 def pair_objectives(dual_coef, SV, n_support, kernel, gamma, coef0=0.0, degree=3):
     """Dual objective 1/2 c'Kc - sum|c| of every one-vs-one pair (LIBSVM layout)."""
     dual_coef = np.asarray(dual_coef.todense() if hasattr(dual_coef, "todense") else dual_coef)
-    K = pairwise_kernels(SV, SV, metric=kernel, gamma=gamma, coef0=coef0, degree=degree,
-                         filter_params=True)  # fmt: skip
+    K = pairwise_kernels(
+        SV, SV, metric=kernel, gamma=gamma, coef0=coef0, degree=degree, filter_params=True
+    )
     start = np.concatenate(([0], np.cumsum(n_support)))
     k = len(n_support)
     out = []
@@ -85,8 +85,9 @@ def run_cli(module: str, args: list, n: int | None, timeout: float = 300, cwd=No
         exe = mpiexec()
         assert exe is not None, "mpiexec not found: install the mpich wheel"
         cmd = [exe, "-n", str(n), *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env=env, check=False)  # fmt: skip
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, check=False
+    )
 
 
 def assert_models_equal(a, b, rtol: float = 1e-9) -> None:
@@ -107,9 +108,16 @@ def fit_model(X, y, comm=None, **params):
     from psvm.svc.multiclass import fit_ovo
 
     X = sp.csr_matrix(X, dtype=np.float64)
-    shard = Shard(X=X, y=np.asarray(y, dtype=np.float64), offset=0, n_samples=X.shape[0],
-                  n_features=X.shape[1], max_row_nnz=int(np.diff(X.indptr).max()))  # fmt: skip
+    shard = Shard(
+        X=X,
+        y=np.asarray(y, dtype=np.float64),
+        offset=0,
+        n_samples=X.shape[0],
+        n_features=X.shape[1],
+        max_row_nnz=int(np.diff(X.indptr).max()),
+    )
     stats = Stats()
-    model, _ = fit_ovo(comm or Comm(), shard, validate_svc_params(**params),
-                       np.unique(y), stats=stats)  # fmt: skip
+    model, _ = fit_ovo(
+        comm or Comm(), shard, validate_svc_params(**params), np.unique(y), stats=stats
+    )
     return model, stats

@@ -50,8 +50,19 @@ def test_kill_9_then_resume_with_other_rank_counts(tmp_path, a9a):
 
     ckpt, model = tmp_path / "run.ckpt", tmp_path / "run.model"
     env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [mpiexec(), "-n", "2", sys.executable, "-m", TRAIN, *flags, "--checkpoint", str(ckpt),
-           str(train), str(model)]  # fmt: skip
+    cmd = [
+        mpiexec(),
+        "-n",
+        "2",
+        sys.executable,
+        "-m",
+        TRAIN,
+        *flags,
+        "--checkpoint",
+        str(ckpt),
+        str(train),
+        str(model),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         ranks = _rank_pids(proc.pid, 2)
@@ -100,8 +111,21 @@ def test_multiclass_crash_after_a_checkpoint_then_resume(tmp_path, shared_data, 
 def test_seconds_trigger_and_counters(tmp_path, a9a):
     train, _ = a9a
     stats, ckpt = tmp_path / "s.json", tmp_path / "c.ckpt"
-    r = run_cli(TRAIN, ["-q", "--checkpoint", ckpt, "--checkpoint-seconds", "0.01",
-                        "--stats", stats, train, tmp_path / "m"], 2)  # fmt: skip
+    r = run_cli(
+        TRAIN,
+        [
+            "-q",
+            "--checkpoint",
+            ckpt,
+            "--checkpoint-seconds",
+            "0.01",
+            "--stats",
+            stats,
+            train,
+            tmp_path / "m",
+        ],
+        2,
+    )
     assert r.returncode == 0, r.stderr
     counts = json.loads(stats.read_text())["counts"]
     assert counts["n_checkpoint"] > 10  # rank 0's clock, agreed through the packet
@@ -113,24 +137,32 @@ def test_seconds_trigger_and_counters(tmp_path, a9a):
 def test_resume_refuses_another_runs_checkpoint(tmp_path, a9a, n):
     train, _ = a9a
     ckpt = tmp_path / "c.ckpt"
-    r = run_cli(TRAIN, ["-q", "-c", "1", "--checkpoint", ckpt, "--checkpoint-iters", "200",
-                        train, tmp_path / "m"], n)  # fmt: skip
+    r = run_cli(
+        TRAIN,
+        ["-q", "-c", "1", "--checkpoint", ckpt, "--checkpoint-iters", "200", train, tmp_path / "m"],
+        n,
+    )
     assert r.returncode == 0 and ckpt.exists(), r.stderr
-    r = run_cli(TRAIN, ["-q", "-c", "2", "--checkpoint", ckpt, "--resume", train,
-                        tmp_path / "m2"], n)  # fmt: skip
+    r = run_cli(
+        TRAIN, ["-q", "-c", "2", "--checkpoint", ckpt, "--resume", train, tmp_path / "m2"], n
+    )
     assert r.returncode != 0
     assert r.stderr.count("was written by a run with other data or parameters") == 1, r.stderr
     assert not (tmp_path / "m2").exists()
     ckpt.write_bytes(ckpt.read_bytes()[:100])  # truncated: a clear error, not a traceback
-    r = run_cli(TRAIN, ["-q", "-c", "1", "--checkpoint", ckpt, "--resume", train,
-                        tmp_path / "m3"], n)  # fmt: skip
+    r = run_cli(
+        TRAIN, ["-q", "-c", "1", "--checkpoint", ckpt, "--resume", train, tmp_path / "m3"], n
+    )
     assert r.returncode != 0 and "cannot be read" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_resume_without_a_file_starts_afresh(tmp_path, a9a):
     train, _ = a9a
-    r = run_cli(TRAIN, ["-q", "--checkpoint", tmp_path / "none.ckpt", "--resume", train,
-                        tmp_path / "m"], None)  # fmt: skip
+    r = run_cli(
+        TRAIN,
+        ["-q", "--checkpoint", tmp_path / "none.ckpt", "--resume", train, tmp_path / "m"],
+        None,
+    )
     assert r.returncode == 0 and (tmp_path / "m").exists(), r.stderr
 
 

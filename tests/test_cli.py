@@ -51,8 +51,9 @@ def test_bad_training_file_fails_cleanly_on_every_rank(tmp_path, case):
 def test_kernel_overflow_stops_every_rank_with_one_line(tmp_path):
     # each row's norm is fine, but (gamma x.z)^3 overflows: the solve's values are not finite
     data = tmp_path / "big.txt"
-    data.write_text("".join(f"{1 - 2 * (k % 2)} 1:{(-1) ** k * (k + 1)}e110 2:1e110\n"
-                            for k in range(12)))  # fmt: skip
+    data.write_text(
+        "".join(f"{1 - 2 * (k % 2)} 1:{(-1) ** k * (k + 1)}e110 2:1e110\n" for k in range(12))
+    )
     r = run_cli(TRAIN, ["-q", "-t", "1", "-g", "1", data, tmp_path / "m"], 2, timeout=60)
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr and r.stderr.count("psvm-train: error:") == 1, r.stderr
@@ -74,8 +75,16 @@ def _unwritable_folder(tmp_path) -> Path:
     pytest.skip("no folder this process cannot write to")
 
 
-@pytest.mark.parametrize("case", ["missing folder", "model is a folder", "read-only folder",
-                                  "stats in a missing folder", "checkpoint is a folder"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing folder",
+        "model is a folder",
+        "read-only folder",
+        "stats in a missing folder",
+        "checkpoint is a folder",
+    ],
+)
 def test_unwritable_output_fails_before_training(tmp_path, case):
     data, model = tmp_path / "d.txt", tmp_path / "d.model"
     data.write_text(GOOD * 3)
@@ -115,8 +124,10 @@ def test_predict_to_a_missing_folder_is_one_line(tmp_path):
     out = tmp_path / "missing" / "out"
     r = run_cli(PREDICT, [data, model, out], 2, timeout=60)
     assert r.returncode == 1 and r.stdout == "", r.stderr
-    assert r.stderr.strip() == (f"psvm-predict: error: cannot write the output file {str(out)!r}: "
-                                f"folder {str(out.parent)!r} does not exist")  # fmt: skip
+    assert r.stderr.strip() == (
+        f"psvm-predict: error: cannot write the output file {str(out)!r}: "
+        f"folder {str(out.parent)!r} does not exist"
+    )
 
 
 def test_missing_file(tmp_path):
@@ -167,9 +178,33 @@ def test_bad_options_name_the_parameter(tmp_path, argv, fragment):
 
 
 def test_flags_map_to_parameters():
-    o = parse_args(["-t", "1", "-d", "2", "-g", "0.5", "-r", "1", "-c", "3", "-e", "0.01",
-                    "-m", "50", "-w1", "2", "-w-1", "0.5", "-h", "0", "-q",
-                    "tr", "out"])  # fmt: skip
+    o = parse_args(
+        [
+            "-t",
+            "1",
+            "-d",
+            "2",
+            "-g",
+            "0.5",
+            "-r",
+            "1",
+            "-c",
+            "3",
+            "-e",
+            "0.01",
+            "-m",
+            "50",
+            "-w1",
+            "2",
+            "-w-1",
+            "0.5",
+            "-h",
+            "0",
+            "-q",
+            "tr",
+            "out",
+        ]
+    )
     assert o["kernel"] == "poly" and o["degree"] == 2 and o["gamma"] == 0.5 and o["coef0"] == 1
     assert o["C"] == 3 and o["tol"] == 0.01 and o["cache_size"] == 50
     assert o["class_weight"] == {1.0: 2.0, -1.0: 0.5} and o["heuristic"] == "none"
@@ -179,18 +214,28 @@ def test_flags_map_to_parameters():
 
 def test_option_table_kinds():
     """One table row per option: valued, switch (no value) and LIBSVM's -w<label> <weight>."""
-    flags = {"--every": ("every", int, "period"), "--resume": ("resume", SWITCH, "continue"),
-             "-wi": ("class_weight", WEIGHTS, "weight of class i"),
-             "-q": ("quiet", SWITCH, "quiet mode")}  # fmt: skip
+    flags = {
+        "--every": ("every", int, "period"),
+        "--resume": ("resume", SWITCH, "continue"),
+        "-wi": ("class_weight", WEIGHTS, "weight of class i"),
+        "-q": ("quiet", SWITCH, "quiet mode"),
+    }
     opts, rest = parse_options(["--resume", "-w2", "0.5", "--every", "3", "f", "-q"], flags)
     assert opts == {"resume": True, "quiet": False, "class_weight": {2.0: 0.5}, "every": 3}
     assert rest == ["f", "-q"]  # options end at the first positional
     assert usage("Usage: x", flags).splitlines() == [
-        "Usage: x", "options:", "--every every: period", "--resume : continue",
-        "-wi weight: weight of class i", "-q : quiet mode",
-    ]  # fmt: skip
-    bad = {"--every": "--every needs a value", "-w 1": "unknown option -w",
-           "-wx 1": "-wx expects a number, got 'x'"}  # fmt: skip
+        "Usage: x",
+        "options:",
+        "--every every: period",
+        "--resume : continue",
+        "-wi weight: weight of class i",
+        "-q : quiet mode",
+    ]
+    bad = {
+        "--every": "--every needs a value",
+        "-w 1": "unknown option -w",
+        "-wx 1": "-wx expects a number, got 'x'",
+    }
     for argv, message in bad.items():
         with pytest.raises(UsageError, match=message):
             parse_options(argv.split(), flags)
@@ -242,8 +287,9 @@ def test_huge_poly_degree_takes_log_steps(tmp_path):
     kernel value, minutes in all), and the run stays well under the timeout."""
     data = tmp_path / "d.txt"
     data.write_text(GOOD * 5)
-    r = run_cli(TRAIN, ["-q", "-t", "1", "-d", "2147483647", data, tmp_path / "m"], None,
-                timeout=100)  # fmt: skip
+    r = run_cli(
+        TRAIN, ["-q", "-t", "1", "-d", "2147483647", data, tmp_path / "m"], None, timeout=100
+    )
     assert r.returncode == 0, r.stderr
     assert "degree 2147483647" in (tmp_path / "m").read_text()
 
@@ -256,8 +302,14 @@ def test_default_model_name_drops_the_compression_suffix(tmp_path):
     from psvm.io.libsvm_format import _OPENERS
 
     assert set(COMPRESSED) == set(_OPENERS)
-    names = {"dir/a9a": "a9a.model", "a9a.xz": "a9a.model", "/d/a9a.t.bz2": "a9a.t.model",
-             "a9a.t.gz": "a9a.t.model", "a9a.txt": "a9a.txt.model", ".xz": ".xz.model"}  # fmt: skip
+    names = {
+        "dir/a9a": "a9a.model",
+        "a9a.xz": "a9a.model",
+        "/d/a9a.t.bz2": "a9a.t.model",
+        "a9a.t.gz": "a9a.t.model",
+        "a9a.txt": "a9a.txt.model",
+        ".xz": ".xz.model",
+    }
     assert {name: default_model_name(name) for name in names} == names
     with lzma.open(tmp_path / "d.xz", "wt") as f:
         f.write(GOOD)

@@ -20,8 +20,12 @@ from tests._svm import write_head
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "user_guide.md"
 TEXT = GUIDE.read_text()
 SCRIPTS = dict(re.findall(r"```python\n# file: (\S+)\n(.*?)```", TEXT, flags=re.S))
-COMMANDS = [line.strip() for block in re.findall(r"```sh\n(.*?)```", TEXT, flags=re.S)
-            for line in block.splitlines() if line.strip()]  # fmt: skip
+COMMANDS = [
+    line.strip()
+    for block in re.findall(r"```sh\n(.*?)```", TEXT, flags=re.S)
+    for line in block.splitlines()
+    if line.strip()
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +49,15 @@ def test_command_runs(workdir, command):
     if argv[0] == "mpiexec":
         argv = [mpiexec(), *argv[1:]]
     argv = [sys.executable if a == "python" else a for a in argv]
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               PSVM_CACHE_DIR=str(workdir / "cache"))  # fmt: skip
-    proc = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, timeout=180,
-                          env=env, check=False)  # fmt: skip
+    env = dict(
+        os.environ,
+        NUMBA_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        PSVM_CACHE_DIR=str(workdir / "cache"),
+    )
+    proc = subprocess.run(
+        argv, cwd=workdir, capture_output=True, text=True, timeout=180, env=env, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip(), "every example prints its result"
     if "mpiexec" in command:  # rank 0 prints; nobody else does

@@ -49,8 +49,13 @@ def test_unexpected_error_on_one_of_three_ranks_ends_the_job(tmp_path, face, err
     # Comm.guard, which every face runs under: one message, MPI_Abort, no rank left waiting
     data, model = tmp_path / "d.txt", tmp_path / "d.model"
     data.write_text(GOOD * 3)
-    r = run_mpi("run_face_fault.py", [face, error, rank, "-q", data, model], 3, timeout=60,
-                mpi4py_runner=False)  # fmt: skip
+    r = run_mpi(
+        "run_face_fault.py",
+        [face, error, rank, "-q", data, model],
+        3,
+        timeout=60,
+        mpi4py_runner=False,
+    )
     ended = time.time()
     injected = [float(s.split()[-1]) for s in r.stderr.splitlines() if s.startswith("injected at")]
     assert len(injected) == 1, r.stderr
@@ -131,10 +136,27 @@ def test_kill_9_of_one_rank_mid_training(tmp_path, shared_data, n, victim):
     out = tmp_path / "out"
     out.mkdir()
     model = out / "a9a.model"
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               PSVM_CACHE_DIR=str(tmp_path / "cache"))  # fmt: skip
-    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "psvm.cli.train", "-c", "4",
-           "-g", "0.5", str(shared_data / "a9a.xz"), str(model)]  # fmt: skip
+    env = dict(
+        os.environ,
+        NUMBA_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        PSVM_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    cmd = [
+        mpiexec(),
+        "-n",
+        str(n),
+        sys.executable,
+        "-m",
+        "psvm.cli.train",
+        "-c",
+        "4",
+        "-g",
+        "0.5",
+        str(shared_data / "a9a.xz"),
+        str(model),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         ranks = _rank_pids(proc.pid, n)
@@ -170,13 +192,32 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, shared_data, n):
     # mpiexec forwards Ctrl-C (SIGINT) to every rank, in their own process groups
     out = tmp_path / "out"
     out.mkdir()
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               PSVM_CACHE_DIR=str(tmp_path / "cache"))  # fmt: skip
-    cmd = [mpiexec(), "-n", str(n), sys.executable, "-m", "psvm.cli.train", "-c", "4",
-           "-g", "0.5", "--stats", str(out / "s.json"), str(shared_data / "a9a.xz"),
-           str(out / "a9a.model")]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            start_new_session=True)  # fmt: skip
+    env = dict(
+        os.environ,
+        NUMBA_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        PSVM_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    cmd = [
+        mpiexec(),
+        "-n",
+        str(n),
+        sys.executable,
+        "-m",
+        "psvm.cli.train",
+        "-c",
+        "4",
+        "-g",
+        "0.5",
+        "--stats",
+        str(out / "s.json"),
+        str(shared_data / "a9a.xz"),
+        str(out / "a9a.model"),
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
     try:
         assert proc.stdout.readline().startswith(b"iter "), "no progress line from rank 0"
         os.kill(proc.pid, signal.SIGINT)  # what the terminal sends mpiexec on Ctrl-C

@@ -30,8 +30,13 @@ def _result(proc) -> dict:
 def serial(shared_data) -> dict:
     """The script as one process, outside mpiexec."""
     env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, SCRIPT, "--shared-data", str(shared_data)],
-                          capture_output=True, text=True, timeout=TIMEOUT, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--shared-data", str(shared_data)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+    )
     out = _result(proc)
     assert out["ranks"] == 1
     return out["cases"]
@@ -58,8 +63,9 @@ def test_same_model_as_one_process(serial, shared_data, n):
         for key in EXACT:
             np.testing.assert_array_equal(got[key], ref[key], err_msg=f"{name} {key}")
         for key in CLOSE:
-            np.testing.assert_allclose(got[key], ref[key], rtol=1e-9, atol=1e-12,
-                                       err_msg=f"{name} {key}")  # fmt: skip
+            np.testing.assert_allclose(
+                got[key], ref[key], rtol=1e-9, atol=1e-12, err_msg=f"{name} {key}"
+            )
 
 
 def test_replicated_input_is_compared_exactly():
@@ -71,8 +77,10 @@ def test_replicated_input_is_compared_exactly():
         assert out[f"{face} same"] == "ok"
         for case in ("sum within 1e-9", "last bit", "swapped labels", "one weight"):
             got = out[f"{face} {case}"]
-            assert got.startswith("InputError: distributed='replicated' needs the same X, y and "
-                                  "sample_weight on every rank"), (face, case, got)  # fmt: skip
+            assert got.startswith(
+                "InputError: distributed='replicated' needs the same X, y and "
+                "sample_weight on every rank"
+            ), (face, case, got)
             ranks = "[1, 2]" if case == "sum within 1e-9" else "[2]"
             assert f"rank(s) {ranks} differ from rank 0" in got, (face, case, got)
 

@@ -51,16 +51,22 @@ def _check_outcome(case, content, ok: bool, message: str):
     else:
         assert "Traceback" not in message and message.count("psvm-train: error:") == 1
         assert bad is not None or f"{data}: " in message  # whole-file error (one class)
-    assert sorted(p.name for p in case.iterdir()) == (["data.model", "data.txt"] if ok
-                                                       else ["data.txt"])  # fmt: skip
+    assert sorted(p.name for p in case.iterdir()) == (
+        ["data.model", "data.txt"] if ok else ["data.txt"]
+    )
 
 
 @pytest.mark.parametrize("n", [1, 2])
 def test_mutated_files_in_one_launch(tmp_path, n):
     cases = _cases(tmp_path)
     out = tmp_path / "results.json"
-    r = run_mpi("run_cli_batch.py", [out, *(c for c, _ in cases)], n, timeout=120,
-                env={"PSVM_CACHE_DIR": str(tmp_path / "cache")})  # fmt: skip
+    r = run_mpi(
+        "run_cli_batch.py",
+        [out, *(c for c, _ in cases)],
+        n,
+        timeout=120,
+        env={"PSVM_CACHE_DIR": str(tmp_path / "cache")},
+    )
     assert r.returncode == 0 and out.exists(), r.stderr[-3000:]
     results = json.loads(out.read_text())
     assert len(results) == len(cases)

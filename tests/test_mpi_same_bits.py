@@ -28,5 +28,6 @@ def test_ranks_with_other_kernel_arithmetic_refuse_to_train():
     """Every rank recomputes K_ij and the step: a rank whose exp differs must stop the job."""
     r = run_mpi("run_arithmetic_probe.py", [], 2, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
-    lines = sorted(r.stdout.split("\n"))[-2:]
-    assert all("compute exp or tanh with different bits" in ln for ln in lines), r.stdout
+    # the ranks' lines may interleave: count, do not split
+    assert r.stdout.count("compute exp or tanh with different bits") == 2, r.stdout
+    assert "rank 0: the ranks" in r.stdout and "rank 1: the ranks" in r.stdout, r.stdout

@@ -28,8 +28,10 @@ def accuracy(model, X, y) -> float:
 @pytest.fixture(scope="module")
 def a9a_small(shared_data, tmp_path_factory):
     d = tmp_path_factory.mktemp("a9a")
-    return (write_head(shared_data / "a9a.xz", d / "train.txt", 6000),
-            write_head(shared_data / "a9a.t.xz", d / "test.txt", 6000))  # fmt: skip
+    return (
+        write_head(shared_data / "a9a.xz", d / "train.txt", 6000),
+        write_head(shared_data / "a9a.t.xz", d / "test.txt", 6000),
+    )
 
 
 def test_p1_under_mpiexec_is_the_sequential_run(tmp_path, a9a_small):
@@ -98,8 +100,19 @@ def test_msf_sweep_writes_csv_and_plots(tmp_path, a9a_small):
 
     data, test = a9a_small
     out = tmp_path / "sweep"
-    args = ["--ranks", "1,2", "--periods", "1,64", "--epochs", "1", "--validation", test,
-            "--out", out, data]  # fmt: skip
+    args = [
+        "--ranks",
+        "1,2",
+        "--periods",
+        "1,64",
+        "--epochs",
+        "1",
+        "--validation",
+        test,
+        "--out",
+        out,
+        data,
+    ]
     r = run_cli("benchmarks/msf_sweep.py", args, None)
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(open(out / "msf_sweep.csv")))

@@ -37,8 +37,9 @@ def test_same_model_for_1_2_3_ranks(tmp_path, shared_data, name, rows, flags):
     for n in (2, 3):
         model, stats = train(tmp_path, data, n, flags, "p")
         assert_models_equal(model, ref)
-        np.testing.assert_allclose(stats["values"]["objective"],
-                                   ref_stats["values"]["objective"], rtol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(
+            stats["values"]["objective"], ref_stats["values"]["objective"], rtol=1e-6
+        )
         assert stats["comm"]["allgather"]["calls"] > 0  # really distributed
         assert (model.predict(X) == ref.predict(X)).all()
     assert ref_stats["counts"]["n_iter"] == stats["counts"]["n_iter"]
@@ -64,8 +65,7 @@ def test_a_rank_whose_rows_all_leave_its_window(tmp_path, reconstruction):
     rows += [f"1 1:{a:.6g} 2:{b:.6g}" for a, b in deep]
     data = tmp_path / "deep.txt"
     data.write_text("\n".join(rows) + "\n")
-    flags = ["-c", "10", "-g", "0.1", "--heuristic", "earliest", "--reconstruction",
-             reconstruction]  # fmt: skip
+    flags = ["-c", "10", "-g", "0.1", "--heuristic", "earliest", "--reconstruction", reconstruction]
     ref, _ = train(tmp_path, data, 1, flags, "deep")
     model, stats = train(tmp_path, data, 3, flags, "deep")
     assert min(min(r["traces"]["active"]) for r in stats["per_rank"]) == 0

@@ -17,8 +17,9 @@ TIMEOUT = 180
 
 def test_two_ranks_share_the_node(tmp_path):
     cores = len(os.sched_getaffinity(0))
-    proc = run_mpi("run_threads.py", [tmp_path], 2, timeout=TIMEOUT,
-                   env={"NUMBA_NUM_THREADS": str(cores)})  # fmt: skip
+    proc = run_mpi(
+        "run_threads.py", [tmp_path], 2, timeout=TIMEOUT, env={"NUMBA_NUM_THREADS": str(cores)}
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     share = max(1, cores // 2)

@@ -34,17 +34,32 @@ def test_grid_sizes():
     assert ("none", "multi", "second") not in default  # nothing to reconstruct without elimination
     assert len(grid("full")) == 2 * (1 + k * 3)
     assert grid("default", heuristics=["none", "libsvm"], selections=["second"]) == [
-        ("none", "single", "second"), ("libsvm", "single", "second"),
-        ("libsvm", "multi", "second"), ("libsvm", "approximate", "second")]  # fmt: skip
+        ("none", "single", "second"),
+        ("libsvm", "single", "second"),
+        ("libsvm", "multi", "second"),
+        ("libsvm", "approximate", "second"),
+    ]
 
 
 def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, capsys):
     monkeypatch.setenv("PSVM_SHARED_DATA", str(shared_data))
     monkeypatch.setenv("PSVM_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "heuristics"
-    argv = ["heuristics", "--data", "heart_scale", "--ranks", "1,2", "--heuristics",
-            "none,libsvm", "--reconstructions", "single,approximate", "--repeats", "1",
-            "--out", str(out)]  # fmt: skip
+    argv = [
+        "heuristics",
+        "--data",
+        "heart_scale",
+        "--ranks",
+        "1,2",
+        "--heuristics",
+        "none,libsvm",
+        "--reconstructions",
+        "single,approximate",
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+    ]
     assert psvm_report(argv) == 0
     study, records = load_records(out)
     assert study["command"] == "psvm-report " + " ".join(argv)
@@ -55,14 +70,28 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
     assert len([r for r in records if r["kind"] == "sklearn-svc"]) == 2
 
     md = (out / "REPORT.md").read_text()
-    for heading in ("## Conclusions", "## Default heuristic", "## How this report was produced",
-                    "## Reference: scikit-learn SVC", "## Training time",
-                    "## Iterations, active set", "## Load imbalance", "## Accuracy and objective",
-                    "## Model synchronisation frequency"):  # fmt: skip
+    for heading in (
+        "## Conclusions",
+        "## Default heuristic",
+        "## How this report was produced",
+        "## Reference: scikit-learn SVC",
+        "## Training time",
+        "## Iterations, active set",
+        "## Load imbalance",
+        "## Accuracy and objective",
+        "## Model synchronisation frequency",
+    ):
         assert heading in md, heading
     assert study["command"] in md and f"`--heuristic {DEFAULT_HEURISTIC}" in md
-    for name in ("time", "iterations", "active", "elimination", "reconstruction", "imbalance",
-                 "quality"):  # fmt: skip
+    for name in (
+        "time",
+        "iterations",
+        "active",
+        "elimination",
+        "reconstruction",
+        "imbalance",
+        "quality",
+    ):
         png = out / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
         assert f"]({name}.png)" in md
@@ -76,8 +105,13 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
         assert len(rec["cpu_seconds"]) == rec["ranks"]
         assert cells[2] == f"{max(rec['cpu_seconds']):.3f}"
         assert cells[4] == f"{rec['stats']['seconds_max']['train']:.3f}"
-        (none,) = [r for r in psvm if r["heuristic"] == "none" and r["ranks"] == rec["ranks"]
-                   and r["selection"] == rec["selection"]]  # fmt: skip
+        (none,) = [
+            r
+            for r in psvm
+            if r["heuristic"] == "none"
+            and r["ranks"] == rec["ranks"]
+            and r["selection"] == rec["selection"]
+        ]
         assert cells[6] == f"{max(rec['cpu_seconds']) / max(none['cpu_seconds']):.2f}"
     elim_rows = _tables(md, "## Iterations, active set")["heart_scale"]
     for cells in elim_rows[1:]:
@@ -93,8 +127,11 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
     for cells in quality[1:]:
         (rec,) = [r for r in psvm if _label(r) == cells[0] and r["ranks"] == 1]
         assert cells[1] == f"{100 * rec['accuracy']:.2f}"
-    svc_rows = [line for line in md.split("## Reference: scikit-learn SVC")[1].split("\n## ")[0]
-                .splitlines() if line.startswith("| heart_scale")]  # fmt: skip
+    svc_rows = [
+        line
+        for line in md.split("## Reference: scikit-learn SVC")[1].split("\n## ")[0].splitlines()
+        if line.startswith("| heart_scale")
+    ]
     fits = {r["shrinking"]: r for r in records if r["kind"] == "sklearn-svc"}
     for line in svc_rows:
         cells = [c.strip() for c in line.strip("|").split("|")]

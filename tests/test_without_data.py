@@ -10,9 +10,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _pytest(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PSVM_SHARED_DATA="/nonexistent/psvm-data")
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-                          check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_data_tests_skip_with_one_line_saying_where_the_data_goes():

@@ -29,8 +29,9 @@ def _panels(study, n_rows: int = 1, height: float | None = None, n_conf: int = 1
     plt = _plt()
     names = [d["name"] for d in study["datasets"]]
     h = height if height is not None else max(3.5, 0.32 * n_conf + 1.5)
-    fig, axes = plt.subplots(n_rows, len(names), figsize=(5.2 * len(names) + 1.5, h * n_rows),
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        n_rows, len(names), figsize=(5.2 * len(names) + 1.5, h * n_rows), squeeze=False
+    )
     return plt, fig, axes, names
 
 
@@ -62,8 +63,9 @@ def _save(plt, fig, out: Path, name: str, title: str) -> str:
         from PIL import Image
 
         buf.seek(0)
-        img = Image.open(buf).convert("RGB").convert("P", palette=Image.Palette.ADAPTIVE,
-                                                     colors=128)  # fmt: skip
+        img = (
+            Image.open(buf).convert("RGB").convert("P", palette=Image.Palette.ADAPTIVE, colors=128)
+        )
         img.save(out / f"{name}.png", optimize=True)
     except ImportError:
         (out / f"{name}.png").write_bytes(buf.getvalue())
@@ -82,8 +84,15 @@ def _hbars(ax, labels, series, xlabel, log=False, xerr=None):
     for s, (name, vals) in enumerate(series):
         v = np.array([np.nan if x is None else x for x in vals], dtype=float)
         err = None if xerr is None else xerr[s]
-        ax.barh(y - 0.4 + w * (s + 0.5), v, height=w, color=COLORS[s % len(COLORS)],
-                label=name, xerr=err, error_kw={"elinewidth": 0.8, "capsize": 1.5})  # fmt: skip
+        ax.barh(
+            y - 0.4 + w * (s + 0.5),
+            v,
+            height=w,
+            color=COLORS[s % len(COLORS)],
+            label=name,
+            xerr=err,
+            error_kw={"elinewidth": 0.8, "capsize": 1.5},
+        )
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
@@ -104,14 +113,20 @@ def plot_time(study, rows, svc, out):
             hi = [rs[lab]["cpu_max"] - med[k] if lab in rs else 0 for k, lab in enumerate(labels)]
             series.append((f"psvm P={P}, CPU", med))
             errs.append(np.array([lo, hi], dtype=float))
-        _hbars(ax, labels, series, f"CPU s of the slowest rank, median of {study['repeats']} "
-               "(bars: min-max)", xerr=errs)  # fmt: skip
+        _hbars(
+            ax,
+            labels,
+            series,
+            f"CPU s of the slowest rank, median of {study['repeats']} (bars: min-max)",
+            xerr=errs,
+        )
         for shr, style in ((False, "--"), (True, ":")):
             s = svc.get((d, shr))
             if s:
                 on = "on" if shr else "off"
-                ax.axvline(s["cpu"], color="red", ls=style,
-                           label=f"sklearn SVC shrinking={on}, CPU")
+                ax.axvline(
+                    s["cpu"], color="red", ls=style, label=f"sklearn SVC shrinking={on}, CPU"
+                )
         ax.set_title(d)
     _legend_below(fig, axes[0][0])
     return _save(plt, fig, out, "time", "Training time per configuration (lower is better)")
@@ -123,8 +138,12 @@ def plot_iterations(study, rows, svc, out):
     plt, fig, axes, names = _panels(study, n_conf=len(labels))
     for ax, d in zip(axes[0], names, strict=True):
         rs = {r["label"]: r for r in rows if r["dataset"] == d}
-        _hbars(ax, labels, [("psvm", [rs[lab]["n_iter"] if lab in rs else None
-                                      for lab in labels])], "iterations [SMO steps]")  # fmt: skip
+        _hbars(
+            ax,
+            labels,
+            [("psvm", [rs[lab]["n_iter"] if lab in rs else None for lab in labels])],
+            "iterations [SMO steps]",
+        )
         s = svc.get((d, True))
         if s:
             ax.axvline(s["n_iter"], color="red", ls=":", label="sklearn SVC (shrinking on)")
@@ -134,8 +153,13 @@ def plot_iterations(study, rows, svc, out):
 
 
 def plot_active(study, rows, svc, out):
-    rows = [r for r in first_p(rows) if r["traces"].get("iter")
-            and r["selection"] == "second" and r["reconstruction"] != "approximate"]  # fmt: skip
+    rows = [
+        r
+        for r in first_p(rows)
+        if r["traces"].get("iter")
+        and r["selection"] == "second"
+        and r["reconstruction"] != "approximate"
+    ]
     plt, fig, axes, names = _panels(study, height=4.2)
     cmap = plt.get_cmap("tab10")
     labels = _labels(rows)
@@ -148,9 +172,15 @@ def plot_active(study, rows, svc, out):
             t = r["traces"]
             n = r["n_samples"] or max(t["active"])
             color = cmap(heuristics.index(r["heuristic"]) % 10)
-            ax.step(t["iter"], 100.0 * np.asarray(t["active"]) / n, where="post", lw=1.3,
-                    color=color, ls="-" if r["reconstruction"] == "single" else "--",
-                    label=lab)  # fmt: skip
+            ax.step(
+                t["iter"],
+                100.0 * np.asarray(t["active"]) / n,
+                where="post",
+                lw=1.3,
+                color=color,
+                ls="-" if r["reconstruction"] == "single" else "--",
+                label=lab,
+            )
         ax.set_xlabel("iteration (sampled by the solver every min(1000, n/20) iterations)")
         ax.set_ylabel("active rows [% of training rows]")
         ax.set_ylim(0, 105)
@@ -166,9 +196,16 @@ def plot_elimination(study, rows, svc, out):
     plt, fig, axes, names = _panels(study, n_conf=len(labels))
     for ax, d in zip(axes[0], names, strict=True):
         rs = {r["label"]: r for r in rows if r["dataset"] == d}
-        _hbars(ax, labels, [("eliminations", _col(rs, labels, "n_eliminated")),
-                            ("false positives", _col(rs, labels, "n_false_positive"))],
-               "rows [count, symlog scale]", log=True)  # fmt: skip
+        _hbars(
+            ax,
+            labels,
+            [
+                ("eliminations", _col(rs, labels, "n_eliminated")),
+                ("false positives", _col(rs, labels, "n_false_positive")),
+            ],
+            "rows [count, symlog scale]",
+            log=True,
+        )
         ax.set_title(d)
     _legend_below(fig, axes[0][0])
     return _save(plt, fig, out, "elimination", "Eliminations and false positives (revived rows)")
@@ -180,12 +217,29 @@ def plot_reconstruction(study, rows, svc, out):
     plt, fig, axes, names = _panels(study, n_rows=2, n_conf=len(labels))
     for col, d in enumerate(names):
         rs = {r["label"]: r for r in rows if r["dataset"] == d}
-        _hbars(axes[0][col], labels, [("reconstructions", [rs[lab]["n_reconstruct"]
-               if lab in rs else None for lab in labels])], "reconstructions [count]")  # fmt: skip
-        share = [100 * rs[lab]["reconstruct_s"] / rs[lab]["train_s"]
-                 if lab in rs and rs[lab]["train_s"] else None for lab in labels]  # fmt: skip
-        _hbars(axes[1][col], labels, [("reconstruction time", share)],
-               "reconstruction time [% of training time]")  # fmt: skip
+        _hbars(
+            axes[0][col],
+            labels,
+            [
+                (
+                    "reconstructions",
+                    [rs[lab]["n_reconstruct"] if lab in rs else None for lab in labels],
+                )
+            ],
+            "reconstructions [count]",
+        )
+        share = [
+            100 * rs[lab]["reconstruct_s"] / rs[lab]["train_s"]
+            if lab in rs and rs[lab]["train_s"]
+            else None
+            for lab in labels
+        ]
+        _hbars(
+            axes[1][col],
+            labels,
+            [("reconstruction time", share)],
+            "reconstruction time [% of training time]",
+        )
         axes[0][col].set_title(d)
         for ax in axes[:, col]:
             if len(ax.get_legend_handles_labels()[0]) > 1:
@@ -202,8 +256,10 @@ def plot_imbalance(study, rows, svc, out):
     plt, fig, axes, names = _panels(study, n_conf=len(labels))
     for ax, d in zip(axes[0], names, strict=True):
         rs = {r["label"]: r for r in rows if r["dataset"] == d}
-        series = [(f"rank {k}", [rs[lab]["busy_per_rank"][k] if lab in rs else None
-                                 for lab in labels]) for k in range(P)]  # fmt: skip
+        series = [
+            (f"rank {k}", [rs[lab]["busy_per_rank"][k] if lab in rs else None for lab in labels])
+            for k in range(P)
+        ]
         _hbars(ax, labels, series, "busy time per rank [s] (kernel+select+update+reconstruct)")
         ax.set_title(d)
     _legend_below(fig, axes[0][0])
@@ -224,10 +280,16 @@ def plot_quality(study, rows, svc, out):
         s = svc.get((d, False))
         if s:
             axes[0][col].axvline(100 * s["accuracy"], color="red", ls="--", label="sklearn SVC")
-        gap = [abs(rs[lab]["gap_svc"]) if lab in rs and rs[lab]["gap_svc"] is not None else None
-               for lab in labels]  # fmt: skip
-        _hbars(axes[1][col], labels, [("|objective - SVC objective| / |SVC objective|", gap)],
-               "relative objective gap to sklearn SVC [log scale]")  # fmt: skip
+        gap = [
+            abs(rs[lab]["gap_svc"]) if lab in rs and rs[lab]["gap_svc"] is not None else None
+            for lab in labels
+        ]
+        _hbars(
+            axes[1][col],
+            labels,
+            [("|objective - SVC objective| / |SVC objective|", gap)],
+            "relative objective gap to sklearn SVC [log scale]",
+        )
         if any(g for g in gap if g):
             axes[1][col].set_xscale("log")
         axes[0][col].set_title(d)

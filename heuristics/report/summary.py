@@ -1,7 +1,6 @@
 """Numbers of the heuristics report: run records summarised per configuration, ratios
 against ``none`` and against scikit-learn's SVC, the noise level and the ranking."""
 
-
 from __future__ import annotations
 
 import math
@@ -42,42 +41,49 @@ def summarize_psvm(records: list[dict]) -> list[dict]:
         counts = st[0]["counts"]
         train = [s["seconds_max"].get("train", 0.0) for s in st]
         # the compared time: CPU seconds of the slowest rank (wall time if not recorded)
-        cpu = [max(r["cpu_seconds"]) if r.get("cpu_seconds") else t for r, t in zip(rs, train,
-                                                                                     strict=True)]
+        cpu = [
+            max(r["cpu_seconds"]) if r.get("cpu_seconds") else t
+            for r, t in zip(rs, train, strict=True)
+        ]
         busy = [[sum(p["seconds"].get(k, 0.0) for k in BUSY) for p in s["per_rank"]] for s in st]
         traced = next((s for s in st if s.get("traces")), {})
-        rows.append({
-            **dict(zip(KEY, key, strict=True)),
-            "label": config_label(*key[2:]),
-            "repeats": len(rs),
-            "train_s": _med(train),
-            "train_min": min(train),
-            "train_max": max(train),
-            "wall_s": _med(r["wall_seconds"] for r in rs),
-            "cpu_s": _med(cpu),
-            "cpu_min": min(cpu),
-            "cpu_max": max(cpu),
-            "n_iter": int(counts.get("n_iter", 0)),
-            "n_eliminated": int(counts.get("n_eliminated", 0)),
-            "n_false_positive": int(counts.get("n_false_positive", 0)),
-            "n_reconstruct": int(counts.get("n_reconstruct", 0)),
-            "reconstruct_s": _med(s["seconds_max"].get("reconstruct", 0.0) for s in st),
-            "kernel_s": _med(s["seconds_max"].get("kernel", 0.0) for s in st),
-            "comm_s": _med(sum(v["seconds_max"] for v in s.get("comm", {}).values()) for s in st),
-            # 'approximate' runs: the objective recomputed from the model (see heuristics.worker)
-            "objective": rs[0].get("objective_recomputed", _objective(st[0]["values"])),
-            "n_support": st[0]["values"].get("n_support"),
-            "n_samples": st[0]["values"].get("n_samples"),
-            "cache_hit_rate": _med(s["values"].get("cache_hit_rate") for s in st),
-            "accuracy": _med(r.get("accuracy") for r in rs),
-            "busy_per_rank": [_med(b[k] for b in busy) for k in range(len(busy[0]))],
-            "imbalance": _med(max(b) / np.mean(b) if np.mean(b) > 0 else 1.0 for b in busy),
-            "eliminated_per_rank": [int(p["counts"].get("n_eliminated", 0))
-                                    for p in st[0]["per_rank"]],  # fmt: skip
-            "peak_rss_mb": [max(r["peak_rss_mb"][k] for r in rs) for k in range(len(busy[0]))],
-            "traces": traced.get("traces", {}),
-            "command": rs[0]["command"],
-        })  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(KEY, key, strict=True)),
+                "label": config_label(*key[2:]),
+                "repeats": len(rs),
+                "train_s": _med(train),
+                "train_min": min(train),
+                "train_max": max(train),
+                "wall_s": _med(r["wall_seconds"] for r in rs),
+                "cpu_s": _med(cpu),
+                "cpu_min": min(cpu),
+                "cpu_max": max(cpu),
+                "n_iter": int(counts.get("n_iter", 0)),
+                "n_eliminated": int(counts.get("n_eliminated", 0)),
+                "n_false_positive": int(counts.get("n_false_positive", 0)),
+                "n_reconstruct": int(counts.get("n_reconstruct", 0)),
+                "reconstruct_s": _med(s["seconds_max"].get("reconstruct", 0.0) for s in st),
+                "kernel_s": _med(s["seconds_max"].get("kernel", 0.0) for s in st),
+                "comm_s": _med(
+                    sum(v["seconds_max"] for v in s.get("comm", {}).values()) for s in st
+                ),
+                # 'approximate' runs: the objective recomputed from the model (heuristics.worker)
+                "objective": rs[0].get("objective_recomputed", _objective(st[0]["values"])),
+                "n_support": st[0]["values"].get("n_support"),
+                "n_samples": st[0]["values"].get("n_samples"),
+                "cache_hit_rate": _med(s["values"].get("cache_hit_rate") for s in st),
+                "accuracy": _med(r.get("accuracy") for r in rs),
+                "busy_per_rank": [_med(b[k] for b in busy) for k in range(len(busy[0]))],
+                "imbalance": _med(max(b) / np.mean(b) if np.mean(b) > 0 else 1.0 for b in busy),
+                "eliminated_per_rank": [
+                    int(p["counts"].get("n_eliminated", 0)) for p in st[0]["per_rank"]
+                ],
+                "peak_rss_mb": [max(r["peak_rss_mb"][k] for r in rs) for k in range(len(busy[0]))],
+                "traces": traced.get("traces", {}),
+                "command": rs[0]["command"],
+            }
+        )
     return rows
 
 
@@ -91,11 +97,20 @@ def summarize_svc(records: list[dict]) -> dict:
     for key, rs in groups.items():
         secs = [r["seconds"] for r in rs]
         cpu = [r.get("cpu_seconds", r["seconds"]) for r in rs]
-        out[key] = {"seconds": _med(secs), "min": min(secs), "max": max(secs),
-                    "cpu": _med(cpu), "cpu_min": min(cpu), "cpu_max": max(cpu),
-                    "repeats": len(rs), "objective": rs[0]["objective"],
-                    "accuracy": rs[0]["accuracy"], "n_support": rs[0]["n_support"],
-                    "n_iter": rs[0]["n_iter"], "command": rs[0]["command"]}  # fmt: skip
+        out[key] = {
+            "seconds": _med(secs),
+            "min": min(secs),
+            "max": max(secs),
+            "cpu": _med(cpu),
+            "cpu_min": min(cpu),
+            "cpu_max": max(cpu),
+            "repeats": len(rs),
+            "objective": rs[0]["objective"],
+            "accuracy": rs[0]["accuracy"],
+            "n_support": rs[0]["n_support"],
+            "n_iter": rs[0]["n_iter"],
+            "command": rs[0]["command"],
+        }
     return out
 
 
@@ -129,9 +144,13 @@ def build(study: dict, records: list[dict]) -> tuple[list[dict], dict]:
     derive(rows, svc)
     order = {tuple(c): k for k, c in enumerate(study["combos"])}
     dsets = [d["name"] for d in study["datasets"]]
-    rows.sort(key=lambda r: (dsets.index(r["dataset"]) if r["dataset"] in dsets else 99,
-                             order.get((r["heuristic"], r["reconstruction"], r["selection"]), 999),
-                             r["ranks"]))  # fmt: skip
+    rows.sort(
+        key=lambda r: (
+            dsets.index(r["dataset"]) if r["dataset"] in dsets else 99,
+            order.get((r["heuristic"], r["reconstruction"], r["selection"]), 999),
+            r["ranks"],
+        )
+    )
     return rows, svc
 
 
@@ -149,8 +168,14 @@ def noise(rows: list[dict], metric: str = "cpu") -> float:
     ``metric``: "cpu" (the compared time) or "train" (wall time of the solver).
     """
     med = "cpu_s" if metric == "cpu" else "train_s"
-    return _med((r[f"{metric}_max"] - r[f"{metric}_min"]) / r[med]
-                for r in rows if r["repeats"] > 1 and r[med]) or 0.0  # fmt: skip
+    return (
+        _med(
+            (r[f"{metric}_max"] - r[f"{metric}_min"]) / r[med]
+            for r in rows
+            if r["repeats"] > 1 and r[med]
+        )
+        or 0.0
+    )
 
 
 def ranking(rows: list[dict], selection: str = "second") -> list[tuple[str, float, int]]:
@@ -160,6 +185,9 @@ def ranking(rows: list[dict], selection: str = "second") -> list[tuple[str, floa
     for r in rows:
         if r["selection"] == selection and r["reconstruction"] != "approximate":
             acc[(r["heuristic"], r["reconstruction"])].append(r["vs_none"])
-    out = [(config_label(h, rec, selection), gmean(v), len(v)) for (h, rec), v in acc.items()
-           if h != "none"]
+    out = [
+        (config_label(h, rec, selection), gmean(v), len(v))
+        for (h, rec), v in acc.items()
+        if h != "none"
+    ]
     return sorted((o for o in out if o[1] is not None), key=lambda o: o[1])

@@ -43,28 +43,43 @@ def _figure(figures: dict, name: str) -> list[str]:
 def _produced(study) -> list[str]:
     m, v = study["machine"], study["versions"]
     load = m.get("load_avg")
-    out = ["## How this report was produced", "",
-           "Command (from a clean checkout, after `pip install -e '.[test]'`):", "",
-           f"    {study['command']}", "",
-           f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, {m['os']}; "
-           f"load average at the start {', '.join(f'{x:.2f}' for x in load) if load else 'n/a'}. "
-           "The machine is shared with other engineers' jobs and has only 2 cores, so times "
-           "carry noise (see Conclusions) and P=2 competes with them for the cores.",
-           "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
-           f"- Started {study['started']}, finished {study.get('finished', '?')}; "
-           f"{study.get('elapsed_seconds', 0) / 60:.1f} minutes of wall time in all.",
-           f"- Grid `{study['grid']}`: {len(study['combos'])} configurations (heuristic / "
-           f"reconstruction / selection, `1st` = first-order) x P in {study['ranks']} x "
-           f"{study['repeats']} repeats per data set; `none` runs once per selection since it "
-           f"has nothing to reconstruct. Tolerance -e {study['tol']:g}, kernel cache "
-           f"{study['cache_mb']:g} MB per rank, RBF kernel, one single-threaded process per "
-           f"rank. Each P runs as one `mpiexec` launch that calls psvm-train's `main` once per "
-           f"run (after one discarded warm-up run), in repeat-major order; each record keeps "
-           f"its exact psvm-train command line. scikit-learn SVC is timed in the parent "
-           f"process with the same C, gamma, tol and cache.", ""]  # fmt: skip
-    body = [[d["name"], f"{d['n_train']:,}", f"{d['n_test']:,}",
-             d["test_file"] or "training rows", f"{d['C']:g}", f"{d['gamma']:g}",
-             str(d["n_features"])] for d in study["datasets"]]  # fmt: skip
+    out = [
+        "## How this report was produced",
+        "",
+        "Command (from a clean checkout, after `pip install -e '.[test]'`):",
+        "",
+        f"    {study['command']}",
+        "",
+        f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, {m['os']}; "
+        f"load average at the start {', '.join(f'{x:.2f}' for x in load) if load else 'n/a'}. "
+        "The machine is shared with other engineers' jobs and has only 2 cores, so times "
+        "carry noise (see Conclusions) and P=2 competes with them for the cores.",
+        "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
+        f"- Started {study['started']}, finished {study.get('finished', '?')}; "
+        f"{study.get('elapsed_seconds', 0) / 60:.1f} minutes of wall time in all.",
+        f"- Grid `{study['grid']}`: {len(study['combos'])} configurations (heuristic / "
+        f"reconstruction / selection, `1st` = first-order) x P in {study['ranks']} x "
+        f"{study['repeats']} repeats per data set; `none` runs once per selection since it "
+        f"has nothing to reconstruct. Tolerance -e {study['tol']:g}, kernel cache "
+        f"{study['cache_mb']:g} MB per rank, RBF kernel, one single-threaded process per "
+        f"rank. Each P runs as one `mpiexec` launch that calls psvm-train's `main` once per "
+        f"run (after one discarded warm-up run), in repeat-major order; each record keeps "
+        f"its exact psvm-train command line. scikit-learn SVC is timed in the parent "
+        f"process with the same C, gamma, tol and cache.",
+        "",
+    ]
+    body = [
+        [
+            d["name"],
+            f"{d['n_train']:,}",
+            f"{d['n_test']:,}",
+            d["test_file"] or "training rows",
+            f"{d['C']:g}",
+            f"{d['gamma']:g}",
+            str(d["n_features"]),
+        ]
+        for d in study["datasets"]
+    ]
     header = ["data", "training rows", "test rows", "test file", "C", "gamma", "features"]
     out += markdown_table(header, body)
     out += [
@@ -88,14 +103,35 @@ def _svc_section(study, svc) -> list[str]:
         for shr in (False, True):
             s = svc.get((d["name"], shr))
             if s:
-                body.append([d["name"], "on" if shr else "off", fmt(s["cpu"]),
-                             f"{s['cpu_min']:.3f}-{s['cpu_max']:.3f}", fmt(s["seconds"]),
-                             f"{s['min']:.3f}-{s['max']:.3f}", str(s["n_iter"]),
-                             str(s["n_support"]), fmt(s["objective"], ".6g"),
-                             fmt(100 * s["accuracy"], ".2f")])  # fmt: skip
+                body.append(
+                    [
+                        d["name"],
+                        "on" if shr else "off",
+                        fmt(s["cpu"]),
+                        f"{s['cpu_min']:.3f}-{s['cpu_max']:.3f}",
+                        fmt(s["seconds"]),
+                        f"{s['min']:.3f}-{s['max']:.3f}",
+                        str(s["n_iter"]),
+                        str(s["n_support"]),
+                        fmt(s["objective"], ".6g"),
+                        fmt(100 * s["accuracy"], ".2f"),
+                    ]
+                )
     return ["## Reference: scikit-learn SVC", ""] + markdown_table(
-        ["data", "shrinking", "CPU s", "CPU min-max", "fit s", "fit min-max", "iterations",
-         "nSV", "objective", "accuracy %"], body)  # fmt: skip
+        [
+            "data",
+            "shrinking",
+            "CPU s",
+            "CPU min-max",
+            "fit s",
+            "fit min-max",
+            "iterations",
+            "nSV",
+            "objective",
+            "accuracy %",
+        ],
+        body,
+    )
 
 
 def _section(title, intro, figures, names, study, rows, header, cells, only=None) -> list[str]:
@@ -112,32 +148,79 @@ def _section(title, intro, figures, names, study, rows, header, cells, only=None
 
 def _time(study, rows, figures) -> list[str]:
     return _section(
-        "Training time against `none` and scikit-learn SVC", None, figures, ["time"], study, rows,
-        ["configuration", "P", "CPU s", "CPU min-max", "train s", "train min-max", "vs none",
-         "vs none (wall)", "vs SVC h0", "vs SVC h1", "speed-up (wall)"],
-        lambda r: [r["label"], str(r["ranks"]), fmt(r["cpu_s"]),
-                   f"{r['cpu_min']:.3f}-{r['cpu_max']:.3f}", fmt(r["train_s"]),
-                   f"{r['train_min']:.3f}-{r['train_max']:.3f}", fmt(r["vs_none"], ".2f"),
-                   fmt(r["vs_none_wall"], ".2f"), fmt(r["vs_svc0"], ".2f"),
-                   fmt(r["vs_svc1"], ".2f"), fmt(r["speedup"], ".2f")],
-    )  # fmt: skip
+        "Training time against `none` and scikit-learn SVC",
+        None,
+        figures,
+        ["time"],
+        study,
+        rows,
+        [
+            "configuration",
+            "P",
+            "CPU s",
+            "CPU min-max",
+            "train s",
+            "train min-max",
+            "vs none",
+            "vs none (wall)",
+            "vs SVC h0",
+            "vs SVC h1",
+            "speed-up (wall)",
+        ],
+        lambda r: [
+            r["label"],
+            str(r["ranks"]),
+            fmt(r["cpu_s"]),
+            f"{r['cpu_min']:.3f}-{r['cpu_max']:.3f}",
+            fmt(r["train_s"]),
+            f"{r['train_min']:.3f}-{r['train_max']:.3f}",
+            fmt(r["vs_none"], ".2f"),
+            fmt(r["vs_none_wall"], ".2f"),
+            fmt(r["vs_svc0"], ".2f"),
+            fmt(r["vs_svc1"], ".2f"),
+            fmt(r["speedup"], ".2f"),
+        ],
+    )
 
 
 def _elimination(study, rows, figures) -> list[str]:
     n, bad = p_invariance(rows)
-    same = (f"Iterations and objectives agree across P for all {n} configurations, so counts "
-            f"are shown once (smallest P); times are that P's medians." if not bad else
-            f"Iterations or objectives differ across P for: {', '.join(bad)}.")  # fmt: skip
+    same = (
+        f"Iterations and objectives agree across P for all {n} configurations, so counts "
+        f"are shown once (smallest P); times are that P's medians."
+        if not bad
+        else f"Iterations or objectives differ across P for: {', '.join(bad)}."
+    )
     return _section(
-        "Iterations, active set, elimination and reconstruction", same, figures,
-        ["iterations", "active", "elimination", "reconstruction"], study, first_p(rows),
-        ["configuration", "iterations", "eliminated", "false positives", "reconstructions",
-         "reconstruct s", "reconstruct % of train", "kernel s", "cache hit %"],
-        lambda r: [r["label"], str(r["n_iter"]), str(r["n_eliminated"]),
-                   str(r["n_false_positive"]), str(r["n_reconstruct"]), fmt(r["reconstruct_s"]),
-                   fmt(100 * r["reconstruct_s"] / r["train_s"] if r["train_s"] else None, ".1f"),
-                   fmt(r["kernel_s"]), fmt(100 * (r["cache_hit_rate"] or 0), ".1f")],
-    )  # fmt: skip
+        "Iterations, active set, elimination and reconstruction",
+        same,
+        figures,
+        ["iterations", "active", "elimination", "reconstruction"],
+        study,
+        first_p(rows),
+        [
+            "configuration",
+            "iterations",
+            "eliminated",
+            "false positives",
+            "reconstructions",
+            "reconstruct s",
+            "reconstruct % of train",
+            "kernel s",
+            "cache hit %",
+        ],
+        lambda r: [
+            r["label"],
+            str(r["n_iter"]),
+            str(r["n_eliminated"]),
+            str(r["n_false_positive"]),
+            str(r["n_reconstruct"]),
+            fmt(r["reconstruct_s"]),
+            fmt(100 * r["reconstruct_s"] / r["train_s"] if r["train_s"] else None, ".1f"),
+            fmt(r["kernel_s"]),
+            fmt(100 * (r["cache_hit_rate"] or 0), ".1f"),
+        ],
+    )
 
 
 def _imbalance(study, rows, figures) -> list[str]:
@@ -146,14 +229,30 @@ def _imbalance(study, rows, figures) -> list[str]:
         "Rows are split over the ranks by non-zeros; elimination can leave one rank with "
         "more active rows than another. Peak RSS is each rank's high-water mark over its "
         "whole launch (all runs of that P on that data set).",
-        figures, ["imbalance"], study, rows,
-        ["configuration", "P", "busy s per rank", "max/mean", "eliminated per rank",
-         "comm s", "peak RSS MB per rank"],
-        lambda r: [r["label"], str(r["ranks"]), " / ".join(f"{b:.3f}" for b in r["busy_per_rank"]),
-                   fmt(r["imbalance"], ".2f"), " / ".join(map(str, r["eliminated_per_rank"])),
-                   fmt(r["comm_s"]), " / ".join(f"{m:.0f}" for m in r["peak_rss_mb"])],
+        figures,
+        ["imbalance"],
+        study,
+        rows,
+        [
+            "configuration",
+            "P",
+            "busy s per rank",
+            "max/mean",
+            "eliminated per rank",
+            "comm s",
+            "peak RSS MB per rank",
+        ],
+        lambda r: [
+            r["label"],
+            str(r["ranks"]),
+            " / ".join(f"{b:.3f}" for b in r["busy_per_rank"]),
+            fmt(r["imbalance"], ".2f"),
+            " / ".join(map(str, r["eliminated_per_rank"])),
+            fmt(r["comm_s"]),
+            " / ".join(f"{m:.0f}" for m in r["peak_rss_mb"]),
+        ],
         only=lambda r: r["ranks"] > 1,
-    )  # fmt: skip
+    )
 
 
 def _quality(study, rows, figures) -> list[str]:
@@ -162,12 +261,20 @@ def _quality(study, rows, figures) -> list[str]:
         "Gap vs none: against `none/single` at the smallest P; gap vs SVC: against "
         "scikit-learn SVC (shrinking off), whose dual objective is recomputed from its "
         "support vectors and dual coefficients.",
-        figures, ["quality"], study, first_p(rows),
+        figures,
+        ["quality"],
+        study,
+        first_p(rows),
         ["configuration", "accuracy %", "nSV", "objective", "gap vs none", "gap vs SVC"],
-        lambda r: [r["label"], fmt(100 * r["accuracy"], ".2f"), str(r["n_support"]),
-                   fmt(r["objective"], ".6g"), fmt(r["gap_none"], "+.1e"),
-                   fmt(r["gap_svc"], "+.1e")],
-    )  # fmt: skip
+        lambda r: [
+            r["label"],
+            fmt(100 * r["accuracy"], ".2f"),
+            str(r["n_support"]),
+            fmt(r["objective"], ".6g"),
+            fmt(r["gap_none"], "+.1e"),
+            fmt(r["gap_svc"], "+.1e"),
+        ],
+    )
 
 
 def _msf(out: Path) -> list[str]:
@@ -177,9 +284,12 @@ def _msf(out: Path) -> list[str]:
     csvs = sorted(msf.glob("*.csv")) if msf.is_dir() else []
     pngs = sorted(msf.glob("*.png")) if msf.is_dir() else []
     if not csvs and not pngs:
-        return md + ["Not part of this run. `python benchmarks/msf_sweep.py ... --out "
-                     "heuristics/msf` writes its CSV and plots there; `psvm-report heuristics "
-                     "--build-only` then includes them here.", ""]  # fmt: skip
+        return md + [
+            "Not part of this run. `python benchmarks/msf_sweep.py ... --out "
+            "heuristics/msf` writes its CSV and plots there; `psvm-report heuristics "
+            "--build-only` then includes them here.",
+            "",
+        ]
     for path in csvs:
         with open(path, newline="") as f:
             table = list(csv.reader(f))

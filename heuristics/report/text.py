@@ -75,10 +75,13 @@ def p_invariance(rows) -> tuple[int, list[str]]:
     groups = {}
     for r in rows:
         groups.setdefault((r["dataset"], r["label"]), []).append(r)
-    bad = [f"{d} {lab}" for (d, lab), rs in groups.items()
-           if len({r["n_iter"] for r in rs}) > 1
-           or max(abs((r["objective"] or 0) - (rs[0]["objective"] or 0)) for r in rs)
-           > 1e-6 * abs(rs[0]["objective"] or 1)]  # fmt: skip
+    bad = [
+        f"{d} {lab}"
+        for (d, lab), rs in groups.items()
+        if len({r["n_iter"] for r in rs}) > 1
+        or max(abs((r["objective"] or 0) - (rs[0]["objective"] or 0)) for r in rs)
+        > 1e-6 * abs(rs[0]["objective"] or 1)
+    ]
     return len(groups), bad
 
 
@@ -86,12 +89,14 @@ def conclusions(study, rows, svc) -> list[str]:
     out, nz = [], noise(rows)
     dflt = config_label(*default_config())
     if study["repeats"] > 1:
-        out.append(f"Noise: the median spread (max - min over median) across the "
-                   f"{study['repeats']} repeats of a configuration is {nz:.0%} for CPU time and "
-                   f"{noise(rows, 'train'):.0%} for wall time; other jobs shared the 2 cores. "
-                   f"Times below are therefore compared in CPU seconds (of the slowest rank), "
-                   f"and a difference counts only when the repeat ranges do not "
-                   f"overlap.")  # fmt: skip
+        out.append(
+            f"Noise: the median spread (max - min over median) across the "
+            f"{study['repeats']} repeats of a configuration is {nz:.0%} for CPU time and "
+            f"{noise(rows, 'train'):.0%} for wall time; other jobs shared the 2 cores. "
+            f"Times below are therefore compared in CPU seconds (of the slowest rank), "
+            f"and a difference counts only when the repeat ranges do not "
+            f"overlap."
+        )
     else:
         out.append(
             "Noise: one run per configuration, so the noise is not measured; treat "
@@ -110,15 +115,21 @@ def conclusions(study, rows, svc) -> list[str]:
             if best is none:
                 txt = f"{d}, P={P}: fastest is `none` itself ({_s(best['cpu_s'])} CPU s)"
             else:
-                txt = (f"{d}, P={P}: fastest is `{best['label']}` ({_s(best['cpu_s'])} CPU s, "
-                       f"{_pct(best['vs_none'])} than `none`")  # fmt: skip
+                txt = (
+                    f"{d}, P={P}: fastest is `{best['label']}` ({_s(best['cpu_s'])} CPU s, "
+                    f"{_pct(best['vs_none'])} than `none`"
+                )
                 txt += f" at {_s(none['cpu_s'])} s){_versus(best, none)}" if none else ")"
             if df is not None:
-                txt += (f"; the default `{dflt}` takes {_pct(df['vs_none'])} than "
-                        f"`none`{_versus(df, none)}")  # fmt: skip
+                txt += (
+                    f"; the default `{dflt}` takes {_pct(df['vs_none'])} than "
+                    f"`none`{_versus(df, none)}"
+                )
                 if s1:
-                    txt += (f" and {df['vs_svc1']:.2f}x the time of scikit-learn SVC "
-                            f"(shrinking on, {_s(s1['cpu'])} s)")  # fmt: skip
+                    txt += (
+                        f" and {df['vs_svc1']:.2f}x the time of scikit-learn SVC "
+                        f"(shrinking on, {_s(s1['cpu'])} s)"
+                    )
             out.append(txt + ".")
     rk = ranking(rows)
     if rk:
@@ -126,59 +137,117 @@ def conclusions(study, rows, svc) -> list[str]:
         def names(part):
             return ", ".join(f"`{lab}` {g:.2f}" for lab, g, _ in part)
 
-        ranked = (f"in order {names(rk)}" if len(rk) <= 5
-                  else f"best {names(rk[:3])}; worst {names(rk[-2:])}")  # fmt: skip
+        ranked = (
+            f"in order {names(rk)}"
+            if len(rk) <= 5
+            else f"best {names(rk[:3])}; worst {names(rk[-2:])}"
+        )
         out.append(
             f"Over all data sets and P (geometric mean of time / `none`, second-order "
             f"selection, exact configurations; below 1 beats `none`): {ranked}."
         )
-    cmp = [(r, next(iter(_by(rows, dataset=r["dataset"], ranks=r["ranks"], heuristic="none",
-                             selection=r["selection"])), None))
-           for r in exact if r["heuristic"] != "none" and r["vs_none"] is not None]  # fmt: skip
+    cmp = [
+        (
+            r,
+            next(
+                iter(
+                    _by(
+                        rows,
+                        dataset=r["dataset"],
+                        ranks=r["ranks"],
+                        heuristic="none",
+                        selection=r["selection"],
+                    )
+                ),
+                None,
+            ),
+        )
+        for r in exact
+        if r["heuristic"] != "none" and r["vs_none"] is not None
+    ]
     if cmp:
         slower = [r for r, n in cmp if r["vs_none"] > 1]
         apart = [r for r, n in cmp if "apart" in _versus(r, n)]
-        out.append(f"Direction: of {len(cmp)} comparisons of an exact elimination configuration "
-                   f"with `none` (same data, P and selection), {len(slower)} are slower and "
-                   f"{len(cmp) - len(slower)} faster; the repeat ranges are apart in "
-                   f"{sum(r['vs_none'] > 1 for r in apart)} slower and "
-                   f"{sum(r['vs_none'] <= 1 for r in apart)} faster cases.")  # fmt: skip
+        out.append(
+            f"Direction: of {len(cmp)} comparisons of an exact elimination configuration "
+            f"with `none` (same data, P and selection), {len(slower)} are slower and "
+            f"{len(cmp) - len(slower)} faster; the repeat ranges are apart in "
+            f"{sum(r['vs_none'] > 1 for r in apart)} slower and "
+            f"{sum(r['vs_none'] <= 1 for r in apart)} faster cases."
+        )
     ratios = [r for r in exact if r["vs_none"] is not None and r["heuristic"] != "none"]
     if ratios:
         b = min(ratios, key=lambda r: r["vs_none"])
-        none = next(iter(_by(rows, dataset=b["dataset"], ranks=b["ranks"], heuristic="none",
-                             selection=b["selection"])), None)  # fmt: skip
-        out.append(f"Largest saving against the no-elimination baseline: `{b['label']}` on "
-                   f"{b['dataset']} at P={b['ranks']}, {_pct(b['vs_none'])}"
-                   f"{_versus(b, none)}. Being the best of "
-                   f"many noisy comparisons, it overstates the typical gain. The "
-                   f"seed paper (Narasimhan et al., arXiv 1406.5161) reports 30-60% less time "
-                   f"than that baseline on full-size data over several nodes; these runs use "
-                   f"{_rows_text(study)} on one 2-core machine.")  # fmt: skip
+        none = next(
+            iter(
+                _by(
+                    rows,
+                    dataset=b["dataset"],
+                    ranks=b["ranks"],
+                    heuristic="none",
+                    selection=b["selection"],
+                )
+            ),
+            None,
+        )
+        out.append(
+            f"Largest saving against the no-elimination baseline: `{b['label']}` on "
+            f"{b['dataset']} at P={b['ranks']}, {_pct(b['vs_none'])}"
+            f"{_versus(b, none)}. Being the best of "
+            f"many noisy comparisons, it overstates the typical gain. The "
+            f"seed paper (Narasimhan et al., arXiv 1406.5161) reports 30-60% less time "
+            f"than that baseline on full-size data over several nodes; these runs use "
+            f"{_rows_text(study)} on one 2-core machine."
+        )
     fp = [r for r in first_p(exact) if r["n_false_positive"] > 0]
     if fp:
         w = max(fp, key=lambda r: r["n_false_positive"])
-        tot = {lab: sum(r["n_false_positive"] for r in first_p(exact) if r["label"] == lab)
-               for lab in {r["label"] for r in exact}}  # fmt: skip
-        out.append(f"False positives: most with `{w['label']}` on {w['dataset']} "
-                   f"({w['n_false_positive']} of {w['n_eliminated']} eliminations, "
-                   f"{w['n_reconstruct']} reconstructions); summed over the data sets the "
-                   f"default `{dflt}` has {tot.get(dflt, 0)}.")  # fmt: skip
-    fo = [(r, next(iter(_by(rows, dataset=r["dataset"], ranks=r["ranks"],
-                            heuristic=r["heuristic"], reconstruction=r["reconstruction"],
-                            selection="second")), None))
-          for r in rows if r["selection"] == "first"]  # fmt: skip
+        tot = {
+            lab: sum(r["n_false_positive"] for r in first_p(exact) if r["label"] == lab)
+            for lab in {r["label"] for r in exact}
+        }
+        out.append(
+            f"False positives: most with `{w['label']}` on {w['dataset']} "
+            f"({w['n_false_positive']} of {w['n_eliminated']} eliminations, "
+            f"{w['n_reconstruct']} reconstructions); summed over the data sets the "
+            f"default `{dflt}` has {tot.get(dflt, 0)}."
+        )
+    fo = [
+        (
+            r,
+            next(
+                iter(
+                    _by(
+                        rows,
+                        dataset=r["dataset"],
+                        ranks=r["ranks"],
+                        heuristic=r["heuristic"],
+                        reconstruction=r["reconstruction"],
+                        selection="second",
+                    )
+                ),
+                None,
+            ),
+        )
+        for r in rows
+        if r["selection"] == "first"
+    ]
     fo = [(a, b) for a, b in fo if b is not None]
     if fo:
         t = gmean(a["cpu_s"] / b["cpu_s"] for a, b in fo)
         it = gmean(a["n_iter"] / b["n_iter"] for a, b in fo)
-        out.append(f"First-order (maximal violating pair) against second-order selection, "
-                   f"same heuristic: {it:.2f}x the iterations and {t:.2f}x the time "
-                   f"(geometric means over {len(fo)} pairs).")  # fmt: skip
+        out.append(
+            f"First-order (maximal violating pair) against second-order selection, "
+            f"same heuristic: {it:.2f}x the iterations and {t:.2f}x the time "
+            f"(geometric means over {len(fo)} pairs)."
+        )
     pmax = max(study["ranks"])
     if pmax > min(study["ranks"]):
-        sp = [f"{r['dataset']} {r['speedup']:.2f}x" for r in _by(rows, heuristic="none",
-              selection="second", ranks=pmax) if r["speedup"]]  # fmt: skip
+        sp = [
+            f"{r['dataset']} {r['speedup']:.2f}x"
+            for r in _by(rows, heuristic="none", selection="second", ranks=pmax)
+            if r["speedup"]
+        ]
         out.append(
             f"P={pmax} against P={min(study['ranks'])} (`none`): "
             + ", ".join(sp)
@@ -238,25 +307,37 @@ def default_section(study, rows) -> list[str]:
     pos = next((k for k, (lb, _, _) in enumerate(rk) if lb == lab), None)
     nz = noise(rows)
     why = WHY_DEFAULT.get(h, "")
-    out = [f"psvm's default is `--heuristic {h} --reconstruction {rec} --selection {sel}` "
-           f"(the defaults of `psvm._params.validate_svc_params`), chosen from full-data-set "
-           f"timings ([docs/heuristics.md](../docs/heuristics.md)). {why}"]  # fmt: skip
+    out = [
+        f"psvm's default is `--heuristic {h} --reconstruction {rec} --selection {sel}` "
+        f"(the defaults of `psvm._params.validate_svc_params`), chosen from full-data-set "
+        f"timings ([docs/heuristics.md](../docs/heuristics.md)). {why}"
+    ]
     if pos is not None:
         g = rk[pos][1]
         best_lab, best_g, _ = rk[0]
-        out.append(f"In this study it ranks {pos + 1} of {len(rk)} exact second-order "
-                   f"configurations with elimination (time / `none` = {g:.2f}, geometric mean "
-                   f"over data sets and P).")  # fmt: skip
+        out.append(
+            f"In this study it ranks {pos + 1} of {len(rk)} exact second-order "
+            f"configurations with elimination (time / `none` = {g:.2f}, geometric mean "
+            f"over data sets and P)."
+        )
         if best_lab != lab and best_g < g * (1 - nz):
-            out.append(f"`{best_lab}` was faster ({best_g:.2f}) by more than the noise level "
-                       f"({nz:.0%}); that is worth re-checking on the full data sets before "
-                       f"changing the default.")  # fmt: skip
+            out.append(
+                f"`{best_lab}` was faster ({best_g:.2f}) by more than the noise level "
+                f"({nz:.0%}); that is worth re-checking on the full data sets before "
+                f"changing the default."
+            )
         elif best_lab != lab:
             out.append(f"No other heuristic beats it by more than the noise level ({nz:.0%}).")
         mine = [r for r in first_p(rows) if r["label"] == lab and r["train_s"]]
         share = _med_share(mine)
-        cmp = [r for r in rows if r["heuristic"] != "none" and r["selection"] == sel
-               and r["reconstruction"] != "approximate" and r["vs_none"] is not None]  # fmt: skip
+        cmp = [
+            r
+            for r in rows
+            if r["heuristic"] != "none"
+            and r["selection"] == sel
+            and r["reconstruction"] != "approximate"
+            and r["vs_none"] is not None
+        ]
         slower = sum(r["vs_none"] > 1 for r in cmp)
         if g > 1:
             size = "beyond" if g > 1 + nz else "within"

@@ -99,8 +99,10 @@ def sigint_watch() -> Iterator[list]:
     thread can set handlers, and a handler of the user's own is left alone.
     """
     seen: list = []
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):  # fmt: skip
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         yield seen
         return
 

@@ -212,11 +212,14 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     coef, sv = _read_svs(rd, lines, sv_line, total_sv, k - 1)
     n_features, n_features_line = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
     if n_features is not None and n_features < sv.shape[1]:
-        raise rd.error(n_features_line, f"n_features {n_features} is less than the "
-                                        f"largest SV feature index {sv.shape[1]}")  # fmt: skip
+        raise rd.error(
+            n_features_line,
+            f"n_features {n_features} is less than the largest SV feature index {sv.shape[1]}",
+        )
     try:
-        return SVCModel(support_vectors=sv, dual_coef=coef.T.copy(), n_features=n_features,
-                        **fields)  # fmt: skip
+        return SVCModel(
+            support_vectors=sv, dual_coef=coef.T.copy(), n_features=n_features, **fields
+        )
     except ValueError as e:  # the reader's own checks should leave nothing to catch here
         raise rd.error(sv_line, str(e)) from None
 
@@ -263,11 +266,19 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
         raise rd.error(line, f"svm_type {svm_type!r} is {what} type; psvm reads c_svc only")
     line, (kernel_type,) = values("kernel_type", 1)
     if kernel_type not in _FILE_KERNELS:
-        raise rd.error(line, f"unknown or unsupported kernel_type {kernel_type!r}; expected one "
-                             f"of {sorted(_FILE_KERNELS)}")  # fmt: skip
+        raise rd.error(
+            line,
+            f"unknown or unsupported kernel_type {kernel_type!r}; expected one "
+            f"of {sorted(_FILE_KERNELS)}",
+        )
     # Defaults for fields LIBSVM omits for kernels that ignore them.
-    out: dict[str, Any] = {"kernel": _FILE_KERNELS[kernel_type], "gamma": 0.0, "coef0": 0.0,
-                           "degree": 3, "meta": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "kernel": _FILE_KERNELS[kernel_type],
+        "gamma": 0.0,
+        "coef0": 0.0,
+        "degree": 3,
+        "meta": {},
+    }
     for key, parse in (("degree", rd.integer), ("gamma", rd.number), ("coef0", rd.number)):
         if key in header:
             out[key] = one(key, parse)[0]
@@ -314,8 +325,11 @@ def _read_svs(
             raise rd.error(lno, f"file ends after {r} SV lines, but total_sv is {total_sv}")
         toks = lines[lno - 1].split()
         if not toks or toks[0].startswith("#"):
-            raise rd.error(lno, f"expected SV line {r + 1} of {total_sv}, got "
-                                f"{'a blank line' if not toks else 'a comment'}")  # fmt: skip
+            raise rd.error(
+                lno,
+                f"expected SV line {r + 1} of {total_sv}, got "
+                f"{'a blank line' if not toks else 'a comment'}",
+            )
         if len(toks) < m or any(":" in t for t in toks[:m]):
             raise rd.error(lno, f"SV line has fewer than {m} coefficients")
         coef[r] = [rd.number(t, lno, "an SV coefficient") for t in toks[:m]]
@@ -326,8 +340,11 @@ def _read_svs(
                 raise rd.error(lno, f"expected index:value, got {t!r}")
             idx = rd.integer(i_tok, lno, "a feature index")
             if idx <= prev or idx > _MAX_INDEX:
-                raise rd.error(lno, f"feature index {idx} is not in ({prev}, {_MAX_INDEX}]: "
-                                    "indices must be 1-based and strictly ascending")  # fmt: skip
+                raise rd.error(
+                    lno,
+                    f"feature index {idx} is not in ({prev}, {_MAX_INDEX}]: "
+                    "indices must be 1-based and strictly ascending",
+                )
             prev = idx
             indices.append(idx - 1)
             data.append(rd.number(v_tok, lno, f"feature {idx}"))

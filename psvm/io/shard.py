@@ -279,10 +279,14 @@ def _overflow_error(path: str, parsed, block: bytes, lines_before: int):
         return None
     values = parsed.data[parsed.indptr[row] : parsed.indptr[row + 1]]
     line = lines_before + data_line_number(block, row)
-    return LibsvmFormatError(path, line, f"values too large: the row's squared norm exceeds "
-                             f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 "
-                             f"(largest |value| {np.abs(values).max():.3g}); scale the "
-                             "features, e.g. with svm-scale")  # fmt: skip
+    return LibsvmFormatError(
+        path,
+        line,
+        f"values too large: the row's squared norm exceeds "
+        f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 "
+        f"(largest |value| {np.abs(values).max():.3g}); scale the "
+        "features, e.g. with svm-scale",
+    )
 
 
 def _check_readable(path: str) -> OSError | None:

@@ -201,8 +201,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         first = not hasattr(self, "_state")
         with self._comm() as comm:
             sharded = self.distributed == "sharded"
-            X, y, sw, classes = agree_on_input(comm, sharded, self._check_partial_input, X, y,
-                                               classes, sample_weight, first)  # fmt: skip
+            X, y, sw, classes = agree_on_input(
+                comm, sharded, self._check_partial_input, X, y, classes, sample_weight, first
+            )
             if not sharded:
                 agree_replicated(comm, X, y, sw)
             if first:
@@ -231,8 +232,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         """This rank's checks of its input; fit agrees on their errors over the ranks."""
         if not reset:  # a sparse shard may lack the highest feature indices
             X = widen(X, self.n_features_in_)
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C",
-                             reset=reset)  # fmt: skip
+        X, y = validate_data(
+            self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=reset
+        )
         check_finite_rows(X)
         check_classification_targets(y)
         return X, y, check_sample_weight(sample_weight, X.shape[0])
@@ -277,13 +279,20 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     def _setup(self, comm, X, classes) -> None:
         """Validate parameters, draw the agreed seed, start a fresh model and MSF policy."""
         self._cfg = validate_sgd_params(
-            alpha=self.alpha, learning_rate=self.learning_rate, eta0=self.eta0,
-            sync_every=self.sync_every, msf_target=self.msf_target, max_iter=self.max_iter,
-            tol=self.tol, n_iter_no_change=self.n_iter_no_change, shuffle=self.shuffle,
-            average=self.average, fit_intercept=self.fit_intercept,
+            alpha=self.alpha,
+            learning_rate=self.learning_rate,
+            eta0=self.eta0,
+            sync_every=self.sync_every,
+            msf_target=self.msf_target,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            n_iter_no_change=self.n_iter_no_change,
+            shuffle=self.shuffle,
+            average=self.average,
+            fit_intercept=self.fit_intercept,
             intercept_decay=SPARSE_INTERCEPT_DECAY if sp.issparse(X) else 1.0,
             verbose=self.verbose,
-        )  # fmt: skip
+        )
         try:
             rng = check_random_state(self.random_state)
         except ValueError as e:  # every rank raises it alike
@@ -316,8 +325,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         rows = self._local_rows(comm, Xc)
         codes = np.searchsorted(self.classes_, y)
         cw = self._class_weights(comm, y)
-        prob = make_problem(comm, Xc[rows], codes[rows], self.classes_.size,
-                            sample_weight=sw[rows], class_weight=cw)  # fmt: skip
+        prob = make_problem(
+            comm, Xc[rows], codes[rows], self.classes_.size, sample_weight=sw[rows], class_weight=cw
+        )
         stats = Stats()
         log = print if self.verbose and comm.rank == 0 else None
         trainer = SGDTrainer(comm, prob, self._cfg, self._state, self._policy, stats, log)
@@ -329,8 +339,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self.sync_every_ = int(trainer.period)
         self.fit_status_ = 0 if trainer.converged or not stop_on_tol else 1
         self.fit_stats_ = reduce_stats(comm, stats)
-        self.fit_stats_["values"].update(msf=self._policy.state(), n_samples=prob.n_samples,
-                                         n_threads=numba.get_num_threads())  # fmt: skip
+        self.fit_stats_["values"].update(
+            msf=self._policy.state(), n_samples=prob.n_samples, n_threads=numba.get_num_threads()
+        )
         if stop_on_tol and self._cfg.tol is not None and not trainer.converged:
             warnings.warn(
                 f"Maximum number of epochs ({self.max_iter}) reached before the objective "

@@ -35,8 +35,16 @@ from psvm.io.model_file import ModelFormatError
 
 SOLVER_TYPE = "L2R_L1LOSS_SVC_DUAL"
 # LIBLINEAR's classification solvers (its solver_type_table); all predict alike.
-_CLASSIFIERS = ("L2R_LR", "L2R_L2LOSS_SVC_DUAL", "L2R_L2LOSS_SVC", "L2R_L1LOSS_SVC_DUAL",
-                "MCSVM_CS", "L1R_L2LOSS_SVC", "L1R_LR", "L2R_LR_DUAL")  # fmt: skip
+_CLASSIFIERS = (
+    "L2R_LR",
+    "L2R_L2LOSS_SVC_DUAL",
+    "L2R_L2LOSS_SVC",
+    "L2R_L1LOSS_SVC_DUAL",
+    "MCSVM_CS",
+    "L1R_L2LOSS_SVC",
+    "L1R_LR",
+    "L2R_LR_DUAL",
+)
 _OTHERS = ("L2R_L2LOSS_SVR", "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL", "ONECLASS_SVM")
 _KEYS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
 
@@ -107,9 +115,14 @@ def write_linear_model(path: str | os.PathLike, model: LinearModel) -> None:
             raise ValueError(f"LIBLINEAR model files hold integer labels only, got label {c!r}")
         labels.append(str(int(c)))
     W = np.vstack([model.coef.T, model.intercept[None, :]])  # (n_features + 1, nr_w)
-    lines = [f"solver_type {model.solver_type}", f"nr_class {len(labels)}",
-             "label " + " ".join(labels), f"nr_feature {model.n_features}",
-             "bias 1", "w"]  # fmt: skip
+    lines = [
+        f"solver_type {model.solver_type}",
+        f"nr_class {len(labels)}",
+        "label " + " ".join(labels),
+        f"nr_feature {model.n_features}",
+        "bias 1",
+        "w",
+    ]
     lines += ["".join(_g(v) + " " for v in row) for row in W.tolist()]
     with write_atomic(path, encoding="ascii", newline="\n") as f:
         f.write("\n".join(lines) + "\n")
@@ -148,8 +161,9 @@ def read_linear_model(path: str | os.PathLike) -> LinearModel:
         try:
             v = kind(tok)
         except ValueError:
-            raise error(lno, f"{what} is not {'an integer' if kind is int else 'a number'}: "
-                             f"{tok!r}") from None  # fmt: skip
+            raise error(
+                lno, f"{what} is not {'an integer' if kind is int else 'a number'}: {tok!r}"
+            ) from None
         if kind is float and not np.isfinite(v):
             raise error(lno, f"{what} is not finite: {tok!r}")
         return v
@@ -170,8 +184,9 @@ def read_linear_model(path: str | os.PathLike) -> LinearModel:
         lno, vals = header["solver_type"]
         if len(vals) == 1 and vals[0] not in _CLASSIFIERS:
             kind = "not a classification" if vals[0] in _OTHERS else "an unknown"
-            raise error(lno, f"solver_type {vals[0]!r} is {kind} solver; psvm reads "
-                             "classifiers only")  # fmt: skip
+            raise error(
+                lno, f"solver_type {vals[0]!r} is {kind} solver; psvm reads classifiers only"
+            )
     if not w_line:
         raise error(max(len(lines), 1), "end of file before the 'w' line")
     for key in ("solver_type", "nr_class", "nr_feature", "bias"):

@@ -37,8 +37,9 @@ class FixedPeriod:
     def start(self, n_local_max: int, step_seconds=None, sync_seconds=None) -> int:
         return max(1, min(self.period, max(n_local_max, 1)))
 
-    def end_epoch(self, epoch: int, objective: float, val_accuracy=None,
-                  step_seconds=None, sync_seconds=None) -> int:  # fmt: skip
+    def end_epoch(
+        self, epoch: int, objective: float, val_accuracy=None, step_seconds=None, sync_seconds=None
+    ) -> int:
         return self.period
 
     def state(self) -> dict:
@@ -92,12 +93,20 @@ class AutoMSF:
     def start(self, n_local_max: int, step_seconds=None, sync_seconds=None) -> int:
         self.n_local_max = max(int(n_local_max), 1)
         p = self._choose(step_seconds, sync_seconds)
-        self.history.append(dict(epoch=0, period=p, step_seconds=step_seconds,
-                                 sync_seconds=sync_seconds, event="start"))  # fmt: skip
+        self.history.append(
+            dict(
+                epoch=0,
+                period=p,
+                step_seconds=step_seconds,
+                sync_seconds=sync_seconds,
+                event="start",
+            )
+        )
         return p
 
-    def end_epoch(self, epoch: int, objective: float, val_accuracy=None,
-                  step_seconds=None, sync_seconds=None) -> int:  # fmt: skip
+    def end_epoch(
+        self, epoch: int, objective: float, val_accuracy=None, step_seconds=None, sync_seconds=None
+    ) -> int:
         """Record the epoch's agreed objective (and accuracy); return the next period."""
         worse = objective > self.prev_objective + BACKOFF_RTOL * abs(self.prev_objective)
         if val_accuracy is not None and self.prev_accuracy is not None:
@@ -109,13 +118,25 @@ class AutoMSF:
             event = "backoff"
         self.prev_objective, self.prev_accuracy = objective, val_accuracy
         p = self._choose(step_seconds, sync_seconds)
-        self.history.append(dict(epoch=epoch, period=p, step_seconds=step_seconds,
-                                 sync_seconds=sync_seconds, event=event))  # fmt: skip
+        self.history.append(
+            dict(
+                epoch=epoch,
+                period=p,
+                step_seconds=step_seconds,
+                sync_seconds=sync_seconds,
+                event=event,
+            )
+        )
         return p
 
     def state(self) -> dict:
-        return {"policy": "auto", "target": self.target, "period": self.period,
-                "n_backoff": self.n_backoff, "history": self.history}  # fmt: skip
+        return {
+            "policy": "auto",
+            "target": self.target,
+            "period": self.period,
+            "n_backoff": self.n_backoff,
+            "history": self.history,
+        }
 
 
 def make_policy(sync_every, target: float = 0.1):

@@ -62,8 +62,28 @@ def _fold(c, V, U, csum):
 
 
 @njit(cache=True, nogil=True)
-def sgd_steps(indptr, indices, data, codes, sw, order, lo, hi, schedule, hp,
-              V, scale, b, U, csum, bsum, pos_code, pos_w, neg_w, st):  # fmt: skip
+def sgd_steps(
+    indptr,
+    indices,
+    data,
+    codes,
+    sw,
+    order,
+    lo,
+    hi,
+    schedule,
+    hp,
+    V,
+    scale,
+    b,
+    U,
+    csum,
+    bsum,
+    pos_code,
+    pos_w,
+    neg_w,
+    st,
+):
     """SGD on the hinge-loss primal over local rows ``order[lo:hi]``, for all k models.
 
     Per row x with label y = +-1, weight w_y (``sw`` times ``pos_w``/``neg_w``)

@@ -66,12 +66,25 @@ class LocalProblem:
 
     def permuted(self, perm: np.ndarray) -> LocalProblem:
         """The same problem with the local training rows stored in ``perm`` order."""
-        X = sp.csr_matrix((self.data, self.indices, self.indptr),
-                          shape=(self.n_local, self.n_features))[perm]  # fmt: skip
+        X = sp.csr_matrix(
+            (self.data, self.indices, self.indptr), shape=(self.n_local, self.n_features)
+        )[perm]
         indptr, indices, data = _csr(X)
-        return LocalProblem(indptr, indices, data, self.codes[perm], self.sw[perm],
-                            self.n_features, self.n_samples, self.n_local_max, self.pos_code,
-                            self.pos_w, self.neg_w, self.val, self.n_val)  # fmt: skip
+        return LocalProblem(
+            indptr,
+            indices,
+            data,
+            self.codes[perm],
+            self.sw[perm],
+            self.n_features,
+            self.n_samples,
+            self.n_local_max,
+            self.pos_code,
+            self.pos_w,
+            self.neg_w,
+            self.val,
+            self.n_val,
+        )
 
 
 def _csr(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -79,13 +92,16 @@ def _csr(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()
-    return (np.ascontiguousarray(X.indptr, dtype=np.int64),
-            np.require(X.indices, np.int32, ["C", "W"]),
-            np.require(X.data, np.float64, ["C", "W"]))  # fmt: skip
+    return (
+        np.ascontiguousarray(X.indptr, dtype=np.int64),
+        np.require(X.indices, np.int32, ["C", "W"]),
+        np.require(X.data, np.float64, ["C", "W"]),
+    )
 
 
-def make_problem(comm, X, codes, n_classes: int, *, sample_weight=None, class_weight=None,
-                 validation=None) -> LocalProblem:  # fmt: skip
+def make_problem(
+    comm, X, codes, n_classes: int, *, sample_weight=None, class_weight=None, validation=None
+) -> LocalProblem:
     """Wire a rank's rows (class codes 0..n_classes-1) into a LocalProblem; collective.
 
     ``class_weight`` is an array of one weight per class code; ``validation``
@@ -105,9 +121,20 @@ def make_problem(comm, X, codes, n_classes: int, *, sample_weight=None, class_we
     if validation is not None:
         val = (*_csr(validation[0]), np.ascontiguousarray(validation[1], dtype=np.int64))
     return LocalProblem(
-        indptr, indices, data, codes, sw, int(X.shape[1]), int(counts[0]),
-        int(comm.max_(n)), pos_code.astype(np.int64), pos_w, neg_w, val, int(counts[1]),
-    )  # fmt: skip
+        indptr,
+        indices,
+        data,
+        codes,
+        sw,
+        int(X.shape[1]),
+        int(counts[0]),
+        int(comm.max_(n)),
+        pos_code.astype(np.int64),
+        pos_w,
+        neg_w,
+        val,
+        int(counts[1]),
+    )
 
 
 @dataclass
@@ -128,9 +155,16 @@ class SGDState:
     @classmethod
     def zeros(cls, n_models: int, n_features: int, seed: int, rank: int) -> SGDState:
         k, d = n_models, n_features
-        return cls(np.zeros((k, d)), np.ones(k), np.zeros(k), np.zeros((k, d)), np.zeros(k),
-                   np.zeros(k), np.zeros(steps.N_ST),
-                   np.random.default_rng([int(seed), int(rank)]))  # fmt: skip
+        return cls(
+            np.zeros((k, d)),
+            np.ones(k),
+            np.zeros(k),
+            np.zeros((k, d)),
+            np.zeros(k),
+            np.zeros(k),
+            np.zeros(steps.N_ST),
+            np.random.default_rng([int(seed), int(rank)]),
+        )
 
 
 def hyper_parameters(cfg: SGDConfig) -> np.ndarray:
@@ -169,8 +203,16 @@ class SGDTrainer:
     scoring), ``comm_seconds``, ``n_sync``.
     """
 
-    def __init__(self, comm, prob: LocalProblem, cfg: SGDConfig, state: SGDState, policy,
-                 stats: Stats, log: Callable[[str], None] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        comm,
+        prob: LocalProblem,
+        cfg: SGDConfig,
+        state: SGDState,
+        policy,
+        stats: Stats,
+        log: Callable[[str], None] | None = None,
+    ):
         self.comm, self.prob, self.cfg, self.state = comm, prob, cfg, state
         self.policy, self.stats, self.log = policy, stats, log
         if cfg.shuffle and prob.n_local > 1:
@@ -200,9 +242,28 @@ class SGDTrainer:
     # -- set-up ---------------------------------------------------------------
     def _steps(self, lo, hi, s: SGDState) -> None:
         p = self.prob
-        steps.sgd_steps(p.indptr, p.indices, p.data, p.codes, p.sw, self.order, lo, hi,
-                        self.cfg.schedule_id, self.hp, s.V, s.scale, s.b, s.U, s.csum, s.bsum,
-                        p.pos_code, p.pos_w, p.neg_w, s.st)  # fmt: skip
+        steps.sgd_steps(
+            p.indptr,
+            p.indices,
+            p.data,
+            p.codes,
+            p.sw,
+            self.order,
+            lo,
+            hi,
+            self.cfg.schedule_id,
+            self.hp,
+            s.V,
+            s.scale,
+            s.b,
+            s.U,
+            s.csum,
+            s.bsum,
+            p.pos_code,
+            p.pos_w,
+            p.neg_w,
+            s.st,
+        )
 
     def _warm_up(self) -> None:
         """Load (or compile) every kernel now, so no timing below includes numba."""
@@ -213,8 +274,19 @@ class SGDTrainer:
         steps.unpack_model(buf, s.V, s.scale, s.b, s.U, s.csum)  # zero weight: no change
         steps.pack_average(s.V, s.U, s.csum, s.bsum, 0.0, buf)
         steps.unpack_weights(buf, self.W, self.w0)
-        steps.hinge_sums(p.indptr[:1], p.indices, p.data, p.codes, p.sw, self.W, self.w0,
-                         p.pos_code, p.pos_w, p.neg_w, self.losses)  # fmt: skip
+        steps.hinge_sums(
+            p.indptr[:1],
+            p.indices,
+            p.data,
+            p.codes,
+            p.sw,
+            self.W,
+            self.w0,
+            p.pos_code,
+            p.pos_w,
+            p.neg_w,
+            self.losses,
+        )
         if p.val is not None:
             steps.count_correct(p.val[0][:1], *p.val[1:], self.W, self.w0, p.pos_code)
 
@@ -227,8 +299,16 @@ class SGDTrainer:
             self.comm.sum_inplace(probe)
             with self.stats.timer("calibrate"):
                 s = self.state
-                scratch = SGDState(s.V.copy(), s.scale.copy(), s.b.copy(), s.U.copy(),
-                                   s.csum.copy(), s.bsum.copy(), s.st.copy(), s.rng)  # fmt: skip
+                scratch = SGDState(
+                    s.V.copy(),
+                    s.scale.copy(),
+                    s.b.copy(),
+                    s.U.copy(),
+                    s.csum.copy(),
+                    s.bsum.copy(),
+                    s.st.copy(),
+                    s.rng,
+                )
                 n = min(PROBE_STEPS, self.prob.n_local)
                 step_local = np.inf
                 for _ in range(3):  # best of three: a preempted probe says nothing
@@ -240,15 +320,18 @@ class SGDTrainer:
                     t0 = time.perf_counter()
                     steps.pack_model(scratch.V, scratch.scale, scratch.b, 1.0, probe)
                     self.comm.sum_inplace(probe)
-                    steps.unpack_model(probe, scratch.V, scratch.scale, scratch.b, scratch.U,
-                                       scratch.csum)  # fmt: skip
+                    steps.unpack_model(
+                        probe, scratch.V, scratch.scale, scratch.b, scratch.U, scratch.csum
+                    )
                     times.append(time.perf_counter() - t0)
                 agreed = self.comm.max_(np.array([step_local, float(np.median(times))]))
                 step_s, sync_s = float(agreed[0]), float(agreed[1])
         period = self.policy.start(self.prob.n_local_max, step_s, sync_s)
         if self.log is not None and step_s is not None:
-            self.log(f"msf: step {step_s * 1e6:.3g} us, sync {sync_s * 1e6:.3g} us "
-                     f"-> sync every {period} samples")  # fmt: skip
+            self.log(
+                f"msf: step {step_s * 1e6:.3g} us, sync {sync_s * 1e6:.3g} us "
+                f"-> sync every {period} samples"
+            )
         return period
 
     # -- epochs -----------------------------------------------------------------
@@ -309,8 +392,9 @@ class SGDTrainer:
         objective, accuracy, step_s, sync_s = self._evaluate(per_step, per_sync)
         self._after_epoch(objective, accuracy, step_s, sync_s, n_sync)
         # wall time of the epoch without validation scoring (monitoring, not training)
-        st.seconds["epochs"] += time.perf_counter() - t_epoch - (st.seconds["validation"]
-                                                               - val_before)  # fmt: skip
+        st.seconds["epochs"] += (
+            time.perf_counter() - t_epoch - (st.seconds["validation"] - val_before)
+        )
         st.traces["train_seconds"].append(st.seconds["epochs"])
         return objective
 
@@ -335,8 +419,10 @@ class SGDTrainer:
         self._best = min(self._best, objective)
         if self.log is not None:
             acc = "" if accuracy is None else f", validation accuracy {100 * accuracy:.2f}%"
-            self.log(f"epoch {self.state.epoch}: objective {objective:.6g}{acc}, "
-                     f"{n_sync} syncs, next period {self.period}")  # fmt: skip
+            self.log(
+                f"epoch {self.state.epoch}: objective {objective:.6g}{acc}, "
+                f"{n_sync} syncs, next period {self.period}"
+            )
 
     # -- evaluation ---------------------------------------------------------------
     def weights(self) -> tuple[np.ndarray, np.ndarray]:
@@ -366,8 +452,19 @@ class SGDTrainer:
         p, st, k = self.prob, self.stats, self.prob.n_models
         with st.timer("objective"):
             W, w0 = self.weights()
-            steps.hinge_sums(p.indptr, p.indices, p.data, p.codes, p.sw, W, w0, p.pos_code,
-                             p.pos_w, p.neg_w, self.losses)  # fmt: skip
+            steps.hinge_sums(
+                p.indptr,
+                p.indices,
+                p.data,
+                p.codes,
+                p.sw,
+                W,
+                w0,
+                p.pos_code,
+                p.pos_w,
+                p.neg_w,
+                self.losses,
+            )
         correct = 0
         if p.val is not None:
             with st.timer("validation"):

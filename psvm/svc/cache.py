@@ -185,8 +185,11 @@ class ColumnCache:
         n = max(n_local, 1)
         self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * max(n_global, 1)))
         empty = new_cache(0, 2)
-        self.arrays = _with_old(new_cache(n_local, _slots(self.budget, n_local, n_global)), empty,
-                                np.zeros(0, dtype=np.int64))  # fmt: skip
+        self.arrays = _with_old(
+            new_cache(n_local, _slots(self.budget, n_local, n_global)),
+            empty,
+            np.zeros(0, dtype=np.int64),
+        )
 
     @property
     def hits(self) -> int:

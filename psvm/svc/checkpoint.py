@@ -155,8 +155,9 @@ class Checkpoint:
         s = self.saved
         if s is None or int(s["pair"]) != pair:
             return None
-        state = {k: s[f"state_{k}"][offset : offset + n_local]
-                 for k in STATE_ARRAYS if f"state_{k}" in s}  # fmt: skip
+        state = {
+            k: s[f"state_{k}"][offset : offset + n_local] for k in STATE_ARRAYS if f"state_{k}" in s
+        }
         state.update(json.loads(str(s["state_scalars"])))
         return state
 

@@ -51,11 +51,13 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     if dense < min(csc, csr_work):
         column_dense(idx, val, x_sq, XT, sq, rows, kid, gamma, coef0, degree, dots, out)
     elif csc < csr_work:
-        column_csc(idx, val, x_sq, colptr, rowidx, cdata, sq, rows, kid, gamma, coef0, degree,
-                   dots, out)  # fmt: skip
+        column_csc(
+            idx, val, x_sq, colptr, rowidx, cdata, sq, rows, kid, gamma, coef0, degree, dots, out
+        )
     else:
-        column_csr(idx, val, x_sq, indptr, indices, data, sq, rows, kid, gamma, coef0, degree,
-                   work, out)  # fmt: skip
+        column_csr(
+            idx, val, x_sq, indptr, indices, data, sq, rows, kid, gamma, coef0, degree, work, out
+        )
     from_pre_flat(kid, out[: rows.size])
 
 
@@ -78,8 +80,7 @@ class LocalKernel:
         scipy (a window cut costs tens of microseconds on small problems)."""
         self = cls.__new__(cls)
         arrays = take_rows(parent.indptr, parent.indices, parent.data, rows)
-        self._build(*arrays, parent.n_features, parent.kparams, parent.sq[rows],
-                    parent.diag[rows])  # fmt: skip
+        self._build(*arrays, parent.n_features, parent.kparams, parent.sq[rows], parent.diag[rows])
         return self
 
     def _build(self, indptr, indices, data, d, kparams, sq=None, diag=None):
@@ -106,24 +107,36 @@ class LocalKernel:
         """The arrays and parameters of :func:`psvm.svc.engine.kernel_column`."""
         none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)
         arrays = (
-            self.indptr, self.indices, self.data, self.sq, self.row_nnz,
+            self.indptr,
+            self.indices,
+            self.data,
+            self.sq,
+            self.row_nnz,
             self.XT if self.XT is not None else np.zeros((0, 0)),
             self.colptr if self.colptr is not None else none_i,
             self.rowidx if self.colptr is not None else np.zeros(0, dtype=np.int32),
             self.cdata if self.colptr is not None else none_f,
-            self.work, self.dots,
-        )  # fmt: skip
+            self.work,
+            self.dots,
+        )
         kid, gamma, coef0, degree = self.kparams
-        params = (int(kid), float(gamma), float(coef0), int(degree), self.XT is not None,
-                  self.colptr is not None)  # fmt: skip
+        params = (
+            int(kid),
+            float(gamma),
+            float(coef0),
+            int(degree),
+            self.XT is not None,
+            self.colptr is not None,
+        )
         return arrays, params
 
     def packet_arrays(self) -> tuple:
         """The rows as :func:`psvm.svc.packets.pack` reads them."""
         return self.sq, self.indptr, self.indices, self.data
 
-    def column(self, idx, val, x_sq: float, rows: np.ndarray, out: np.ndarray,
-               csr_work: int | None = None) -> np.ndarray:  # fmt: skip
+    def column(
+        self, idx, val, x_sq: float, rows: np.ndarray, out: np.ndarray, csr_work: int | None = None
+    ) -> np.ndarray:
         """out[q] = K(x, x_r) for the q-th row r of ``rows`` (sorted); returns ``out``.
 
         ``csr_work`` is the non-zero count of ``rows`` if the caller knows it. The
@@ -133,13 +146,21 @@ class LocalKernel:
             csr_work = int(self.row_nnz[rows].sum())
         arrays, params = self.engine_arrays()
         idx = np.ascontiguousarray(idx, dtype=np.int32)
-        kernel_column(arrays, params, idx, np.ascontiguousarray(val, dtype=np.float64),
-                      float(x_sq), np.ascontiguousarray(rows, dtype=np.int64), out,
-                      int(csr_work))  # fmt: skip
+        kernel_column(
+            arrays,
+            params,
+            idx,
+            np.ascontiguousarray(val, dtype=np.float64),
+            float(x_sq),
+            np.ascontiguousarray(rows, dtype=np.int64),
+            out,
+            int(csr_work),
+        )
         return out[: rows.size]
 
-    def sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray,
-             f_sq: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    def sums(
+        self, F: tuple, coef: np.ndarray, rows: np.ndarray, f_sq: np.ndarray | None = None
+    ) -> np.ndarray:
         """sum_s coef[s] K(f_s, x_r) for each r in ``rows``, added in a fixed order.
 
         ``F`` is a CSR triple (:func:`~psvm.kernels.csr_arrays`). A few rows take
@@ -153,12 +174,34 @@ class LocalKernel:
             f_sq = row_sq_norms(fi, fd, np.empty(fi.size - 1))
         coef = np.ascontiguousarray(coef, dtype=np.float64)
         if rows.size > _FEW_ROWS:
-            return kernel_sums(fi, fx, fd, f_sq, coef, self.indptr, self.indices, self.data,
-                               self.sq, rows, self.kparams)  # fmt: skip
+            return kernel_sums(
+                fi,
+                fx,
+                fd,
+                f_sq,
+                coef,
+                self.indptr,
+                self.indices,
+                self.data,
+                self.sq,
+                rows,
+                self.kparams,
+            )
         all_f = np.arange(fi.size - 1, dtype=np.int64)
         K = np.empty((rows.size, fi.size - 1))
         for q, r in enumerate(rows):
             s, e = self.indptr[r], self.indptr[r + 1]
-            column_csr(self.indices[s:e], self.data[s:e], self.sq[r], fi, fx, fd, f_sq, all_f,
-                       *self.kparams, self.work, K[q])  # fmt: skip
+            column_csr(
+                self.indices[s:e],
+                self.data[s:e],
+                self.sq[r],
+                fi,
+                fx,
+                fd,
+                f_sq,
+                all_f,
+                *self.kparams,
+                self.work,
+                K[q],
+            )
         return lane_sums(from_pre(self.kid, K), coef)

@@ -170,4 +170,3 @@ MULTI_GAPS = (1000.0, 100.0, 10.0)
 def make_policy(name: str) -> Policy:
     """The policy ``name`` (a key of :data:`POLICIES`, checked by ``psvm._params``)."""
     return POLICIES[name]()
-

@@ -153,14 +153,16 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
-        event, r_i, r_j = select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers,
-                                 trace, ts, timed)  # fmt: skip
+        event, r_i, r_j = select(
+            win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
+        )
         if event != NONE:
             break
         if _ready(ctl_i, ctl_f, out[GAP_OUT]):
             shrink(win, ctl_i, out, counts)
-        event = step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed,
-                     r_i, r_j)  # fmt: skip
+        event = step(
+            win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j
+        )
         if event != NONE:
             break
         ctl_i[N_ITER] += 1
@@ -179,8 +181,21 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     m, i, minus_M, j = best(up, low)
     pack(send1[:size], m, i, True, width, rows, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
     with_row = ctl_i[FIRST_ORDER] != 0  # first order: the best of I_low is j, row and all
-    pack(send1[size : 2 * size], minus_M, j, with_row, width, rows, ctl_i[OFFSET], y, alpha, G, C,
-         QD, *loc)  # fmt: skip
+    pack(
+        send1[size : 2 * size],
+        minus_M,
+        j,
+        with_row,
+        width,
+        rows,
+        ctl_i[OFFSET],
+        y,
+        alpha,
+        G,
+        C,
+        QD,
+        *loc,
+    )
     info = send1[2 * size :]
     info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
     if ctl_i[RANK] == 0 and timed:

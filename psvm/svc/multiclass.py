@@ -55,9 +55,11 @@ def check_same_arithmetic(comm) -> None:
     their steps would part silently (:func:`psvm.kernels.arithmetic_probe`)."""
     digest = hashlib.sha256(arithmetic_probe()).hexdigest()
     if len(set(comm.allgather_obj(digest))) > 1:
-        raise TrainingError("the ranks compute exp or tanh with different bits (mixed CPUs or "
-                            "numba/numpy builds); psvm needs the same arithmetic on every rank; "
-                            "run on one kind of node")  # fmt: skip
+        raise TrainingError(
+            "the ranks compute exp or tanh with different bits (mixed CPUs or "
+            "numba/numpy builds); psvm needs the same arithmetic on every rank; "
+            "run on one kind of node"
+        )
 
 
 def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> float:

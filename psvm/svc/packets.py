@@ -80,6 +80,17 @@ def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
 @njit(cache=True, nogil=True, _nrt=False)
 def pair_step(p_i, p_j, K_ij):
     """The two-variable step for the packets' candidates: (a_i, a_j, y_i da_i, y_j da_j)."""
-    a_i, a_j = two_variable_step(p_i[Y], p_j[Y], p_i[ALPHA], p_j[ALPHA], p_i[GRAD], p_j[GRAD],
-                                 p_i[BOUND], p_j[BOUND], p_i[DIAG], p_j[DIAG], K_ij)  # fmt: skip
+    a_i, a_j = two_variable_step(
+        p_i[Y],
+        p_j[Y],
+        p_i[ALPHA],
+        p_j[ALPHA],
+        p_i[GRAD],
+        p_j[GRAD],
+        p_i[BOUND],
+        p_j[BOUND],
+        p_i[DIAG],
+        p_j[DIAG],
+        K_ij,
+    )
     return a_i, a_j, p_i[Y] * (a_i - p_i[ALPHA]), p_j[Y] * (a_j - p_j[ALPHA])

@@ -172,9 +172,13 @@ class Solver:
 
     def _trace_arrays(self, budget: int) -> None:
         cap = budget // int(self.ctl_i[E.TRACE_EVERY]) + 2
-        self.trace = (np.empty(cap, dtype=np.int64), np.empty(cap),
-                      np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
-                      np.empty(cap))  # fmt: skip
+        self.trace = (
+            np.empty(cap, dtype=np.int64),
+            np.empty(cap),
+            np.empty(cap, dtype=np.int64),
+            np.empty(cap, dtype=np.int64),
+            np.empty(cap),
+        )
 
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
@@ -193,9 +197,21 @@ class Solver:
         self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, rows)
         self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
         w = rows.size
-        self.window_arrays = (rows, self.pos, self.wy, self.walpha, self.wC, self.wG, self.wQD,
-                              self.wact, self.wstreak, self._up[:w], self._low[:w],
-                              self._obj[:w], np.arange(w, dtype=np.int64))  # fmt: skip
+        self.window_arrays = (
+            rows,
+            self.pos,
+            self.wy,
+            self.walpha,
+            self.wC,
+            self.wG,
+            self.wQD,
+            self.wact,
+            self.wstreak,
+            self._up[:w],
+            self._low[:w],
+            self._obj[:w],
+            np.arange(w, dtype=np.int64),
+        )
         self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
 
     @property
@@ -288,9 +304,22 @@ class Solver:
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
         t0 = time.perf_counter()
-        event = E.run(self.window_arrays, self.K.packet_arrays(), self.kernel_arrays,
-                      self.kernel_params, self.cache.arrays, self.comm.compiled(), self.bufs,
-                      ci, cf, self.out, self.counts, self.timers, self.trace, self._ts)  # fmt: skip
+        event = E.run(
+            self.window_arrays,
+            self.K.packet_arrays(),
+            self.kernel_arrays,
+            self.kernel_params,
+            self.cache.arrays,
+            self.comm.compiled(),
+            self.bufs,
+            ci,
+            cf,
+            self.out,
+            self.counts,
+            self.timers,
+            self.trace,
+            self._ts,
+        )
         self._flush_trace()
         if event == E.BUDGET and time.perf_counter() - t0 < CALL_SECONDS / 2:
             ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
@@ -314,8 +343,10 @@ class Solver:
         if self.log is not None and flag & 2:
             self._last_progress = time.perf_counter()
             active = int(self.bufs[1][:, 2 * self.packet_size + E.INFO_ACTIVE].sum())
-            self.log(f"iter {n_iter}  m-M {self.out[E.GAP_OUT]:.4g}  active {active}"
-                     f"  elapsed {self._last_progress - self._t_start:.1f}s")  # fmt: skip
+            self.log(
+                f"iter {n_iter}  m-M {self.out[E.GAP_OUT]:.4g}  active {active}"
+                f"  elapsed {self._last_progress - self._t_start:.1f}s"
+            )
 
     def _flush_trace(self) -> None:
         """Move the engine's trace samples into the solve's trace. Past :data:`TRACE_POINTS`
@@ -340,8 +371,13 @@ class Solver:
         n_iter = int(self.ctl_i[E.N_ITER])
         last = self._trace[0][-1:]
         if last.size == 0 or last[0] != n_iter:  # the final state, always
-            final = (n_iter, gap, self.n_active, self.cache.misses,
-                     time.perf_counter() - self._t_start)  # fmt: skip
+            final = (
+                n_iter,
+                gap,
+                self.n_active,
+                self.cache.misses,
+                time.perf_counter() - self._t_start,
+            )
             self._trace = [np.append(v, x) for v, x in zip(self._trace, final, strict=True)]
         for name, v in zip(TRACES, self._trace, strict=True):
             self.stats.traces[name].extend(v.tolist())
@@ -353,8 +389,12 @@ class Solver:
         st.add("n_eliminated", int(self.counts[E.C_ELIMINATED]))
         timed = max(int(self.counts[E.C_TIMED]), 1)
         scale = max(n_iter, 1) / timed  # the timers sample one iteration in TIMED_EVERY
-        for name, k in (("select", E.T_SELECT), ("comm", E.T_COMM), ("kernel", E.T_KERNEL),
-                        ("update", E.T_UPDATE)):  # fmt: skip
+        for name, k in (
+            ("select", E.T_SELECT),
+            ("comm", E.T_COMM),
+            ("kernel", E.T_KERNEL),
+            ("update", E.T_UPDATE),
+        ):
             st.seconds[name] += float(self.timers[k]) * scale
         rounds = self.counts[E.C_ROUND1], self.counts[E.C_ROUND2]
         nbytes = rounds[0] * self.bufs[0].nbytes + rounds[1] * self.bufs[2].nbytes
@@ -375,12 +415,20 @@ class Solver:
             self._sync()
             self._refresh_stale()  # G exact on every row: the file needs no snapshots
             gap0 = float(self.ctl_f[E.GAP0])
-            arrays = {"alpha": self.alpha, "G": self.G,
-                      "active": self.active.astype(np.int8), "streak": self.streak,
-                      "window": self.in_window.astype(np.int8)}  # fmt: skip
-            scalars = {"n_iter": n_iter, "gap0": None if np.isnan(gap0) else gap0,
-                       "gaps": self._gaps, "unshrunk": self._unshrunk,
-                       "departed": len(self.departures) > 0}  # fmt: skip
+            arrays = {
+                "alpha": self.alpha,
+                "G": self.G,
+                "active": self.active.astype(np.int8),
+                "streak": self.streak,
+                "window": self.in_window.astype(np.int8),
+            }
+            scalars = {
+                "n_iter": n_iter,
+                "gap0": None if np.isnan(gap0) else gap0,
+                "gaps": self._gaps,
+                "unshrunk": self._unshrunk,
+                "departed": len(self.departures) > 0,
+            }
             self.checkpoint.save(self.pair, arrays, scalars)
         self.stats.add("n_checkpoint")
 
@@ -433,8 +481,9 @@ class Solver:
             self._sync()
             self._refresh_stale()
             everyone = np.ones(self.y.size, dtype=bool)
-            m, _, minus_M, _ = candidates(self.y, self.alpha, self.C, self.G, everyone,
-                                          self._up, self._low)  # fmt: skip
+            m, _, minus_M, _ = candidates(
+                self.y, self.alpha, self.C, self.G, everyone, self._up, self._low
+            )
             m, minus_M = self.comm.max_(np.array([m, minus_M]))
             out = np.flatnonzero(~self.active)
             scratch = np.empty(out.size, dtype=np.int64)

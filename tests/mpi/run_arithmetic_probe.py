@@ -19,6 +19,6 @@ if comm.rank == comm.size - 1:
 X, y = load_iris(return_X_y=True)
 try:
     psvm.SVC().fit(X, y)
-    print(f"rank {comm.rank}: trained")
+    print(f"rank {comm.rank}: trained", flush=True)
 except ValueError as e:
-    print(f"rank {comm.rank}: {e}")
+    print(f"rank {comm.rank}: {e}", flush=True)

@@ -36,8 +36,7 @@ def load_head(path: str, n_rows: int, n_features: int):
     """The first n_rows rows of an xz-compressed LIBSVM file, as CSR."""
     with lzma.open(path, "rb") as f:
         lines = [f.readline() for _ in range(n_rows)]
-    return load_svmlight_file(io.BytesIO(b"".join(lines)), n_features=n_features,
-                              zero_based=False)  # fmt: skip
+    return load_svmlight_file(io.BytesIO(b"".join(lines)), n_features=n_features, zero_based=False)
 
 
 def block(n: int, comm, skip: int | None = None) -> slice:
@@ -69,10 +68,14 @@ def run_grid(comm, data: dict) -> dict:
     from sklearn.model_selection import GridSearchCV
 
     X, y, Xt, _ = data["digits"]
-    grid = GridSearchCV(psvm.SVC(comm=MPI.COMM_WORLD), {"C": [1.0, 10.0], "gamma": [0.02, 0.1]},
-                        cv=2).fit(X[:300], y[:300])  # fmt: skip
-    out = {"scores": grid.cv_results_["mean_test_score"], "predict": grid.predict(Xt),
-           "support": grid.best_estimator_.support_}  # fmt: skip
+    grid = GridSearchCV(
+        psvm.SVC(comm=MPI.COMM_WORLD), {"C": [1.0, 10.0], "gamma": [0.02, 0.1]}, cv=2
+    ).fit(X[:300], y[:300])
+    out = {
+        "scores": grid.cv_results_["mean_test_score"],
+        "predict": grid.predict(Xt),
+        "support": grid.best_estimator_.support_,
+    }
     for key, value in out.items():
         same_everywhere(comm, f"grid {key}", value)
     return {"best_params": grid.best_params_, **{k: v.tolist() for k, v in out.items()}}

@@ -31,10 +31,14 @@ def main() -> None:
     bits = {
         "gamma": float(clf._gamma).hex(),
         "intercept": [float(v).hex() for v in clf.intercept_],
-        "dual_coef": [float(v).hex() for v in np.asarray(clf.dual_coef_.todense()
-                      if hasattr(clf.dual_coef_, "todense") else clf.dual_coef_).ravel()],
+        "dual_coef": [
+            float(v).hex()
+            for v in np.asarray(
+                clf.dual_coef_.todense() if hasattr(clf.dual_coef_, "todense") else clf.dual_coef_
+            ).ravel()
+        ],
         "objective": [float(v).hex() for v in clf.fit_stats_["values"]["objective"]],
-    }  # fmt: skip
+    }
     if comm.rank == 0:
         print(json.dumps(bits))
 

@@ -26,8 +26,11 @@ from psvm.comm import world
 def _inject(error: str):
     def fail(*args, **kwargs):
         print(f"injected at {time.time()!r}", file=sys.stderr, flush=True)
-        raise {"TypeError": TypeError, "MemoryError": MemoryError,
-               "KeyboardInterrupt": KeyboardInterrupt}[error](f"injected {error}")  # fmt: skip
+        raise {
+            "TypeError": TypeError,
+            "MemoryError": MemoryError,
+            "KeyboardInterrupt": KeyboardInterrupt,
+        }[error](f"injected {error}")
 
     return fail
 

@@ -45,14 +45,20 @@ def main():
     one = MPI.COMM_SELF
     for name, est, ref, grid in [
         ("svc", psvm.SVC(), psvm.SVC(), {"C": [1.0, 10.0], "gamma": [0.02, 0.05]}),
-        ("sgd", psvm.SGDSVC(random_state=0), psvm.SGDSVC(random_state=0, comm=one),
-         {"alpha": [1e-3, 1e-2]}),
-    ]:  # fmt: skip
+        (
+            "sgd",
+            psvm.SGDSVC(random_state=0),
+            psvm.SGDSVC(random_state=0, comm=one),
+            {"alpha": [1e-3, 1e-2]},
+        ),
+    ]:
         runs = {}
         for n_jobs, e in ((1, ref), (2, est)):
             g = GridSearchCV(e, grid, cv=2, n_jobs=n_jobs, error_score="raise").fit(X, y)
-            runs[n_jobs] = {"scores": g.cv_results_["mean_test_score"].tolist(),
-                            "best": g.best_params_}  # fmt: skip
+            runs[n_jobs] = {
+                "scores": g.cv_results_["mean_test_score"].tolist(),
+                "best": g.best_params_,
+            }
         assert runs[1] == runs[2], (name, runs)
         same_everywhere(comm, name, runs[2])
         out[name] = runs[2]["scores"]
@@ -63,8 +69,9 @@ def main():
     assert children[1] == (True, 1, mpi_fit.support_.tolist()), children
     out["fork"] = [c[:2] for c in children]
     try:
-        GridSearchCV(psvm.SVC(distributed="sharded"), {"C": [1.0]}, cv=2, n_jobs=2,
-                     error_score="raise").fit(X, y)  # fmt: skip
+        GridSearchCV(
+            psvm.SVC(distributed="sharded"), {"C": [1.0]}, cv=2, n_jobs=2, error_score="raise"
+        ).fit(X, y)
         out["sharded"] = "fitted"
     except ValueError as e:
         out["sharded"] = str(e)

@@ -1,6 +1,6 @@
 """Scenario: every heuristic x reconstruction on one sharded file; rank 0 writes JSON.
 
-    mpiexec -n P python -m mpi4py run_heuristics.py TRAIN TEST OUT C GAMMA
+mpiexec -n P python -m mpi4py run_heuristics.py TRAIN TEST OUT C GAMMA
 """
 
 import json
@@ -24,8 +24,9 @@ results = {}
 for h in HEURISTICS:
     for rec in ("single", "multi"):
         stats = Stats()
-        params = validate_svc_params(C=float(C), gamma=float(gamma), heuristic=h,
-                                     reconstruction=rec)  # fmt: skip
+        params = validate_svc_params(
+            C=float(C), gamma=float(gamma), heuristic=h, reconstruction=rec
+        )
         model, support = fit_ovo(comm, shard, params, classes, stats=stats)
         # collective assertion: every rank holds the same model
         same = comm.allgather_obj((model.rho.tolist(), support.tolist()))

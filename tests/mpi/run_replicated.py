@@ -28,8 +28,11 @@ def main():
     cases = {
         "same": (X, y, sw),
         "sum within 1e-9": (X * (1 + k * 6e-10), y, sw),
-        "last bit": (np.where(last & (np.arange(X.size) == 7).reshape(X.shape),
-                              np.nextafter(X, np.inf), X), y, sw),  # fmt: skip
+        "last bit": (
+            np.where(last & (np.arange(X.size) == 7).reshape(X.shape), np.nextafter(X, np.inf), X),
+            y,
+            sw,
+        ),
         "swapped labels": (X, _swap(y, last), sw),
         "one weight": (X, y, np.where(last & (np.arange(y.size) == 3), 2.0, sw)),
     }

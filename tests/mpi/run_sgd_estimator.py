@@ -45,8 +45,11 @@ def main():
     narrow = sgd().fit(X_narrow, y)
     narrow.partial_fit(X_narrow, y)
     coef = comm.allgather_obj(narrow.coef_)
-    out["narrow"] = {"same_model": all(np.array_equal(c, coef[0]) for c in coef),
-                     "n_features_in": narrow.n_features_in_, "coef_width": coef[0].shape[1]}
+    out["narrow"] = {
+        "same_model": all(np.array_equal(c, coef[0]) for c in coef),
+        "n_features_in": narrow.n_features_in_,
+        "coef_width": coef[0].shape[1],
+    }
     X_nan, y_bad, sw = X.copy(), y.copy(), np.ones(y.size)
     if last:
         X_nan[0, 0], y_bad[0], sw[0] = np.nan, 7, -1.0

@@ -46,8 +46,9 @@ def main(folder: str) -> None:
     for cls in (psvm.SVC, psvm.SGDSVC):
         numba.set_num_threads(TOP)
         est = cls().fit(X, y)  # replicated: every rank passes the whole set
-        out[cls.__name__] = every_rank([est.fit_stats_["values"]["n_threads"],
-                                        numba.get_num_threads()])  # fmt: skip
+        out[cls.__name__] = every_rank(
+            [est.fit_stats_["values"]["n_threads"], numba.get_num_threads()]
+        )
     model = os.path.join(folder, "blobs.model")
     for name, argv in {
         "cli": ["-q", data, model],

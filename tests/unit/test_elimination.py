@@ -109,8 +109,7 @@ def test_every_heuristic_is_exact(reference, reconstruction):
     ref_obj = pair_objectives(ref.dual_coef_, ref.support_vectors_, ref.n_support_, "rbf", gamma)
     ref_pred = ref.predict(Xt)
     for h in HEURISTICS:
-        model, stats = fit_model(X, y, C=C, gamma=gamma, heuristic=h,
-                                 reconstruction=reconstruction)  # fmt: skip
+        model, stats = fit_model(X, y, C=C, gamma=gamma, heuristic=h, reconstruction=reconstruction)
         obj = model.meta["objective"][0]
         assert obj == pytest.approx(none.meta["objective"][0], rel=1e-3), h
         assert obj == pytest.approx(ref_obj[0], rel=1e-3), h
@@ -141,8 +140,15 @@ def _solver(X, y, n_features, **params):
     """A one-process solver for the binary problem (X, y), its statistics and its config."""
     cfg = make_svc_config(validate_svc_params(**params), n_features, 0)
     stats = Stats()
-    problem = BinaryProblem(csr_arrays(X), X.shape[1], y, np.full(y.size, cfg.C), 0, y.size,
-                            int(np.diff(X.indptr).max()))  # fmt: skip
+    problem = BinaryProblem(
+        csr_arrays(X),
+        X.shape[1],
+        y,
+        np.full(y.size, cfg.C),
+        0,
+        y.size,
+        int(np.diff(X.indptr).max()),
+    )
     return Solver(Comm(), problem, cfg, stats), stats, cfg
 
 
@@ -180,8 +186,9 @@ def test_stale_gradients_are_brought_up_to_date(shared_data, monkeypatch, max_de
 def test_approximate_libsvm_runs_to_the_tolerance(shared_data):
     """Without reconstruction there is no unshrink point: the active problem is solved to tol."""
     X, y = load_head(shared_data / "a9a.xz", 3000, n_features=123)
-    solver, stats, _ = _solver(X, y, 123, C=1.0, gamma=0.05, heuristic="libsvm",
-                               reconstruction="approximate")  # fmt: skip
+    solver, stats, _ = _solver(
+        X, y, 123, C=1.0, gamma=0.05, heuristic="libsvm", reconstruction="approximate"
+    )
     res = solver.solve()
     assert stats.counts["n_eliminated"] > 0 and res.approximate
     assert res.gap < 1e-3
@@ -191,8 +198,9 @@ def test_approximate_is_flagged(shared_data, tmp_path):
     from psvm.io.model_file import read_model, write_model
 
     X, y = load_head(shared_data / "heart_scale.xz")
-    model, stats = fit_model(X, y, C=1000.0, gamma=0.5, heuristic="earliest",
-                             reconstruction="approximate")  # fmt: skip
+    model, stats = fit_model(
+        X, y, C=1000.0, gamma=0.5, heuristic="earliest", reconstruction="approximate"
+    )
     assert stats.counts["n_eliminated"] > 0 and stats.counts.get("n_reconstruct", 0) == 0
     assert model.meta["approximate"] is True
     write_model(tmp_path / "m", model)

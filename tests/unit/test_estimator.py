@@ -78,8 +78,9 @@ def test_pipeline_in_grid_search_matches_sklearn(breast_cancer):
     ours = GridSearchCV(make_pipeline(StandardScaler(), psvm.SVC()), grid, cv=3).fit(X, y)
     ref = GridSearchCV(make_pipeline(StandardScaler(), svm.SVC()), grid, cv=3).fit(X, y)
     assert ours.best_params_ == ref.best_params_
-    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
-                               ref.cv_results_["mean_test_score"], atol=0.01)  # fmt: skip
+    np.testing.assert_allclose(
+        ours.cv_results_["mean_test_score"], ref.cv_results_["mean_test_score"], atol=0.01
+    )
     assert np.mean(ours.predict(X) == ref.predict(X)) >= 0.999
 
 
@@ -101,8 +102,9 @@ def test_clone_and_pickle_with_a_communicator(breast_cancer):
         est.fit(*breast_cancer)
         loaded = pickle.loads(pickle.dumps(est))
         assert loaded.comm is None and est.comm is comm
-        np.testing.assert_array_equal(loaded.predict(breast_cancer[0]),
-                                      est.predict(breast_cancer[0]))  # fmt: skip
+        np.testing.assert_array_equal(
+            loaded.predict(breast_cancer[0]), est.predict(breast_cancer[0])
+        )
     finally:
         comm.Free()
 
@@ -159,8 +161,9 @@ def test_libsvm_model_round_trip(tmp_path, shared_data, digits, case):
     for name in ("support_", "n_support_", "intercept_", "n_iter_", "shape_fit_"):
         np.testing.assert_array_equal(getattr(loaded, name), getattr(est, name), err_msg=name)
     np.testing.assert_array_equal(_dense(loaded.dual_coef_), _dense(est.dual_coef_))
-    theirs, _, _ = svmutil.svm_predict(np.zeros(X.shape[0]), sp.csr_matrix(X),
-                                       svmutil.svm_load_model(str(path)), "-q")  # fmt: skip
+    theirs, _, _ = svmutil.svm_predict(
+        np.zeros(X.shape[0]), sp.csr_matrix(X), svmutil.svm_load_model(str(path)), "-q"
+    )
     np.testing.assert_array_equal(np.asarray(theirs), est.predict(X))
 
 

@@ -49,8 +49,15 @@ def test_mpi_worker_is_recognised(monkeypatch):
 
     from psvm.comm import mpi_worker, world
 
-    for var in ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS",
-                "PMI_FD", "PSVM_MPI_RANK_PID"):  # fmt: skip
+    for var in (
+        "PMI_SIZE",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "MPI_LOCALNRANKS",
+        "PMI_FD",
+        "PSVM_MPI_RANK_PID",
+    ):
         monkeypatch.delenv(var, raising=False)
     assert not mpi_worker()  # no launcher at all
     monkeypatch.setenv("PMI_RANK", "0")

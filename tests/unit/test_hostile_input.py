@@ -30,8 +30,9 @@ from psvm.io.libsvm_format import (
 )
 from tests._hostile import first_bad_line, mutated_file
 
-FAST = settings(max_examples=150, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+FAST = settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # -- strategies ----------------------------------------------------------------------
 
@@ -126,8 +127,14 @@ def test_generated_files(content):
 @given(st.integers(0, 2**32), st.integers(1, 3))
 def test_mutated_files(seed, n_mutations):
     rng = random.Random(seed)
-    lines = [b"1 1:0.5 3:1 7:-2\n", b"-1 2:1e-3 3:.5\n", b"2 1:1\r\n", b"# c\n", b"\n",
-             b"+1 4:4 5:5 60:6\n"]  # fmt: skip
+    lines = [
+        b"1 1:0.5 3:1 7:-2\n",
+        b"-1 2:1e-3 3:.5\n",
+        b"2 1:1\r\n",
+        b"# c\n",
+        b"\n",
+        b"+1 4:4 5:5 60:6\n",
+    ]
     base = b"".join(rng.choice(lines) for _ in range(6))
     check(mutated_file(base, rng, n_mutations))
 
@@ -196,8 +203,11 @@ def test_bad_parameters_are_rejected_before_reading_the_data(argv, fragment, cap
 
 
 @settings(max_examples=30, deadline=None, database=None)
-@given(files, st.sampled_from([b"1 1:1e999", b"1e999 1:1", b"2 3:-1e400"]),
-       st.sampled_from([b"1 1:x", b"1 2:1 1:1", b"abc", b"1 0:1"]))  # fmt: skip
+@given(
+    files,
+    st.sampled_from([b"1 1:1e999", b"1e999 1:1", b"2 3:-1e400"]),
+    st.sampled_from([b"1 1:x", b"1 2:1 1:1", b"abc", b"1 0:1"]),
+)
 def test_overflow_is_reported_before_a_later_syntax_error(content, overflow, syntax):
     # Regression: overflowing tokens (valid syntax, checked after the numba pass)
     # used to lose to a syntax error on a later line.

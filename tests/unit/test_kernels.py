@@ -37,8 +37,24 @@ def packet(K, i):
     buf = np.zeros(ROW + 2 * W)
     n = K.n
     ones, rows = np.ones(n), np.arange(n, dtype=np.int64)
-    pack(buf, 0.0, i, True, W, rows, 0, ones, ones, ones, ones, ones, K.sq, K.indptr,
-         K.indices, K.data)  # fmt: skip
+    pack(
+        buf,
+        0.0,
+        i,
+        True,
+        W,
+        rows,
+        0,
+        ones,
+        ones,
+        ones,
+        ones,
+        ones,
+        K.sq,
+        K.indptr,
+        K.indices,
+        K.data,
+    )
     return buf
 
 
@@ -116,7 +132,8 @@ def test_weighted_sums_equal_column_sums(data, name):
     for s in range(F.shape[0]):
         lanes[s % 8] += coef[s] * cols[s, rows]
     want = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + (
-        (lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))  # fmt: skip
+        (lanes[4] + lanes[5]) + (lanes[6] + lanes[7])
+    )
     for few in (0, 100):  # kernel_sums, then column by column
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("psvm.svc.columns._FEW_ROWS", few)
@@ -125,8 +142,17 @@ def test_weighted_sums_equal_column_sums(data, name):
     old = pk._BLOCK, pk._FT_LIMIT
     try:
         pk._BLOCK, pk._FT_LIMIT = 2, 30
-        got = kernel_sums(*csr_arrays(F), K.sq[picks], coef, K.indptr, K.indices,
-                          K.data, K.sq, rows, kparams(name))  # fmt: skip
+        got = kernel_sums(
+            *csr_arrays(F),
+            K.sq[picks],
+            coef,
+            K.indptr,
+            K.indices,
+            K.data,
+            K.sq,
+            rows,
+            kparams(name),
+        )
     finally:
         pk._BLOCK, pk._FT_LIMIT = old
     np.testing.assert_array_equal(got, want)

@@ -82,7 +82,7 @@ def _dense_3class(usps):
         dict(kernel="rbf", gamma=0.05),
         dict(kernel="linear"),
         dict(kernel="poly", gamma=0.1, coef0=1.0, degree=2),
-    ],  # fmt: skip
+    ],
     ids=["rbf", "linear", "poly"],
 )
 @pytest.mark.parametrize("problem", ["heart", "usps3"])
@@ -102,11 +102,17 @@ def test_matches_sklearn(heart, usps, problem, params, dense):
 def _tiny(k: int = 3, **over) -> dict:
     """Fields of a k-class model with one SV per class and zero coefficients."""
     fields = dict(
-        kernel="linear", gamma=0.0, coef0=0.0, degree=3,
-        classes=np.arange(k) * 10 + 5, n_support=np.ones(k, dtype=int),
-        support_vectors=sp.csr_matrix(np.eye(k)), dual_coef=np.zeros((k - 1, k)),
-        rho=np.zeros(k * (k - 1) // 2), n_features=k,
-    )  # fmt: skip
+        kernel="linear",
+        gamma=0.0,
+        coef0=0.0,
+        degree=3,
+        classes=np.arange(k) * 10 + 5,
+        n_support=np.ones(k, dtype=int),
+        support_vectors=sp.csr_matrix(np.eye(k)),
+        dual_coef=np.zeros((k - 1, k)),
+        rho=np.zeros(k * (k - 1) // 2),
+        n_features=k,
+    )
     fields.update(over)
     return fields
 
@@ -191,10 +197,19 @@ def test_poly_values_are_libsvms_powi(degree, tmp_path):
     """A two-SV model: each decision value is one or two kernel values, so a power taken
     another way than svm.cpp's powi shows (a running product was 2e-14 off at degree 5)."""
     rng = np.random.default_rng(degree)
-    model = SVCModel(**_tiny(2, kernel="poly", gamma=0.7, coef0=1.3, degree=degree,
-                             classes=np.array([1, -1]), dual_coef=np.array([[0.5, -0.5]]),
-                             support_vectors=sp.csr_matrix(rng.normal(size=(2, 2))),
-                             rho=np.array([0.1])))  # fmt: skip
+    model = SVCModel(
+        **_tiny(
+            2,
+            kernel="poly",
+            gamma=0.7,
+            coef0=1.3,
+            degree=degree,
+            classes=np.array([1, -1]),
+            dual_coef=np.array([[0.5, -0.5]]),
+            support_vectors=sp.csr_matrix(rng.normal(size=(2, 2))),
+            rho=np.array([0.1]),
+        )
+    )
     path = str(tmp_path / "poly.model")
     write_model(path, model)
     X = sp.csr_matrix(rng.normal(size=(2000, 2)))

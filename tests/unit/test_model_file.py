@@ -92,13 +92,23 @@ def _random_model(rng, k: int = 4, n_features: int = 9) -> SVCModel:
     sv = sp.random(total, n_features, density=0.5, random_state=rng, format="csr")
     sv.data = rng.standard_normal(sv.nnz) * 10.0 ** rng.integers(-300, 300, size=sv.nnz)
     return SVCModel(
-        kernel="rbf", gamma=1 / 3, coef0=0.0, degree=3, classes=np.array([3, -7, 0, 12]),
-        n_support=n_support, support_vectors=sv,
+        kernel="rbf",
+        gamma=1 / 3,
+        coef0=0.0,
+        degree=3,
+        classes=np.array([3, -7, 0, 12]),
+        n_support=n_support,
+        support_vectors=sv,
         dual_coef=rng.standard_normal((k - 1, total)) / 3,
-        rho=rng.standard_normal(k * (k - 1) // 2) * 1e-20, n_features=n_features + 2,
-        meta={"approximate": False, "n_iter": [10, 20], "note": "a:b %3A c\\u003a",
-              "nested": {"x:y": [1.5, None]}},
-    )  # fmt: skip
+        rho=rng.standard_normal(k * (k - 1) // 2) * 1e-20,
+        n_features=n_features + 2,
+        meta={
+            "approximate": False,
+            "n_iter": [10, 20],
+            "note": "a:b %3A c\\u003a",
+            "nested": {"x:y": [1.5, None]},
+        },
+    )
 
 
 def test_round_trip_is_bitwise_exact_and_trailer_has_no_colon(tmp_path):
@@ -153,38 +163,88 @@ def _at(key):
 @pytest.mark.parametrize(
     "fn, where, match",
     [
-        (lambda ls: ls[:-3], lambda ls: len(ls) + 1,
-         r"file ends after \d+ SV lines, but total_sv is"),
-        (lambda ls: ls[:20] + [ls[20].replace(":", ":0.5x", 1)] + ls[21:], lambda ls: 21,
-         r"bad number '0.5x\S*' for feature"),
-        (lambda ls: _replace_key(ls, "nr_sv", "nr_sv 1 2"), _at("nr_sv"),
-         r"nr_sv sums to 3 but total_sv is"),
-        (lambda ls: _replace_key(ls, "kernel_type", "kernel_type gauss"), _at("kernel_type"),
-         "unknown or unsupported kernel_type 'gauss'"),
-        (lambda ls: _replace_key(ls, "kernel_type", "kernel_type precomputed"),
-         _at("kernel_type"), "unsupported kernel_type 'precomputed'"),
-        (lambda ls: _replace_key(ls, "rho", "rho 0.1 0.2"), _at("rho"),
-         "rho has 2 values, expected 1 for nr_class 2"),
+        (
+            lambda ls: ls[:-3],
+            lambda ls: len(ls) + 1,
+            r"file ends after \d+ SV lines, but total_sv is",
+        ),
+        (
+            lambda ls: ls[:20] + [ls[20].replace(":", ":0.5x", 1)] + ls[21:],
+            lambda ls: 21,
+            r"bad number '0.5x\S*' for feature",
+        ),
+        (
+            lambda ls: _replace_key(ls, "nr_sv", "nr_sv 1 2"),
+            _at("nr_sv"),
+            r"nr_sv sums to 3 but total_sv is",
+        ),
+        (
+            lambda ls: _replace_key(ls, "kernel_type", "kernel_type gauss"),
+            _at("kernel_type"),
+            "unknown or unsupported kernel_type 'gauss'",
+        ),
+        (
+            lambda ls: _replace_key(ls, "kernel_type", "kernel_type precomputed"),
+            _at("kernel_type"),
+            "unsupported kernel_type 'precomputed'",
+        ),
+        (
+            lambda ls: _replace_key(ls, "rho", "rho 0.1 0.2"),
+            _at("rho"),
+            "rho has 2 values, expected 1 for nr_class 2",
+        ),
         (lambda ls: _replace_key(ls, "rho", "rho nan"), _at("rho"), "non-finite value 'nan'"),
-        (lambda ls: _replace_key(ls, "svm_type", "svm_type nu_svc"), _at("svm_type"),
-         "svm_type 'nu_svc' is a known type; psvm reads c_svc only"),
-        (lambda ls: _replace_key(ls, "label", "label 1 1"), _at("label"),
-         "labels are not distinct"),
-        (lambda ls: ls[:2] + ["weights 1 2"] + ls[2:], _at("weights"),
-         "unknown header field 'weights'"),
-        (lambda ls: [x for x in ls if not x.startswith("nr_sv")], _at("SV"),
-         "missing header field 'nr_sv'"),
+        (
+            lambda ls: _replace_key(ls, "svm_type", "svm_type nu_svc"),
+            _at("svm_type"),
+            "svm_type 'nu_svc' is a known type; psvm reads c_svc only",
+        ),
+        (
+            lambda ls: _replace_key(ls, "label", "label 1 1"),
+            _at("label"),
+            "labels are not distinct",
+        ),
+        (
+            lambda ls: ls[:2] + ["weights 1 2"] + ls[2:],
+            _at("weights"),
+            "unknown header field 'weights'",
+        ),
+        (
+            lambda ls: [x for x in ls if not x.startswith("nr_sv")],
+            _at("SV"),
+            "missing header field 'nr_sv'",
+        ),
         (lambda ls: ls + [ls[-1]], len, "more SV lines than total_sv"),
-        (lambda ls: ls[:20] + [ls[20] + " 1:0.5"] + ls[21:], lambda ls: 21,
-         r"feature index 1 is not in \(\d+, "),
+        (
+            lambda ls: ls[:20] + [ls[20] + " 1:0.5"] + ls[21:],
+            lambda ls: 21,
+            r"feature index 1 is not in \(\d+, ",
+        ),
         (lambda ls: ls + ["#psvm n_features 5"], len, "n_features 5 is less than the largest"),
-        (lambda ls: ls[:20] + ["#psvm n_features 13"] + ls[20:], lambda ls: 21,
-         "expected SV line 12 of \\d+, got a comment"),
+        (
+            lambda ls: ls[:20] + ["#psvm n_features 13"] + ls[20:],
+            lambda ls: 21,
+            "expected SV line 12 of \\d+, got a comment",
+        ),
     ],
-    ids=["truncated", "bad-number", "nr_sv-sum", "kernel", "precomputed", "rho-count",
-         "rho-nan", "svm_type", "labels", "unknown-field", "missing-field", "extra-sv",
-         "descending", "narrow-n_features", "comment-in-sv"],
-)  # fmt: skip
+    ids=[
+        "truncated",
+        "bad-number",
+        "nr_sv-sum",
+        "kernel",
+        "precomputed",
+        "rho-count",
+        "rho-nan",
+        "svm_type",
+        "labels",
+        "unknown-field",
+        "missing-field",
+        "extra-sv",
+        "descending",
+        "narrow-n_features",
+        "comment-in-sv",
+    ],
+)
 def test_format_errors_name_file_and_line(heart_file, tmp_path, fn, where, match):
     path = tmp_path / "bad.model"
     edited = fn(open(heart_file).read().splitlines())
@@ -201,8 +261,11 @@ def test_model_format_error_pickles():
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is ModelFormatError
     assert (back.path, back.line, back.reason, str(back)) == (
-        "/x/m.model", 7, "bad number 'q' for rho", "/x/m.model:7: bad number 'q' for rho",
-    )  # fmt: skip
+        "/x/m.model",
+        7,
+        "bad number 'q' for rho",
+        "/x/m.model:7: bad number 'q' for rho",
+    )
 
 
 # ---- atomic writes ---------------------------------------------------------------

@@ -69,8 +69,28 @@ def run_kernel(X, codes, sw, order, schedule, hp, pos_code, pos_w, neg_w, chunks
     bounds = np.linspace(0, len(order), chunks + 1).astype(int)
     ip, ind, dat = X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        steps.sgd_steps(ip, ind, dat, codes, sw, order, lo, hi, schedule, hp, s.V, s.scale, s.b,
-                        s.U, s.csum, s.bsum, pos_code, pos_w, neg_w, s.st)  # fmt: skip
+        steps.sgd_steps(
+            ip,
+            ind,
+            dat,
+            codes,
+            sw,
+            order,
+            lo,
+            hi,
+            schedule,
+            hp,
+            s.V,
+            s.scale,
+            s.b,
+            s.U,
+            s.csum,
+            s.bsum,
+            pos_code,
+            pos_w,
+            neg_w,
+            s.st,
+        )
     return s
 
 
@@ -94,8 +114,9 @@ def test_steps_match_numpy_reference(schedule, n_classes, avg_start):
         pos_code, pos_w, neg_w = np.arange(3), np.array([1.0, 2.0, 0.5]), np.ones(3)
     hp = make_hp(avg_start=avg_start, epoch=2)
     s = run_kernel(X, codes, sw, order, schedule, hp, pos_code, pos_w, neg_w, chunks=5)
-    w, b, S, Sb, navg = reference_sgd(X.toarray(), codes, sw, order, schedule, hp, pos_code,
-                                      pos_w, neg_w)  # fmt: skip
+    w, b, S, Sb, navg = reference_sgd(
+        X.toarray(), codes, sw, order, schedule, hp, pos_code, pos_w, neg_w
+    )
     np.testing.assert_allclose(s.scale[:, None] * s.V, w, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(s.b, b, rtol=1e-9, atol=1e-12)
     assert s.st[steps.S_T] == len(order) and s.st[steps.S_NAVG] == navg
@@ -112,8 +133,9 @@ def test_renormalisation_keeps_the_model():
     hp = make_hp(lam=0.9, eta0=1.0, avg_start=1)
     one = np.ones(1)
     s = run_kernel(X, codes, np.ones(40), order, steps.CONSTANT, hp, np.array([1]), one, one)
-    w, b, S, _, _ = reference_sgd(X.toarray(), codes, np.ones(40), order, steps.CONSTANT, hp,
-                                  [1], one, one)  # fmt: skip
+    w, b, S, _, _ = reference_sgd(
+        X.toarray(), codes, np.ones(40), order, steps.CONSTANT, hp, [1], one, one
+    )
     np.testing.assert_allclose(s.scale[:, None] * s.V, w, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(s.U + s.csum[:, None] * s.V, S, atol=1e-7 * np.abs(S).max())
 
@@ -181,8 +203,9 @@ def test_block_order_is_a_permutation():
 def blobs(n=300, n_classes=2, seed=0):
     from sklearn.datasets import make_blobs
 
-    return make_blobs(n_samples=n, centers=n_classes, n_features=5, random_state=seed,
-                      cluster_std=2.0)  # fmt: skip
+    return make_blobs(
+        n_samples=n, centers=n_classes, n_features=5, random_state=seed, cluster_std=2.0
+    )
 
 
 def test_same_seed_same_model_and_p1_ignores_the_period():
@@ -202,13 +225,15 @@ def test_fit_equals_the_reference_run():
     est = SGDSVC(alpha=0.01, shuffle=False, max_iter=1, tol=None, average=True).fit(X, y)
     hp = make_hp(lam=0.01, bias_lr=1.0, avg_start=1)
     codes = np.searchsorted(est.classes_, y)
-    _, _, S, Sb, navg = reference_sgd(X, codes, np.ones(60), np.arange(60), steps.OPTIMAL, hp,
-                                      [1], np.ones(1), np.ones(1))  # fmt: skip
+    _, _, S, Sb, navg = reference_sgd(
+        X, codes, np.ones(60), np.arange(60), steps.OPTIMAL, hp, [1], np.ones(1), np.ones(1)
+    )
     np.testing.assert_allclose(est.coef_, S / navg, rtol=1e-9)
     np.testing.assert_allclose(est.intercept_, Sb / navg, rtol=1e-9)
     last = SGDSVC(alpha=0.01, shuffle=False, max_iter=1, tol=None, average=False).fit(X, y)
-    w, b, *_ = reference_sgd(X, codes, np.ones(60), np.arange(60), steps.OPTIMAL, hp, [1],
-                             np.ones(1), np.ones(1))  # fmt: skip
+    w, b, *_ = reference_sgd(
+        X, codes, np.ones(60), np.arange(60), steps.OPTIMAL, hp, [1], np.ones(1), np.ones(1)
+    )
     np.testing.assert_allclose(last.coef_, w, rtol=1e-9)
 
 
@@ -254,12 +279,17 @@ def test_stopping_and_partial_fit():
 
 def test_parameter_errors_name_the_parameter():
     X, y = blobs(50)
-    for kw, name in [(dict(alpha=0), "alpha"), (dict(sync_every=0), "sync_every"),
-                     (dict(sync_every="often"), "sync_every"),
-                     (dict(learning_rate="adam"), "learning_rate"), (dict(max_iter=0), "max_iter"),
-                     (dict(average=-2), "average"), (dict(msf_target=1.0), "msf_target"),
-                     (dict(learning_rate="constant", eta0=0), "eta0"),
-                     (dict(tol=-1), "tol")]:  # fmt: skip
+    for kw, name in [
+        (dict(alpha=0), "alpha"),
+        (dict(sync_every=0), "sync_every"),
+        (dict(sync_every="often"), "sync_every"),
+        (dict(learning_rate="adam"), "learning_rate"),
+        (dict(max_iter=0), "max_iter"),
+        (dict(average=-2), "average"),
+        (dict(msf_target=1.0), "msf_target"),
+        (dict(learning_rate="constant", eta0=0), "eta0"),
+        (dict(tol=-1), "tol"),
+    ]:
         with pytest.raises(ParameterError, match=name):
             SGDSVC(**kw).fit(X, y)
     with pytest.raises(ValueError, match="distributed"):
@@ -300,12 +330,11 @@ def test_estimator_defaults_are_the_config_defaults():
 def test_check_estimator():
     from sklearn.utils.estimator_checks import check_estimator
 
+    why = "SGD visits a row of weight 2 once, a repeated row twice (as SGDClassifier)"
     expected = {
-        "check_sample_weight_equivalence_on_dense_data":
-            "SGD visits a row of weight 2 once, a repeated row twice (as SGDClassifier)",
-        "check_sample_weight_equivalence_on_sparse_data":
-            "SGD visits a row of weight 2 once, a repeated row twice (as SGDClassifier)",
-    }  # fmt: skip
+        "check_sample_weight_equivalence_on_dense_data": why,
+        "check_sample_weight_equivalence_on_sparse_data": why,
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_estimator(SGDSVC(), expected_failed_checks=expected)
@@ -351,8 +380,14 @@ def test_liblinear_round_trip(tmp_path):
     write_linear_model(path, est.to_linear_model())
     assert os.listdir(tmp_path) == ["m.model"]  # no temporary file left
     text = path.read_text().splitlines()
-    assert text[:6] == ["solver_type L2R_L1LOSS_SVC_DUAL", "nr_class 3", "label -1 1 3",
-                        "nr_feature 5", "bias 1", "w"]  # fmt: skip
+    assert text[:6] == [
+        "solver_type L2R_L1LOSS_SVC_DUAL",
+        "nr_class 3",
+        "label -1 1 3",
+        "nr_feature 5",
+        "bias 1",
+        "w",
+    ]
     assert len(text) == 6 + 6 and is_linear_model_file(path)
     m = read_linear_model(path)
     np.testing.assert_array_equal(m.coef, est.coef_)
@@ -367,8 +402,10 @@ def test_liblinear_round_trip(tmp_path):
 
 def test_reads_liblinear_written_models(tmp_path):
     path = tmp_path / "l.model"
-    path.write_text("solver_type L2R_L2LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feature 2\n"
-                    "bias -1\nw\n0.5 \n-1 \n")  # fmt: skip
+    path.write_text(
+        "solver_type L2R_L2LOSS_SVC_DUAL\nnr_class 2\nlabel 1 -1\nnr_feature 2\n"
+        "bias -1\nw\n0.5 \n-1 \n"
+    )
     m = read_linear_model(path)
     assert m.predict(np.array([[1.0, 0.0], [0.0, 1.0]])).tolist() == [1, -1]
     assert m.intercept.tolist() == [0.0]
@@ -408,16 +445,34 @@ def test_cli_train_sgd_and_predict(tmp_path, capsys):
     data = tmp_path / "train.txt"
     dump_svmlight_file(X + 10, y * 2 - 1, str(data), zero_based=False)
     model = tmp_path / "m.model"
-    assert train.main(["--solver", "sgd", "-q", "--sync-every", "16", "--epochs", "3",
-                       "--lambda", "1e-3", str(data), str(model)]) == 0  # fmt: skip
+    assert (
+        train.main(
+            [
+                "--solver",
+                "sgd",
+                "-q",
+                "--sync-every",
+                "16",
+                "--epochs",
+                "3",
+                "--lambda",
+                "1e-3",
+                str(data),
+                str(model),
+            ]
+        )
+        == 0
+    )
     assert is_linear_model_file(model)
     assert predict.main([str(data), str(model), str(tmp_path / "out")]) == 0
     acc = float(capsys.readouterr().out.split("= ")[1].split("%")[0])
     assert acc > 90
-    for bad in (["--solver", "sgd", "--sync-every", "x", str(data)],
-                ["--solver", "sgd", "-c", "1", str(data)],
-                ["--solver", "sgd", "--epochs", "0", str(data)],
-                ["--solver", "cg", str(data)]):  # fmt: skip
+    for bad in (
+        ["--solver", "sgd", "--sync-every", "x", str(data)],
+        ["--solver", "sgd", "-c", "1", str(data)],
+        ["--solver", "sgd", "--epochs", "0", str(data)],
+        ["--solver", "cg", str(data)],
+    ):
         assert train.main(bad) == 1
     err = capsys.readouterr().err
     assert "--sync-every expects an integer" in err and "unknown option -c" in err
