@@ -153,14 +153,6 @@ class SVCModel:
                     f"n_features = {self.n_features}"
                 )
 
-    def _check_X(self, X: Any) -> sp.csr_matrix:
-        X = _as_csr(X)
-        if self.n_features is not None and X.shape[1] > self.n_features:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but the model was trained with "
-                f"{self.n_features} features"
-            )
-        return X
 
     def decision_function(self, X: Any) -> np.ndarray:
         """LIBSVM's one-vs-one decision values.
@@ -168,19 +160,16 @@ class SVCModel:
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Samples; narrower inputs are padded with zero columns.
+            Samples; narrower inputs are padded with zero columns. Wider ones are
+            taken as LIBSVM takes them: a feature no support vector has adds
+            nothing to a dot product but counts in an RBF row's norm.
 
         Returns
         -------
         dec : ndarray of shape (n_samples, n_classes * (n_classes - 1) // 2)
             ``sum(coef * K(x, sv)) - rho`` per pair, in ``rho`` order.
-
-        Raises
-        ------
-        ValueError
-            If X has more columns than ``n_features``.
         """
-        X = self._check_X(X)
+        X = _as_csr(X)
         k = self.n_classes
         n = X.shape[0]
         dec = np.empty((n, k * (k - 1) // 2))

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from psvm.cli._common import SWITCH, WEIGHTS, UsageError, parse_options, usage
 from psvm.cli.train import parse_args
@@ -142,7 +143,7 @@ def test_test_file_with_more_features_than_the_model(tmp_path):
     test.write_text("1 1:1\n-1 7:1\n")
     r = run_cli(TRAIN, ["-q", data, tmp_path / "m"], 2, timeout=60)
     assert r.returncode == 0, r.stderr
-    r = run_cli(PREDICT, [test, tmp_path / "m", tmp_path / "out"], 2, timeout=60)
+    r = run_cli(PREDICT, ["--strict-features", test, tmp_path / "m", tmp_path / "out"], 2, 60)
     assert r.returncode != 0
     assert f"{test}:2:" in r.stderr and "7" in r.stderr
     assert not (tmp_path / "out").exists()
@@ -151,6 +152,20 @@ def test_test_file_with_more_features_than_the_model(tmp_path):
     assert r.returncode == 1 and r.stderr.count("psvm-predict: error:") == 1, r.stderr
     assert f"{test}:2: values too large" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists()
+    # by default as LIBSVM: the unseen feature 7 counts in the RBF norm of row 2
+    from libsvm import svmutil
+
+    from psvm.io.model_file import read_model
+
+    test.write_text("1 1:1\n-1 7:1\n")
+    r = run_cli(PREDICT, [test, tmp_path / "m", tmp_path / "out"], 2, timeout=60)
+    assert r.returncode == 0, r.stderr
+    y, x = svmutil.svm_read_problem(str(test))
+    labels, _, dec = svmutil.svm_predict(y, x, svmutil.svm_load_model(str(tmp_path / "m")), "-q")
+    assert np.loadtxt(tmp_path / "out").tolist() == labels
+    X = sp.csr_matrix(([1.0, 1.0], [0, 6], [0, 1, 2]), shape=(2, 7))
+    ours = read_model(tmp_path / "m").decision_function(X)[:, 0]
+    np.testing.assert_allclose(ours, [d[0] for d in dec], rtol=1e-12)
 
 
 @pytest.mark.parametrize(

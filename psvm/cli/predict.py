@@ -12,16 +12,17 @@ from psvm.cli._common import UsageError, number, run_main
 USAGE = (
     "Usage: psvm-predict [options] test_file model_file output_file\noptions:\n"
     "-b probability_estimates: only 0 is supported\n"
-    "-q : quiet mode (no outputs)"
+    "-q : quiet mode (no outputs)\n"
+    "--strict-features : refuse test features the model has not seen (LIBSVM predicts with them)"
 )
 
 
 def parse_args(argv: list[str]) -> dict:
-    opts: dict = {"quiet": False}
+    opts: dict = {"quiet": False, "strict": False}
     k = 0
     while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
-        if argv[k] == "-q":
-            opts["quiet"] = True
+        if argv[k] in ("-q", "--strict-features"):
+            opts["quiet" if argv[k] == "-q" else "strict"] = True
             k += 1
         elif argv[k] == "-b":
             if k + 1 >= len(argv):
@@ -54,7 +55,9 @@ def _body(argv: list[str]) -> int:
     except (OSError, ValueError) as e:
         error = e
     comm.agree(error)
-    shard = load_shard(comm, opts["test"], n_features=model.n_features, min_classes=0)
+    # by default, as LIBSVM: a feature the model never saw adds to an RBF row's norm
+    width = model.n_features if opts["strict"] else None
+    shard = load_shard(comm, opts["test"], n_features=width, min_classes=0)
     pred = model.predict(shard.X) if shard.X.shape[0] else np.empty(0)
     pred = comm.allgatherv(np.asarray(pred, dtype=np.float64))
     truth = comm.allgatherv(shard.y)

@@ -157,9 +157,10 @@ def test_feature_count(heart, libsvm_file):
     narrow = X[:, :10]
     padded = sp.hstack([narrow, sp.csr_matrix((X.shape[0], 3))]).tocsr()
     np.testing.assert_array_equal(model.decision_function(narrow), model.decision_function(padded))
+    # an unseen feature of value 1 (as LIBSVM): |x - sv|^2 grows by 1, so every K by e^-gamma
     wide = sp.hstack([X, sp.csr_matrix(np.ones((X.shape[0], 1)))]).tocsr()
-    with pytest.raises(ValueError, match=r"X has 14 features.*trained with 13"):
-        model.predict(wide)
+    expected = (model.decision_function(X) + model.rho) * np.exp(-model.gamma) - model.rho
+    np.testing.assert_allclose(model.decision_function(wide), expected, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize(
