@@ -297,7 +297,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         import numba
 
         from psvm.io.atomic import agree_writable
-        from psvm.svc.multiclass import fit_ovo  # the solver's numba modules load on first fit
+        from psvm.svc.multiclass import fit_ovo, scale_hint  # numba modules: on first fit
 
         agree_writable(comm, {"the checkpoint file": self.checkpoint})
         data = fit_input(self, comm, X, y, sample_weight, self.distributed)
@@ -307,10 +307,14 @@ class SVC(ClassifierMixin, BaseEstimator):
         stats = Stats()
         stats.values["n_threads"] = numba.get_num_threads()
         log = print if self.verbose and comm.rank == 0 else None
+        shard = data.shard()
+        hint = scale_hint(comm, shard.X, params)
+        if hint is not None:
+            warnings.warn(hint, UserWarning, stacklevel=3)
         with stats.timer("train"):
             model, support = fit_ovo(
                 comm,
-                data.shard(),
+                shard,
                 params,
                 np.arange(k, dtype=np.float64),
                 sample_weight=data.sample_weight,

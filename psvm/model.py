@@ -153,7 +153,6 @@ class SVCModel:
                     f"n_features = {self.n_features}"
                 )
 
-
     def decision_function(self, X: Any) -> np.ndarray:
         """LIBSVM's one-vs-one decision values.
 

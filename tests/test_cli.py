@@ -344,3 +344,13 @@ def test_pair_summary_is_libsvm_s(tmp_path):
     assert lines[k + 2].startswith("obj = ") and ", rho = " in lines[k + 2]
     n_sv, n_bsv = (int(p.split("=")[1]) for p in lines[k + 3].split(","))
     assert lines[k + 3].startswith("nSV = ") and n_bsv <= n_sv <= 4
+
+
+def test_unscaled_rbf_features_get_the_svm_scale_hint(tmp_path):
+    data = tmp_path / "d.txt"
+    data.write_text("1 1:255 2:10\n-1 1:3 2:200\n1 1:250 2:20\n-1 1:7 2:180\n")
+    r = run_cli(TRAIN, [data, tmp_path / "m"], None)
+    assert r.returncode == 0 and r.stderr.count("feature values reach 255") == 1, r.stderr
+    assert "svm-scale" in r.stderr
+    r = run_cli(TRAIN, ["-t", "0", data, tmp_path / "m"], None)  # linear: no hint
+    assert r.returncode == 0 and "svm-scale" not in r.stderr, r.stderr

@@ -100,7 +100,7 @@ def _body(argv: list[str]) -> int:
     from psvm.io.shard import labels_in_order, load_shard
     from psvm.stats import Stats, reduce_stats
     from psvm.svc.checkpoint import make_checkpoint_config
-    from psvm.svc.multiclass import fit_ovo
+    from psvm.svc.multiclass import fit_ovo, scale_hint
     from psvm.threads import apply_threads
 
     opts = parse_args(argv)
@@ -140,6 +140,9 @@ def _body(argv: list[str]) -> int:
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
     classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
     warn_unknown_weights(comm, opts["class_weight"], classes)
+    hint = scale_hint(comm, shard.X, params)
+    if hint is not None and log is not None:
+        print(f"psvm-train: note: {hint}", file=sys.stderr, flush=True)
     stats = Stats()
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import warnings
 from pathlib import Path
 
 import joblib
@@ -19,7 +20,7 @@ import scipy.sparse as sp
 from sklearn import svm
 from sklearn.base import clone
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.datasets import load_breast_cancer, load_digits, load_iris
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -398,3 +399,13 @@ def test_break_ties_predicts_the_ovr_argmax(digits):
     )
     ref = svm.SVC(break_ties=True).fit(X[:500], y[:500])
     assert np.mean(est.predict(X) == ref.predict(X)) >= 0.999
+
+
+def test_unscaled_rbf_features_warn_once_unless_gamma_adapts():
+    X, y = load_iris(return_X_y=True)
+    with pytest.warns(UserWarning, match=r"feature values reach 790.*StandardScaler"):
+        psvm.SVC(gamma=0.1).fit(X * 100, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        psvm.SVC().fit(X * 100, y)  # gamma='scale' adapts to the data
+        psvm.SVC(gamma=0.1).fit(X, y)
