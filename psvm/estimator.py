@@ -13,7 +13,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from psvm._face import (
+from psvm._params import ParameterError, validate_svc_params
+from psvm.faces import (
     check_face_params,
     class_weight_vector,
     fit_comm,
@@ -24,7 +25,6 @@ from psvm._face import (
     ovr_decision,
     resolve_heuristic,
 )
-from psvm._params import ParameterError, validate_svc_params
 from psvm.model import SVCModel
 from psvm.stats import Stats, reduce_stats
 from psvm.svc.checkpoint import make_checkpoint_config

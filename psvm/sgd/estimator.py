@@ -14,7 +14,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from psvm._face import (
+from psvm._params import ParameterError, validate_sgd_params
+from psvm.faces import (
     InputError,
     agree_on_input,
     agree_replicated,
@@ -25,7 +26,6 @@ from psvm._face import (
     global_width,
     widen,
 )
-from psvm._params import ParameterError, validate_sgd_params
 from psvm.io.shard import nnz_balanced_offsets
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
@@ -215,7 +215,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
 
     @contextmanager
     def _comm(self):
-        """The Comm of one fit (:func:`psvm._face.fit_comm`), guarded, with its threads."""
+        """The Comm of one fit (:func:`psvm.faces.fit_comm`), guarded, with its threads."""
         if self.distributed not in ("replicated", "sharded"):
             raise ParameterError(
                 f"distributed must be 'replicated' or 'sharded', got {self.distributed!r}"

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from psvm._face import input_digest
 from psvm.comm import Comm
+from psvm.faces import input_digest
 
 
 def _digest(X, y, sw=None):
