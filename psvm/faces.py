@@ -34,6 +34,7 @@ from psvm.io.shard import (
     first_overflowing_row,
     nnz_balanced_offsets,
 )
+from psvm.kernels import canonical_csr
 
 DISTRIBUTED = ("replicated", "sharded")
 
@@ -167,15 +168,6 @@ class FitInput:
         )
 
 
-def _canonical_csr(X) -> sp.csr_matrix:
-    """CSR float64 with sorted, summed indices, without touching the caller's arrays."""
-    Xc = sp.csr_matrix(X, dtype=np.float64)
-    if not Xc.has_canonical_format:
-        Xc = Xc.copy()
-        Xc.sum_duplicates()
-    return Xc
-
-
 def check_sample_weight(sample_weight, n: int) -> np.ndarray:
     """One finite, non-negative weight per sample (None: all ones)."""
     if sample_weight is None:
@@ -246,7 +238,7 @@ def agree_replicated(comm, X, y, sample_weight) -> None:
     if comm.size == 1:
         return
     labels, codes = np.unique(y, return_inverse=True)
-    Xc = _canonical_csr(X)
+    Xc = canonical_csr(X)
     _same_everywhere(comm.allgather_obj((Xc.shape, labels, input_digest(Xc, codes, sample_weight))))
 
 
@@ -316,7 +308,7 @@ def fit_input(est, comm, X, y, sample_weight, distributed: str) -> FitInput:
     sharded = distributed == "sharded"
     X, y, sw = agree_on_input(comm, sharded, _check_fit_input, est, X, y, sample_weight, sharded)
     sparse = sp.issparse(X)
-    Xc = _canonical_csr(X)
+    Xc = canonical_csr(X)
     labels, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
     positive = np.unique(y[sw > 0])
     row_nnz = np.diff(Xc.indptr)

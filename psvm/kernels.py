@@ -35,12 +35,23 @@ _BLOCK = 1 << 18  # elements of a block of kernel values in :func:`kernel_sums` 
 _FT_LIMIT = 1 << 22  # elements of its feature-major copy of F (32 MB)
 
 
+def canonical_csr(X) -> sp.csr_matrix:
+    """CSR float64 with sorted, summed indices (the kernels' input contract); the caller's
+    arrays are never modified."""
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
 def csr_arrays(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The (indptr, indices, data) triple with the dtypes the kernels expect."""
+    """The (indptr, indices, data) triple with the dtypes the kernels expect, writable (numba
+    compiles read-only arrays as another type)."""
     return (
-        np.ascontiguousarray(X.indptr, dtype=np.int64),
-        np.ascontiguousarray(X.indices, dtype=np.int32),
-        np.ascontiguousarray(X.data, dtype=np.float64),
+        np.require(X.indptr, np.int64, ["C", "W"]),
+        np.require(X.indices, np.int32, ["C", "W"]),
+        np.require(X.data, np.float64, ["C", "W"]),
     )
 
 

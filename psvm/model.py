@@ -14,19 +14,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import KERNELS
-from psvm.kernels import kernel_matrix
+from psvm.kernels import canonical_csr, kernel_matrix
 
 # Bytes of kernel block per decision_function chunk: bounds memory for large X.
 _BLOCK_BYTES = 32 << 20
-
-
-def _as_csr(X: Any) -> sp.csr_matrix:
-    """CSR float64 with sorted, summed indices: the kernels' input contract."""
-    X = sp.csr_matrix(X, dtype=np.float64)
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
-    return X
 
 
 @dataclass(eq=False)
@@ -79,7 +70,7 @@ class SVCModel:
     def __post_init__(self) -> None:
         self.classes = np.asarray(self.classes)
         self.n_support = np.asarray(self.n_support, dtype=np.int64)
-        self.support_vectors = _as_csr(self.support_vectors)
+        self.support_vectors = canonical_csr(self.support_vectors)
         self.dual_coef = np.ascontiguousarray(self.dual_coef, dtype=np.float64)  # one BLAS path
         self.rho = np.asarray(self.rho, dtype=np.float64)
         self.validate()
@@ -168,7 +159,7 @@ class SVCModel:
         dec : ndarray of shape (n_samples, n_classes * (n_classes - 1) // 2)
             ``sum(coef * K(x, sv)) - rho`` per pair, in ``rho`` order.
         """
-        X = _as_csr(X)
+        X = canonical_csr(X)
         k = self.n_classes
         n = X.shape[0]
         dec = np.empty((n, k * (k - 1) // 2))

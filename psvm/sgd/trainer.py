@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import SGDConfig
+from psvm.kernels import canonical_csr, csr_arrays
 from psvm.sgd import steps
 from psvm.stats import Stats
 
@@ -69,7 +70,7 @@ class LocalProblem:
         X = sp.csr_matrix(
             (self.data, self.indices, self.indptr), shape=(self.n_local, self.n_features)
         )[perm]
-        indptr, indices, data = _csr(X)
+        indptr, indices, data = csr_arrays(canonical_csr(X))
         return LocalProblem(
             indptr,
             indices,
@@ -87,18 +88,6 @@ class LocalProblem:
         )
 
 
-def _csr(X) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    X = sp.csr_matrix(X)
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
-    return (
-        np.ascontiguousarray(X.indptr, dtype=np.int64),
-        np.require(X.indices, np.int32, ["C", "W"]),
-        np.require(X.data, np.float64, ["C", "W"]),
-    )
-
-
 def make_problem(
     comm, X, codes, n_classes: int, *, sample_weight=None, class_weight=None, validation=None
 ) -> LocalProblem:
@@ -107,7 +96,7 @@ def make_problem(
     ``class_weight`` is an array of one weight per class code; ``validation``
     is this rank's ``(X_val, codes_val)`` (codes -1 for unseen labels).
     """
-    indptr, indices, data = _csr(X)
+    indptr, indices, data = csr_arrays(canonical_csr(X))
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     n = codes.size
     sw = np.ones(n) if sample_weight is None else np.require(sample_weight, np.float64, ["C"])
@@ -119,7 +108,10 @@ def make_problem(
     counts = comm.sum_(np.array([n, 0 if validation is None else len(validation[1])]))
     val = None
     if validation is not None:
-        val = (*_csr(validation[0]), np.ascontiguousarray(validation[1], dtype=np.int64))
+        val = (
+            *csr_arrays(canonical_csr(validation[0])),
+            np.ascontiguousarray(validation[1], dtype=np.int64),
+        )
     return LocalProblem(
         indptr,
         indices,
