@@ -18,7 +18,6 @@ import gzip
 import hashlib
 import lzma
 import os
-import tempfile
 from typing import NamedTuple
 
 import numpy as np
@@ -40,6 +39,7 @@ from psvm.io._libsvm_kernel import (
     OK,
     parse_bytes,
 )
+from psvm.io.atomic import write_atomic
 
 __all__ = [
     "LibsvmFormatError",
@@ -350,20 +350,16 @@ def uncompressed_path(path) -> str:
     if os.path.exists(target):
         return target
     os.makedirs(os.path.dirname(target), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as out, _OPENERS[os.path.splitext(path)[1].lower()](path) as src:
-            while True:
-                try:
-                    chunk = src.read(1 << 20)
-                except (OSError, EOFError, lzma.LZMAError) as e:
-                    raise LibsvmFormatError(path, None, f"cannot decompress: {e}") from None
-                if not chunk:
-                    break
-                out.write(chunk)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with (
+        write_atomic(target, "wb") as out,
+        _OPENERS[os.path.splitext(path)[1].lower()](path) as src,
+    ):
+        while True:
+            try:
+                chunk = src.read(1 << 20)
+            except (OSError, EOFError, lzma.LZMAError) as e:
+                raise LibsvmFormatError(path, None, f"cannot decompress: {e}") from None
+            if not chunk:
+                break
+            out.write(chunk)
     return target
