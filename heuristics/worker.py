@@ -75,7 +75,7 @@ def main(plan_path: str) -> int:
 
     from psvm.cli import train
     from psvm.comm import world
-    from psvm.sgd.model import read_any_model
+    from psvm.io.linear_model_file import read_any_model
 
     with open(plan_path) as f:
         plan = json.load(f)

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from psvm.sgd.model import read_linear_model
+from psvm.io.linear_model_file import read_linear_model
 from tests._svm import load_head, run_cli, write_head
 
 TRAIN = "psvm.cli.train"

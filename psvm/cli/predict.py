@@ -43,8 +43,8 @@ def _body(argv: list[str]) -> int:
 
     from psvm.comm import world
     from psvm.io.atomic import agree_writable, write_atomic
+    from psvm.io.linear_model_file import read_any_model
     from psvm.io.shard import load_shard
-    from psvm.sgd.model import read_any_model
 
     opts = parse_args(argv)
     comm = world()

@@ -70,8 +70,9 @@ def body(argv: list[str]) -> int:
     from psvm._params import validate_sgd_params
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
+    from psvm.io.linear_model_file import write_linear_model
     from psvm.io.shard import labels_in_order, load_shard
-    from psvm.sgd.model import LinearModel, write_linear_model
+    from psvm.sgd.model import LinearModel
     from psvm.sgd.msf import make_policy
     from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
     from psvm.stats import Stats, reduce_stats

@@ -9,14 +9,10 @@ import scipy.sparse as sp
 
 from psvm._params import SGD_SCHEDULES, ParameterError, validate_sgd_params
 from psvm.comm import Comm
+from psvm.io.linear_model_file import is_linear_model_file, read_linear_model, write_linear_model
 from psvm.sgd import steps
 from psvm.sgd.estimator import SGDSVC
-from psvm.sgd.model import (
-    LinearModel,
-    is_linear_model_file,
-    read_linear_model,
-    write_linear_model,
-)
+from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import AutoMSF, FixedPeriod, make_policy
 from psvm.sgd.trainer import SGDState, block_order
 

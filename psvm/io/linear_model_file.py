@@ -1,0 +1,174 @@
+"""LIBLINEAR's text model format, read and written (the fitted model: :mod:`psvm.sgd.model`).
+
+The file is what LIBLINEAR's ``save_model`` writes, so ``liblinear``'s
+``predict`` and ``load_model`` read psvm's SGD models, and psvm reads
+LIBLINEAR's classification models::
+
+    solver_type L2R_L1LOSS_SVC_DUAL
+    nr_class 2
+    label 1 -1
+    nr_feature 123
+    bias 1
+    w
+    0.0123
+    ...
+
+``w`` has ``nr_feature`` lines (one more, the bias weight, when ``bias >= 0``)
+of ``nr_w`` numbers, each followed by a space: ``nr_w = 1`` for two classes
+(positive: ``label[0]``), else one column per class in ``label`` order (one-vs-rest, argmax). The
+decision value of class c is ``w_c . x + bias * w_c[nr_feature]``. psvm's SGD
+solves LIBLINEAR's ``-s 3`` problem (L2-regularised hinge loss), though its
+bias is not regularised; the model is written with ``bias 1``.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+
+import numpy as np
+
+from psvm.io.atomic import write_atomic
+from psvm.io.model_file import ModelFormatError, read_model
+from psvm.sgd.model import LinearModel
+
+# LIBLINEAR's classification solvers (its solver_type_table); all predict alike.
+_CLASSIFIERS = (
+    "L2R_LR",
+    "L2R_L2LOSS_SVC_DUAL",
+    "L2R_L2LOSS_SVC",
+    "L2R_L1LOSS_SVC_DUAL",
+    "MCSVM_CS",
+    "L1R_L2LOSS_SVC",
+    "L1R_LR",
+    "L2R_LR_DUAL",
+)
+_OTHERS = ("L2R_L2LOSS_SVR", "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL", "ONECLASS_SVM")
+_KEYS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
+
+
+def _g(x: float) -> str:
+    return repr(float(x))
+
+
+def write_linear_model(path: str | os.PathLike, model: LinearModel) -> None:
+    """Write ``model`` in LIBLINEAR's text format, atomically (temporary file + os.replace).
+
+    Raises
+    ------
+    ValueError
+        If a label is not an integer (LIBLINEAR writes labels with ``%d``);
+        nothing is written then.
+    """
+    labels = []
+    for c in model.classes.tolist():
+        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not float(c).is_integer():
+            raise ValueError(f"LIBLINEAR model files hold integer labels only, got label {c!r}")
+        labels.append(str(int(c)))
+    W = np.vstack([model.coef.T, model.intercept[None, :]])  # (n_features + 1, nr_w)
+    lines = [
+        f"solver_type {model.solver_type}",
+        f"nr_class {len(labels)}",
+        "label " + " ".join(labels),
+        f"nr_feature {model.n_features}",
+        "bias 1",
+        "w",
+    ]
+    lines += ["".join(_g(v) + " " for v in row) for row in W.tolist()]
+    with write_atomic(path, encoding="ascii", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def is_linear_model_file(path: str | os.PathLike) -> bool:
+    """True when the file starts like a LIBLINEAR model (``solver_type ...``)."""
+    with open(path, "rb") as f:
+        return f.readline().split(b" ", 1)[0].strip() == b"solver_type"
+
+
+def read_any_model(path: str | os.PathLike):
+    """A LIBLINEAR model (:class:`LinearModel`) or a LIBSVM one (:class:`psvm.model.SVCModel`),
+    told apart by the first line, as ``psvm-predict`` takes either."""
+    return read_linear_model(path) if is_linear_model_file(path) else read_model(path)
+
+
+def read_linear_model(path: str | os.PathLike) -> LinearModel:
+    """Read a LIBLINEAR classification model; errors name the file and line.
+
+    Raises
+    ------
+    ModelFormatError
+        On a malformed or inconsistent file, or a regression / one-class model.
+    """
+    path = os.fspath(path)
+    with open(path, encoding="ascii", errors="replace") as f:
+        lines = f.read().splitlines()
+
+    def error(lno: int, reason: str) -> ModelFormatError:
+        return ModelFormatError(path, lno, reason)
+
+    def number(tok: str, lno: int, what: str, kind=float):
+        try:
+            v = kind(tok)
+        except ValueError:
+            raise error(
+                lno, f"{what} is not {'an integer' if kind is int else 'a number'}: {tok!r}"
+            ) from None
+        if kind is float and not np.isfinite(v):
+            raise error(lno, f"{what} is not finite: {tok!r}")
+        return v
+
+    header: dict[str, tuple[int, list[str]]] = {}
+    w_line = 0
+    for lno, text in enumerate(lines, 1):
+        toks = text.split()
+        if toks == ["w"]:
+            w_line = lno
+            break
+        if not toks or toks[0] not in _KEYS:
+            raise error(lno, f"unknown header line {text.strip()!r}")
+        if toks[0] in header:
+            raise error(lno, f"duplicate header field {toks[0]!r}")
+        header[toks[0]] = (lno, toks[1:])
+    if "solver_type" in header:
+        lno, vals = header["solver_type"]
+        if len(vals) == 1 and vals[0] not in _CLASSIFIERS:
+            kind = "not a classification" if vals[0] in _OTHERS else "an unknown"
+            raise error(
+                lno, f"solver_type {vals[0]!r} is {kind} solver; psvm reads classifiers only"
+            )
+    if not w_line:
+        raise error(max(len(lines), 1), "end of file before the 'w' line")
+    for key in ("solver_type", "nr_class", "nr_feature", "bias"):
+        if key not in header or len(header[key][1]) != 1:
+            raise error(header.get(key, (w_line,))[0], f"{key} needs exactly one value")
+    solver = header["solver_type"][1][0]
+    lno, (tok,) = header["nr_class"]
+    k = number(tok, lno, "nr_class", int)
+    if k < 2:
+        raise error(lno, f"nr_class must be >= 2, got {k}")
+    if "label" not in header or len(header["label"][1]) != k:
+        raise error(header.get("label", (w_line,))[0], f"label needs {k} values (nr_class)")
+    lno, toks = header["label"]
+    labels = np.array([number(t, lno, "label", int) for t in toks], dtype=np.int64)
+    lno, (tok,) = header["nr_feature"]
+    d = number(tok, lno, "nr_feature", int)
+    if d < 0:
+        raise error(lno, f"nr_feature must be >= 0, got {d}")
+    bias = number(header["bias"][1][0], header["bias"][0], "bias")
+    nr_w = 1 if k == 2 and solver != "MCSVM_CS" else k
+    rows = d + (1 if bias >= 0 else 0)
+    W = np.empty((rows, nr_w))
+    for r in range(rows):
+        lno = w_line + 1 + r
+        if lno > len(lines):
+            raise error(lno, f"file ends after {r} weight lines, expected {rows}")
+        toks = lines[lno - 1].split()
+        if len(toks) != nr_w:
+            raise error(lno, f"expected {nr_w} weight(s), got {len(toks)}")
+        W[r] = [number(t, lno, "a weight") for t in toks]
+    for lno in range(w_line + rows + 1, len(lines) + 1):
+        if lines[lno - 1].strip():
+            raise error(lno, f"more weight lines than nr_feature {d}")
+    coef = W[:d].T.copy()
+    intercept = W[d] * bias if bias >= 0 else np.zeros(nr_w)
+    return LinearModel(coef, intercept, labels, solver_type=solver)
