@@ -97,7 +97,7 @@ def _body(argv: list[str]) -> int:
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
     from psvm.io.model_file import write_model
-    from psvm.io.shard import labels_in_order, load_shard
+    from psvm.io.shard import load_shard
     from psvm.stats import Stats, reduce_stats
     from psvm.svc.checkpoint import make_checkpoint_config
     from psvm.svc.multiclass import fit_ovo, scale_hint
@@ -138,7 +138,7 @@ def _body(argv: list[str]) -> int:
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
+    classes = integer_classes(comm, opts["train"], shard.classes)
     warn_unknown_weights(comm, opts["class_weight"], classes)
     hint = scale_hint(comm, shard.X, params)
     if hint is not None and log is not None:

@@ -71,7 +71,7 @@ def body(argv: list[str]) -> int:
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
     from psvm.io.linear_model_file import write_linear_model
-    from psvm.io.shard import labels_in_order, load_shard
+    from psvm.io.shard import load_shard
     from psvm.sgd.model import LinearModel
     from psvm.sgd.msf import make_policy
     from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
@@ -98,7 +98,7 @@ def body(argv: list[str]) -> int:
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classes = integer_classes(comm, opts["train"], labels_in_order(comm, shard.y))
+    classes = integer_classes(comm, opts["train"], shard.classes)
     lam = opts.get("alpha", 1.0 / shard.n_samples)
     with flag_named(FLAGS):
         cfg = validate_sgd_params(alpha=lam, **cfg_args)

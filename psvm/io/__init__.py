@@ -9,7 +9,7 @@ from psvm.io.libsvm_format import (
     split_byte_ranges,
     uncompressed_path,
 )
-from psvm.io.shard import Shard, labels_in_order, load_shard, nnz_balanced_offsets, owner_of
+from psvm.io.shard import Shard, labels_in_order, load_shard, nnz_balanced_offsets
 
 __all__ = [
     "LibsvmFormatError",
@@ -18,7 +18,6 @@ __all__ = [
     "labels_in_order",
     "load_shard",
     "nnz_balanced_offsets",
-    "owner_of",
     "parse_block",
     "read_byte_range",
     "read_libsvm",

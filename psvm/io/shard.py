@@ -35,7 +35,6 @@ __all__ = [
     "load_shard",
     "labels_in_order",
     "nnz_balanced_offsets",
-    "owner_of",
     "split_byte_ranges",
 ]
 
@@ -58,10 +57,9 @@ class Shard:
         Global number of features (max index, or the explicit one).
     max_row_nnz : int
         Largest nnz of any row on any rank (sizes row broadcast buffers).
-    path : str or None
-        The file the rows came from.
     offsets : ndarray of shape (size + 1,), int64, or None
-        First global row of every rank, then ``n_samples``; see :func:`owner_of`.
+        First global row of every rank, then ``n_samples``: rank r holds rows
+        ``offsets[r]`` to ``offsets[r + 1] - 1``.
     classes : ndarray of float64 or None
         Distinct labels in order of first appearance in the file.
     """
@@ -72,7 +70,6 @@ class Shard:
     n_samples: int
     n_features: int
     max_row_nnz: int
-    path: str | None = None
     offsets: np.ndarray | None = None
     classes: np.ndarray | None = None
 
@@ -114,14 +111,6 @@ def nnz_balanced_offsets(
     offsets = np.zeros(size + 1, dtype=np.int64)
     np.cumsum(np.bincount(dest, minlength=size)[:size], out=offsets[1:])
     return offsets
-
-
-def owner_of(gidx, offsets: np.ndarray):
-    """Rank owning global row(s) ``gidx``, given offsets of shape (size + 1,).
-
-    Empty ranks share an offset with their successor; ``side="right"`` skips them.
-    """
-    return np.searchsorted(offsets, gidx, side="right") - 1
 
 
 # The largest squared row norm the kernels take: |x|^2 + |z|^2 - 2 x.z (RBF) then stays finite.
@@ -266,7 +255,6 @@ def load_shard(
         n_samples=n_samples,
         n_features=n_feat,
         max_row_nnz=max_row_nnz,
-        path=path,
         offsets=offsets,
         classes=classes,
     )

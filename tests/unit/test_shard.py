@@ -12,7 +12,6 @@ from psvm.io.shard import (
     labels_in_order,
     load_shard,
     nnz_balanced_offsets,
-    owner_of,
 )
 
 
@@ -79,14 +78,6 @@ def test_nnz_balanced_offsets_pieces_sum_to_whole(size):
 def test_more_ranks_than_rows():
     offsets = nnz_balanced_offsets(np.array([0, 0, 0]), 5)
     assert offsets[-1] == 3 and np.count_nonzero(np.diff(offsets)) == 3
-
-
-def test_owner_of_skips_empty_ranks():
-    offsets = np.array([0, 0, 3, 3, 5, 5])  # ranks 0, 2 and 4 are empty
-    gidx = np.arange(5)
-    expected = [next(r for r in range(5) if offsets[r] <= g < offsets[r + 1]) for g in gidx]
-    np.testing.assert_array_equal(owner_of(gidx, offsets), expected)
-    assert owner_of(4, offsets) == 3
 
 
 def test_labels_in_order_first_appearance():
