@@ -111,10 +111,69 @@ def head_path(src: str | Path, rows: int | None) -> str:
     return target
 
 
-def dataset_paths(ds: Dataset, rows: int | None, test_rows: int | None) -> tuple[str, str]:
-    """Train and test files (test: the training subset when the set has no split)."""
-    train = head_path(data_dir() / ds.train, rows)
-    test = head_path(data_dir() / ds.test, test_rows) if ds.test else train
+def sample_path(src: str | Path, rows: int | None, seed: int = 0) -> str:
+    """A plain-text path holding ``rows`` lines of ``src`` drawn per class in proportion
+    (stratified, with ``seed``; file order kept), or the whole file if None.
+
+    The first N lines of a file sorted by class would hold one class only. Made once,
+    next to psvm's decompressed copies, like :func:`head_path`.
+    """
+    from psvm.io.libsvm_format import uncompressed_path
+
+    plain = uncompressed_path(str(src))
+    if rows is None:
+        return plain
+    target = f"{plain}.strat{rows}-{seed}"
+    if not os.path.exists(target):
+        with open(plain, "rb") as f:
+            lines = [ln for ln in f if ln.strip() and not ln.lstrip().startswith(b"#")]
+        labels = np.array([ln.split(None, 1)[0] for ln in lines])
+        rng = np.random.default_rng(seed)
+        keep = []
+        for label in np.unique(labels):
+            where = np.flatnonzero(labels == label)
+            k = max(1, round(min(rows, len(lines)) * where.size / len(lines)))
+            keep.append(rng.choice(where, size=min(k, where.size), replace=False))
+        tmp = f"{target}.tmp{os.getpid()}"
+        with open(tmp, "wb") as out:
+            out.writelines(lines[i] for i in np.sort(np.concatenate(keep)))
+        os.replace(tmp, target)
+    return target
+
+
+def user_dataset(path: str | Path) -> Dataset:
+    """A LIBSVM file of the user's as a data set: C = 1 and LIBSVM's gamma, 1/n_features."""
+    from psvm.io.libsvm_format import read_libsvm
+
+    path = Path(path).resolve()
+    X, _ = read_libsvm(str(path))
+    name = path.name.split(".")[0] or path.name
+    return Dataset(name, str(path), None, 1.0, 1.0 / max(X.shape[1], 1), X.shape[1])
+
+
+def resolve_dataset(entry: str) -> Dataset:
+    """A built-in data set by name (:data:`DATASETS`), else a LIBSVM file by path."""
+    if entry in DATASETS:
+        return DATASETS[entry]
+    if os.path.isfile(entry):
+        return user_dataset(entry)
+    raise ValueError(f"{entry!r} is neither a known data set {sorted(DATASETS)} nor a file")
+
+
+def dataset_paths(
+    ds: Dataset, rows: int | None, test_rows: int | None, seed: int | None = None
+) -> tuple[str, str]:
+    """Train and test files (test: the training subset when the set has no split): the first
+    ``rows`` / ``test_rows`` lines, or stratified samples of that many with ``seed``."""
+
+    def subset(src, n):
+        return head_path(src, n) if seed is None else sample_path(src, n, seed)
+
+    def where(file):  # a user's file has an absolute path; built-in ones live in data_dir()
+        return Path(file) if os.path.isabs(file) else data_dir() / file
+
+    train = subset(where(ds.train), rows)
+    test = subset(where(ds.test), test_rows) if ds.test else train
     return train, test
 
 

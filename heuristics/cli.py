@@ -34,26 +34,31 @@ def parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="psvm-report", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="study", required=True)
-    h = sub.add_parser("heuristics", help="elimination heuristics comparison")
+    h = sub.add_parser(
+        "heuristics",
+        help="elimination heuristics comparison",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     h.add_argument(
         "--data",
         default=DEFAULTS["data"],
-        help="comma-separated data set names "
-        "(heuristics.bench.DATASETS; files from $PSVM_SHARED_DATA or ../shared/data)",
+        help="comma-separated built-in data set names (heuristics.bench.DATASETS: files from "
+        "$PSVM_SHARED_DATA or ../shared/data) or paths of your own LIBSVM files",
     )
     h.add_argument("--ranks", default=DEFAULTS["ranks"], help="comma-separated process counts")
     h.add_argument(
         "--rows",
         type=int,
         default=DEFAULTS["rows"],
-        help="training rows: the first N of each file; 0 = all",
+        help="training rows: a sample of N, stratified by class (--seed); 0 = all",
     )
     h.add_argument(
         "--test-rows",
         type=int,
         default=DEFAULTS["test_rows"],
-        help="test rows for accuracy: the first N of the test file; 0 = all",
+        help="test rows for accuracy: a stratified sample of N of the test file; 0 = all",
     )
+    h.add_argument("--seed", type=int, default=0, help="seed of the row samples")
     h.add_argument(
         "--repeats",
         type=int,
@@ -82,24 +87,25 @@ def parser() -> argparse.ArgumentParser:
 
 
 def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
-    from heuristics.bench import DATASETS, DataNotFoundError, data_dir
+    from heuristics.bench import DATASETS, DataNotFoundError, data_dir, resolve_dataset
     from heuristics.report import write_report
     from heuristics.study import grid, run_study
 
     if not a.build_only:
         data = _csv(a.data)
-        unknown = [d for d in data if d not in DATASETS]
-        if unknown:
-            raise SystemExit(
-                f"psvm-report: unknown data set(s) {unknown}; known: {sorted(DATASETS)}"
-            )
+        for entry in data:
+            try:
+                resolve_dataset(entry)
+            except (ValueError, OSError) as e:
+                raise SystemExit(f"psvm-report: {e}") from None
         combos = grid(a.grid, _csv(a.heuristics), _csv(a.reconstructions), _csv(a.selections))
         if not combos:
             raise SystemExit("psvm-report: the grid is empty after --heuristics/--selections")
         if a.repeats < 1 or a.rows < 0 or a.test_rows < 0:
             raise SystemExit("psvm-report: --repeats must be >= 1, --rows/--test-rows >= 0")
         try:
-            data_dir()  # before run_study clears OUT/records
+            if any(entry in DATASETS for entry in data):
+                data_dir()  # before run_study clears OUT/records
         except DataNotFoundError as e:
             raise SystemExit(f"psvm-report: {e}") from None
         run_study(
@@ -112,6 +118,7 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
             combos=combos,
             grid_name=a.grid,
             cache_mb=a.cache,
+            seed=a.seed,
             command=shlex.join(["psvm-report", *argv]),
         )
     path = write_report(a.out, plots=not a.no_plots)

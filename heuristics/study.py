@@ -83,15 +83,16 @@ def run_study(
     command: str,
     tol: float = 1e-3,
     cache_mb: float = 200.0,
+    seed: int = 0,
     log=_log,
 ) -> dict:
     """Run the study and write ``study.json`` and ``records/*.jsonl`` under ``out``."""
     from heuristics.bench import (
-        DATASETS,
         count_lines,
         dataset_paths,
         load_csr,
         machine,
+        resolve_dataset,
         run_worker,
         sklearn_svc_fit,
         versions,
@@ -112,6 +113,7 @@ def run_study(
         "repeats": repeats,
         "rows": rows,
         "test_rows": test_rows,
+        "seed": seed,
         "tol": tol,
         "cache_mb": cache_mb,
         "datasets": [],
@@ -124,9 +126,10 @@ def run_study(
         f"{n_runs} psvm runs: {len(data)} data set(s) x P in {ranks} x {len(combos)} "
         f"configurations x {repeats} repeats"
     )
-    for name in data:
-        ds = DATASETS[name]
-        train, test = dataset_paths(ds, rows, test_rows)
+    for entry in data:  # a built-in name or a LIBSVM file
+        ds = resolve_dataset(entry)
+        name = ds.name
+        train, test = dataset_paths(ds, rows, test_rows, seed)
         info = {
             "name": name,
             "train_file": ds.train,

@@ -181,3 +181,45 @@ def test_data_folder_from_env_then_current_directory(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="^psvm-report: data sets not found"):
         report(["heuristics", "--out", str(tmp_path / "out")])
     assert (tmp_path / "out" / "records" / "a9a.P1.jsonl").exists()
+
+
+def test_report_on_a_users_file_sorted_by_class(tmp_path, monkeypatch):
+    """Any LIBSVM file, without the shared data; --rows samples per class, so a file sorted by
+    class still gives both classes (the first N rows would hold one)."""
+    from pathlib import Path
+
+    monkeypatch.setenv("PSVM_SHARED_DATA", str(tmp_path / "none"))
+    monkeypatch.setenv("PSVM_CACHE_DIR", str(tmp_path / "cache"))
+    bundled = Path(__file__).resolve().parents[1] / "data" / "breast_cancer.train"
+    lines = bundled.read_text().splitlines(keepends=True)
+    mine = tmp_path / "mine.txt"
+    mine.write_text("".join(sorted(lines, key=lambda ln: float(ln.split()[0]))))
+    out = tmp_path / "report"
+    argv = [
+        "heuristics",
+        "--data",
+        str(mine),
+        "--rows",
+        "120",
+        "--test-rows",
+        "0",
+        "--ranks",
+        "1",
+        "--heuristics",
+        "none,libsvm",
+        "--reconstructions",
+        "single",
+        "--selections",
+        "second",
+        "--repeats",
+        "1",
+        "--no-plots",
+        "--out",
+        str(out),
+    ]
+    assert psvm_report(argv) == 0
+    study, records = load_records(out)
+    assert [d["name"] for d in study["datasets"]] == ["mine"] and study["seed"] == 0
+    psvm = [r for r in records if r["kind"] == "psvm"]
+    assert psvm and all(r["returncode"] == 0 for r in psvm)
+    assert "### mine" in (out / "REPORT.md").read_text()
