@@ -11,9 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-from heuristics.report.text import first_p
+from heuristics.report.summary import config_label
+from heuristics.report.text import default_config, first_p
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
+# one marker per heuristic, so that lines stay apart where two colours look alike
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">")
+
+
+def _default_label() -> str:
+    return config_label(*default_config())
 
 
 def _plt():
@@ -93,7 +100,11 @@ def _hbars(ax, labels, series, xlabel, log=False, xerr=None):
             xerr=err,
             error_kw={"elinewidth": 0.8, "capsize": 1.5},
         )
-    ax.set_yticks(y, labels, fontsize=8)
+    default = _default_label()  # the row a reader acts on: named and in bold
+    ax.set_yticks(y, [f"{lab} (default)" if lab == default else lab for lab in labels], fontsize=8)
+    for tick in ax.get_yticklabels():
+        if tick.get_text().endswith("(default)"):
+            tick.set_fontweight("bold")
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     if log:
@@ -171,17 +182,22 @@ def plot_active(study, rows, svc, out):
                 continue
             t = r["traces"]
             n = r["n_samples"] or max(t["active"])
-            color = cmap(heuristics.index(r["heuristic"]) % 10)
+            k = heuristics.index(r["heuristic"])
+            default = lab == _default_label()
             ax.step(
                 t["iter"],
                 100.0 * np.asarray(t["active"]) / n,
                 where="post",
-                lw=1.3,
-                color=color,
+                lw=3.0 if default else 1.2,
+                color="black" if r["heuristic"] == "none" else cmap(k % 10),
                 ls="-" if r["reconstruction"] == "single" else "--",
-                label=lab,
+                marker=MARKERS[k % len(MARKERS)],
+                markevery=0.12,
+                markersize=4,
+                zorder=3 if default else 2,
+                label=f"{lab} (default)" if default else lab,
             )
-        ax.set_xlabel("iteration (sampled by the solver every min(1000, n/20) iterations)")
+        ax.set_xlabel("iteration (sampled by the solver: at most 500 points a solve)")
         ax.set_ylabel("active rows [% of training rows]")
         ax.set_ylim(0, 105)
         ax.set_title(d)
