@@ -166,7 +166,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
         if event != NONE:
             break
         ctl_i[N_ITER] += 1
-    return event
+    return BUDGET if event == NONE else event  # the loop ran out of its budget
 
 
 @njit(cache=True, nogil=True, inline="always")

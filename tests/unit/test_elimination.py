@@ -216,3 +216,14 @@ def test_max_iter_rebuilds_stale_gradients_for_the_objective(shared_data):
     assert model.meta["status"] == 1 and stats.counts["n_eliminated"] > 0
     true = pair_objectives(model.dual_coef, model.support_vectors, model.n_support, "rbf", 0.05)
     assert model.meta["objective"][0] == pytest.approx(true[0], rel=1e-9)
+
+
+def test_engine_call_returns_budget_when_its_iterations_are_spent(shared_data):
+    """The budget event lets the solver grow the next call's budget (and stay responsive)."""
+    from psvm.svc import engine as E
+
+    X, y = _heart(shared_data)
+    solver, _, _ = _solver(X, y, 13, C=100.0, gamma=0.05)
+    solver.ctl_i[E.ITER_BUDGET] = 5
+    solver._t_start = solver._last_progress = 0.0
+    assert solver._run() == E.BUDGET and solver.ctl_i[E.N_ITER] == 5
