@@ -11,6 +11,7 @@ machine description printed with every result. Used by
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -143,10 +144,16 @@ def sample_path(src: str | Path, rows: int | None, seed: int = 0) -> str:
 
 def user_dataset(path: str | Path) -> Dataset:
     """A LIBSVM file of the user's as a data set: C = 1 and LIBSVM's gamma, 1/n_features."""
+    return _user_dataset(str(Path(path).resolve()))
+
+
+@functools.cache
+def _user_dataset(resolved: str) -> Dataset:
+    """Read once per process: psvm-report checks its --data, then the study uses them."""
     from psvm.io.libsvm_format import read_libsvm
 
-    path = Path(path).resolve()
-    X, _ = read_libsvm(str(path))
+    path = Path(resolved)
+    X, _ = read_libsvm(resolved)
     name = path.name.split(".")[0] or path.name
     return Dataset(name, str(path), None, 1.0, 1.0 / max(X.shape[1], 1), X.shape[1])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -72,11 +72,16 @@ def scale_hint(comm, X: sp.csr_matrix, params: dict) -> str | None:
     )
 
 
+@cache
+def _arithmetic_digest() -> str:
+    """This process's probe hash: its arithmetic does not change between fits."""
+    return hashlib.sha256(arithmetic_probe()).hexdigest()
+
+
 def check_same_arithmetic(comm) -> None:
     """Refuse to train when the ranks' kernel arithmetic differs (mixed CPUs or builds):
     their steps would part silently (:func:`psvm.kernels.arithmetic_probe`)."""
-    digest = hashlib.sha256(arithmetic_probe()).hexdigest()
-    if len(set(comm.allgather_obj(digest))) > 1:
+    if len(set(comm.allgather_obj(_arithmetic_digest()))) > 1:
         raise TrainingError(
             "the ranks compute exp or tanh with different bits (mixed CPUs or "
             "numba/numpy builds); psvm needs the same arithmetic on every rank; "
