@@ -46,9 +46,10 @@ from psvm.svc.columns import kernel_column
 from psvm.svc.elimination import GAP_FRACTION, NEAR_TOL, NEVER
 from psvm.svc.packets import (
     DIAG,
-    GIDX,
     KEY,
     NNZ,
+    POS,
+    RKEY,
     ROW,
     SQ,
     column_total,
@@ -95,7 +96,7 @@ def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
     """Fill slot s (a miss, or a hit on an incomplete column): carry the column over from
     the previous window if it is there, then compute the rows it still lacks, or all."""
     if not hit:
-        hit, complete = cc.carry(cache, s, np.int64(packet[GIDX]))
+        hit, complete = cc.carry(cache, s, np.int64(packet[RKEY]))
         if hit:  # a hit of the cache, which moved the column
             cache[cc.META][cc.HITS] += 1
             cache[cc.META][cc.MISSES] -= 1
@@ -140,12 +141,14 @@ def _lap(timed, ctl_i, ts, timers, k, since):
 def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts):
     """SMO iterations until an event (returned); state, counters and traces updated in place.
 
-    ``win``: the window's (rows, pos, y, alpha, C, G, QD, active, streak, up,
-    low, obj, all_pos); ``loc``: the local rows (sq, indptr, indices, data)
-    for packets; ``ker``, ``kp``: the window's kernel arrays and parameters
-    (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s arrays;
-    ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1,
-    send2, recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
+    ``win``: the window's (variables, pos, y, alpha, C, G, QD, active, streak, up,
+    low, obj, all_pos, gid, vrow): its local variables, then per window position
+    their state, and their global indices and local rows; ``loc``: the local rows
+    (sq, indptr, indices, data) for packets; ``ker``, ``kp``: the window's kernel
+    arrays and parameters (:func:`psvm.svc.columns.kernel_column`); ``cache``:
+    :mod:`psvm.svc.cache`'s arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`;
+    ``bufs``: (send1, recv1, send2, recv2, idx, part); ``trace``: (iter, gap,
+    active, misses, clock).
     """
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
@@ -175,11 +178,12 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     need; all pick the same winners and test the events and the stop test, in order.
     Returns (event or NONE, winning rank of i, of I_low); the gap and extremes in ``out``."""
     rows, _, y, alpha, C, G, QD, act, _, up, low = win[:11]
+    gid, vrow = win[13], win[14]
     send1, recv1, send2 = bufs[0], bufs[1], bufs[2]
     size, width, n_iter = send2.size, ctl_i[ROW_WIDTH], ctl_i[N_ITER]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     m, i, minus_M, j = best(up, low)
-    pack(send1[:size], m, i, True, width, rows, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
+    pack(send1[:size], m, i, True, width, gid, vrow, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
     with_row = ctl_i[FIRST_ORDER] != 0  # first order: the best of I_low is j, row and all
     pack(
         send1[size : 2 * size],
@@ -187,7 +191,8 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
         j,
         with_row,
         width,
-        rows,
+        gid,
+        vrow,
         ctl_i[OFFSET],
         y,
         alpha,
@@ -294,44 +299,44 @@ def shrink(win, ctl_i, out, counts):
 def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j):
     """Column i; round 2, the partner j by the second-order gain (or I_low's best, first
     order); the two-variable step; column j; the gradient update. NONE or an event."""
-    rows, pos, y, alpha, C, G, QD, act, _, up, low, obj, all_pos = win
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_i = recv1[r_i, :size]
     # the cache's arrays one by one: the tuple's would cost a look-up each, every iteration
-    s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[GIDX]), -1)
+    s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[RKEY]), -1)
     if not (hit and complete[s_i]):
         _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] != 0:
         p_j = recv1[r_j, size : 2 * size]
-    else:
+    else:  # r_j becomes the rank of round 2's winner
         key, q = second_order(y, alpha, C, G, QD, act, col_i, out[M_OUT], p_i[DIAG], obj)
-        pack(send2, key, q, True, width, rows, offset, y, alpha, G, C, QD, *loc)
+        pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
         if allgather(mpi, send2, recv2) != 0:
             return MPI_ERROR
         t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
-        r2 = winner_rank(recv2, 0, False)
-        if r2 < 0:  # no violating partner for i on any rank
+        r_j = winner_rank(recv2, 0, False)
+        if r_j < 0:  # no violating partner for i on any rank
             out[GAP_OUT] = 0.0
             return NO_PAIR
-        p_j = recv2[r2]
+        p_j = recv2[r_j]
     K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-    s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[GIDX]), s_i)
+    s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[RKEY]), s_i)
     if not (hit and complete[s_j]):  # the slot of column i stays
         _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
-    for g, new in ((p_i[GIDX], a_i), (p_j[GIDX], a_j)):
-        lidx = np.int64(g) - offset
-        if 0 <= lidx < pos.size:
-            alpha[pos[lidx]] = new
+    if r_i == ctl_i[RANK]:  # the owners set the new alphas (every rank has the step)
+        alpha[np.int64(p_i[POS])] = a_i
+    if r_j == ctl_i[RANK]:
+        alpha[np.int64(p_j[POS])] = a_j
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE

@@ -66,15 +66,30 @@ TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 
 @dataclass
 class BinaryProblem:
-    """One rank's share of a binary problem: local rows, labels +-1 and bounds C_t."""
+    """One rank's share of LIBSVM's general problem (DESIGN.md section 8):
+    min 1/2 a'Qa + p'a, y'a = const, 0 <= a_t <= C_t, Q_st = y_s y_t K(x_s, x_t).
+
+    The variables are the local rows in order or, with ``per_row`` = 2 (SVR),
+    the local rows twice: variable t and t + n share row t, and the global
+    order is LIBSVM's (all first variables, then all second ones).
+    """
 
     X: tuple  # CSR arrays (indptr, indices, data) of the local rows (scipy costs per pair)
     n_features: int
-    y: np.ndarray
-    C: np.ndarray
-    offset: int
-    n_samples: int
+    y: np.ndarray  # +-1 per variable
+    C: np.ndarray  # upper bound per variable
+    offset: int  # global index of the first local row
+    n_samples: int  # global rows
     max_row_nnz: int
+    p: np.ndarray | None = None  # linear term per variable; None: -1 (C-SVC)
+    alpha0: np.ndarray | None = None  # starting alphas; None: 0
+    per_row: int = 1  # variables per row
+
+    def global_index(self) -> np.ndarray:
+        """Each local variable's global index."""
+        n = self.X[0].size - 1
+        rows = np.arange(n, dtype=np.int64) + self.offset
+        return np.concatenate([rows + k * self.n_samples for k in range(self.per_row)])
 
 
 @dataclass
@@ -107,12 +122,17 @@ class Solver:
         self.offset, self.n_samples = problem.offset, problem.n_samples
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
         self.K = LocalKernel.of_arrays(*problem.X, problem.n_features, kp)
-        # local-order state: every row's home; the window arrays are the live copies
+        # local-order state: every variable's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
         n = self.y.size
-        self.alpha = np.zeros(n)
-        self.G = -np.ones(n)
+        self.per_row, self.n_vars = problem.per_row, problem.n_samples * problem.per_row
+        self.row_of = np.arange(n, dtype=np.int64) % max(self.K.n, 1)  # variable -> local row
+        self.gid = problem.global_index()
+        self.QD = self.K.diag[self.row_of]
+        self.p = -np.ones(n) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
+        self.alpha = np.zeros(n) if problem.alpha0 is None else np.array(problem.alpha0, float)
+        self.G = self.p.copy()
         self.active = np.ones(n, dtype=bool)
         self.streak = np.zeros(n, dtype=np.int64)
         self.in_window = np.ones(n, dtype=bool)
@@ -127,7 +147,7 @@ class Solver:
             | ({self.policy.unshrink_gap} if self.policy.unshrink_gap and self.exact else set()),
             reverse=True,
         )
-        self.cache = ColumnCache(n, self.n_samples, config.cache_size)
+        self.cache = ColumnCache(n, self.n_samples, config.cache_size)  # keyed by row
         self.row_width = max(problem.max_row_nnz, 1)
         self.packet_size = size = ROW + 2 * self.row_width
         self.bufs = (
@@ -143,15 +163,45 @@ class Solver:
         self.checkpoint, self.pair = checkpoint, pair
         self._controls(problem, config)
         self._set_window(np.arange(n, dtype=np.int64))
-        state = None if checkpoint is None else checkpoint.solver_state(pair, self.offset, n)
+        state = None
+        if checkpoint is not None:
+            state = checkpoint.solver_state(pair, self.per_row * self.offset, n)
         if state is not None:
-            self._restore(state)
+            self._restore({k: self._from_file(v) for k, v in state.items()})
+        elif problem.alpha0 is not None:
+            self._start_gradient()
+
+    def _to_file(self, a: np.ndarray) -> np.ndarray:
+        """Per-variable values in row-major order (a row's variables together), so the ranks'
+        pieces concatenate in global order for every P (checkpoints)."""
+        return a.reshape(self.per_row, -1).T.ravel() if self.per_row > 1 else a
+
+    def _from_file(self, a):
+        if self.per_row == 1 or not isinstance(a, np.ndarray) or a.ndim != 1:
+            return a
+        return a.reshape(-1, self.per_row).T.ravel()
+
+    def _start_gradient(self) -> None:
+        """G = p + Q alpha0 for a start away from 0 (one-class, the nu types); collective.
+
+        The rows of the non-zero alphas travel (global order), and each rank sums
+        their kernel values against its rows: the same terms, in the same order, for every P.
+        """
+        nz = np.flatnonzero(self.alpha)
+        K = self.K
+        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[nz]))
+        coef = self.comm.allgatherv(self.y[nz] * self.alpha[nz])
+        order = np.argsort(self.comm.allgatherv(self.gid[nz]), kind="stable")
+        if order.size and self.K.n:
+            acc = K.sums(take_rows(*F, order), coef[order], np.arange(K.n, dtype=np.int64))
+            self.G += self.y * acc[self.row_of]  # in place: the full window's arrays see it
 
     def _controls(self, problem: BinaryProblem, cfg: SVCConfig) -> None:
         """The engine's control arrays: settings, the policy as integers, counters, traces."""
         ci = self.ctl_i = np.zeros(E.N_CTL_I, dtype=np.int64)
         cf = self.ctl_f = np.zeros(E.N_CTL_F)
-        policy, n = self.policy, self.n_samples
+        policy = self.policy
+        n = self.n_vars
         ci[E.MAX_ITER_] = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * n)
         ci[E.ITER_BUDGET] = 1000
         ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER
@@ -182,19 +232,22 @@ class Solver:
 
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
-        """Make ``rows`` (sorted local rows) the window: gather its arrays from local order."""
+        """Make ``rows`` (sorted local variables) the window: gather its arrays from local
+        order. Its kernel holds a row per variable (an SVR row twice, when both are in)."""
         self.win = rows
-        self.pos = np.full(self.y.size, -1, dtype=np.int64)  # local row -> window position
+        self.pos = np.full(self.y.size, -1, dtype=np.int64)  # local variable -> window position
         self.pos[rows] = np.arange(rows.size)
         self.in_window[:] = False
         self.in_window[rows] = True
         full = rows.size == self.y.size  # then the window arrays are the local ones
         take = (lambda a: a) if full else (lambda a: a[rows])
-        self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.K.diag)
+        self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.QD)
         self.walpha, self.wG = take(self.alpha), take(self.G)
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
-        self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, rows)
+        vrow = self.row_of[rows]
+        same = full and self.per_row == 1
+        self.window_kernel = self.K if same else LocalKernel.of_rows(self.K, vrow)
         self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
         w = rows.size
         self.window_arrays = (
@@ -211,6 +264,8 @@ class Solver:
             self._low[:w],
             self._obj[:w],
             np.arange(w, dtype=np.int64),
+            self.gid[rows],
+            vrow,
         )
         self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
 
@@ -250,7 +305,7 @@ class Solver:
             return
         changed, coef = dep.changes(self.y, self.alpha)
         K = self.K
-        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, changed))
+        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[changed]))
         coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
@@ -258,7 +313,7 @@ class Solver:
             rows = stale[epoch == e]
             moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term
             if moved.size:
-                acc = K.sums(take_rows(*F, moved), coef[moved, e], rows)
+                acc = K.sums(take_rows(*F, moved), coef[moved, e], self.row_of[rows])
                 self.G[rows] += self.y[rows] * acc
         dep.reset(stale, self.alpha)
 
@@ -404,8 +459,8 @@ class Solver:
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
         rho = self._rho(rows)
-        sv = self.alpha != 0  # 1/2 a'Qa - e'a = 1/2 sum_t a_t (G_t - 1)
-        obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] - 1.0))
+        sv = self.alpha != 0  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
+        obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] + self.p[sv]))
         return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate)
 
     # -- checkpoints -------------------------------------------------------
@@ -429,6 +484,7 @@ class Solver:
                 "unshrunk": self._unshrunk,
                 "departed": len(self.departures) > 0,
             }
+            arrays = {k: self._to_file(v) for k, v in arrays.items()}
             self.checkpoint.save(self.pair, arrays, scalars)
         self.stats.add("n_checkpoint")
 
