@@ -30,16 +30,20 @@ class TrainingError(ValueError):
     collective = True  # decided from globally agreed values, so raised on every rank
 
 
-def pair_summary(comm, problem: BinaryProblem, res: BinaryResult) -> str:
-    """LIBSVM's lines after a binary solve (its ``nu`` only when the two classes' C agree);
-    collective: the counts are global."""
-    alpha, C = res.alpha, problem.C
-    counts = [np.count_nonzero(alpha > 0), np.count_nonzero(alpha >= C), alpha.sum()]
+def pair_summary(
+    comm, problem: BinaryProblem, res: BinaryResult, coef=None, with_nu: bool = True
+) -> str:
+    """LIBSVM's lines after a solve (its ``nu`` only when every C_t agrees); collective: the
+    counts are global. ``coef``: the model's coefficient per row (default: alpha), whose
+    magnitude LIBSVM counts against the row's C."""
+    coef = res.alpha if coef is None else np.abs(coef)
+    C = problem.C[: coef.size]
+    counts = [np.count_nonzero(coef > 0), np.count_nonzero(coef >= C), coef.sum()]
     n_sv, n_bsv, total = comm.sum_(np.array(counts, dtype=np.float64))
     c_min, c_max = comm.min_(C.min(initial=np.inf)), comm.max_(C.max(initial=-np.inf))
     lines = ["WARNING: reaching max number of iterations"] if res.status else []
     lines.append(f"optimization finished, #iter = {res.n_iter}")
-    if c_min == c_max:
+    if with_nu and c_min == c_max:
         lines.append(f"nu = {total / (c_max * problem.n_samples):f}")
     lines.append(f"obj = {res.objective:f}, rho = {res.rho:f}")
     lines.append(f"nSV = {int(n_sv)}, nBSV = {int(n_bsv)}")
@@ -103,14 +107,14 @@ def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> 
     return float(square / n - (total / n) ** 2) if n else 0.0
 
 
-def _check_finite(res: BinaryResult, pair: int, k: int) -> None:
+def check_finite(res: BinaryResult, where: str) -> None:
     """Refuse a NaN or inf result: a kernel value overflowed, and NaN fails every stop test.
 
     gap, rho and the objective are agreed values, so every rank raises alike.
     """
     if not all(np.isfinite(v) for v in (res.gap, res.rho, res.objective)):
         raise TrainingError(
-            f"the solver's values are not finite in class pair {pair + 1} of {k * (k - 1) // 2} "
+            f"the solver's values are not finite {where} "
             f"(gap m - M {res.gap:g}, rho {res.rho:g}, objective {res.objective:g}): the kernel "
             "overflows float64 on this data; scale the features (svm-scale, StandardScaler) or "
             "lower gamma, coef0 or degree"
@@ -182,7 +186,7 @@ def fit_ovo(
                 name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
                 pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
                 res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
-                _check_finite(res, pair, k)
+                check_finite(res, f"in class pair {pair + 1} of {n_pairs}")
                 if ck is not None:
                     scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
                     ck.pair_solved(pair, res.alpha, scalars)
