@@ -2,8 +2,9 @@
 
 ``steps`` holds the numba kernels, ``trainer`` the epoch loop with its model
 averages, ``msf`` the sync-period policies, ``model`` the fitted linear model
-and its LIBLINEAR text format, ``estimator`` :class:`SGDSVC`. Submodules are
-imported lazily so that ``import psvm`` stays cheap.
+(its LIBLINEAR text format is :mod:`psvm.io.linear_model_file`'s),
+``estimator`` :class:`SGDSVC`. Submodules are imported lazily so that
+``import psvm`` stays cheap.
 """
 
 __all__ = ["SGDSVC"]
