@@ -17,7 +17,8 @@ from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input
 from psvm.faces.params import check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
-from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
+from psvm.sgd.problem import SGDState, make_problem
+from psvm.sgd.trainer import SGDTrainer
 from psvm.stats import Stats, reduce_stats
 from psvm.threads import check_threads, rank_threads
 

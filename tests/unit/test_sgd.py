@@ -15,7 +15,8 @@ from psvm.sgd import steps
 from psvm.sgd.estimator import SGDSVC
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import AutoMSF, FixedPeriod, make_policy
-from psvm.sgd.trainer import SGDState, block_order
+from psvm.sgd.problem import SGDState
+from psvm.sgd.trainer import block_order
 
 # -- a plain numpy reference of the SGD steps ------------------------------------------
 
