@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from psvm._params import ParameterError, unknown_weight_labels
 from psvm.faces.agreement import agree_on_input, agree_on_training_set
-from psvm.faces.checks import check_fit_input
+from psvm.faces.checks import check_fit_input, widen
 from psvm.io.shard import Shard, nnz_balanced_offsets
 from psvm.kernels import canonical_csr
 
@@ -99,12 +99,9 @@ def fit_input(
     else:  # the whole set on every rank: keep a block of similar work
         offsets = nnz_balanced_offsets(np.diff(Xc.indptr), comm.size)
         rows = slice(int(offsets[comm.rank]), int(offsets[comm.rank + 1]))
-    Xl = Xc[rows]
-    if Xl.shape[1] < facts.n_features:  # a sparse shard without the highest feature indices
-        Xl = sp.csr_matrix((Xl.data, Xl.indices, Xl.indptr), shape=(Xl.shape[0], facts.n_features))
     est.n_features_in_ = facts.n_features
     return FitInput(
-        X=Xl,
+        X=widen(Xc[rows], facts.n_features),  # a sparse shard may lack the last features
         codes=np.searchsorted(facts.classes, y[rows]).astype(np.float64),
         sample_weight=sw[rows],
         classes=facts.classes,
