@@ -14,21 +14,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, validate_svc_params
-from psvm.faces import (
-    check_face_params,
-    class_weight_vector,
-    fit_comm,
-    fit_input,
-    fit_report,
-    linear_coef,
-    numba_threads,
-    ovr_decision,
-    resolve_heuristic,
-)
+from psvm.faces.fit_input import class_weight_vector, fit_input
+from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
+from psvm.faces.results import fit_report, linear_coef, ovr_decision
 from psvm.model import SVCModel
 from psvm.stats import Stats, reduce_stats
 from psvm.svc.checkpoint import make_checkpoint_config
-from psvm.threads import check_threads, rank_threads
+from psvm.threads import check_threads, numba_threads, rank_threads
 
 
 class SVC(ClassifierMixin, BaseEstimator):

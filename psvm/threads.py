@@ -72,3 +72,24 @@ def rank_threads(n, comm, name: str = "n_threads") -> Iterator[int]:
         yield apply_threads(n, comm, name)
     finally:
         numba.set_num_threads(old)
+
+
+@contextmanager
+def numba_threads(n_jobs) -> Iterator[None]:
+    """Run the block with ``n_jobs`` numba threads (-1: all, -2: all but one), then restore.
+
+    The older knob of :class:`psvm.SVC` (``n_jobs``); None leaves the count alone.
+    """
+    if n_jobs is None:
+        yield
+        return
+    import numba
+
+    top = numba.config.NUMBA_NUM_THREADS
+    n = n_jobs if n_jobs > 0 else top + 1 + n_jobs
+    old = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, top)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)

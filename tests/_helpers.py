@@ -31,7 +31,7 @@ def run_mpi(
     ``script`` is a path, or a file name in ``tests/mpi``. A hang fails the
     calling test (``subprocess.TimeoutExpired`` kills the launcher).
     ``mpi4py_runner=False`` runs plain ``python script``, as most users do:
-    no abort by mpi4py on an unhandled exception.
+    no abort by mpi4py on an unhandled exception. This checkout's psvm is imported.
     """
     exe = mpiexec()
     if exe is None:
@@ -40,6 +40,10 @@ def run_mpi(
         script = os.path.join(MPI_DIR, script)
     full_env = dict(os.environ)
     full_env.update(env or {})
+    # the script's folder comes first on sys.path, not the checkout: put this checkout's psvm
+    # before any installed one
+    repo = os.path.dirname(os.path.dirname(MPI_DIR))
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, full_env.get("PYTHONPATH")]))
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env.setdefault("NUMBA_NUM_THREADS", "1")
     runner = ["-m", "mpi4py"] if mpi4py_runner else []

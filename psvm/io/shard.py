@@ -57,9 +57,6 @@ class Shard:
         Global number of features (max index, or the explicit one).
     max_row_nnz : int
         Largest nnz of any row on any rank (sizes row broadcast buffers).
-    offsets : ndarray of shape (size + 1,), int64, or None
-        First global row of every rank, then ``n_samples``: rank r holds rows
-        ``offsets[r]`` to ``offsets[r + 1] - 1``.
     classes : ndarray of float64 or None
         Distinct labels in order of first appearance in the file.
     """
@@ -70,7 +67,6 @@ class Shard:
     n_samples: int
     n_features: int
     max_row_nnz: int
-    offsets: np.ndarray | None = None
     classes: np.ndarray | None = None
 
     @property
@@ -255,7 +251,6 @@ def load_shard(
         n_samples=n_samples,
         n_features=n_feat,
         max_row_nnz=max_row_nnz,
-        offsets=offsets,
         classes=classes,
     )
 

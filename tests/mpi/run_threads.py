@@ -35,7 +35,7 @@ def main(folder: str) -> None:
             for row, label in zip(X, y, strict=True):
                 feats = " ".join(f"{j + 1}:{v:.6g}" for j, v in enumerate(row))
                 f.write(f"{2 * label - 1} {feats}\n")
-    comm.barrier()
+    comm.allgather_obj(None)  # the file is written before any rank reads it
 
     def every_rank(value) -> list:
         return comm.allgather_obj(value)
