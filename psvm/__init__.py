@@ -1,6 +1,7 @@
 """psvm: parallel support vector machines over MPI.
 
-``psvm.SVC`` trains an exact kernel SVM with a distributed SMO solver;
+``psvm.SVC``, ``psvm.SVR`` and ``psvm.OneClassSVM`` train exact kernel SVMs with a
+distributed SMO solver;
 ``psvm.SGDSVC`` a linear SVM by parallel SGD with tuned model synchronisation;
 the command lines ``psvm-train`` / ``psvm-predict`` follow LIBSVM.
 Heavy modules are imported lazily so command-line start-up stays short.
@@ -8,7 +9,7 @@ Heavy modules are imported lazily so command-line start-up stays short.
 
 __version__ = "0.1.0"
 
-__all__ = ["SGDSVC", "SVC", "__version__"]
+__all__ = ["SGDSVC", "SVC", "SVR", "OneClassSVM", "__version__"]
 
 
 def __getattr__(name):
@@ -16,6 +17,14 @@ def __getattr__(name):
         from psvm.estimator import SVC
 
         return SVC
+    if name == "SVR":
+        from psvm.svr import SVR
+
+        return SVR
+    if name == "OneClassSVM":
+        from psvm.one_class import OneClassSVM
+
+        return OneClassSVM
     if name == "SGDSVC":
         from psvm.sgd.estimator import SGDSVC
 

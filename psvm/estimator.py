@@ -2,28 +2,20 @@
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import os
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.base import ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
 
-from psvm._params import ParameterError, validate_svc_params
-from psvm.faces.fit_input import class_weight_vector, fit_input
-from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
-from psvm.faces.results import fit_report, linear_coef, ovr_decision
+from psvm.faces.fit_input import FitInput, class_weight_vector
+from psvm.faces.results import linear_coef, ovr_decision
+from psvm.kernel_svm import KernelSVM
 from psvm.model import SVCModel
-from psvm.stats import Stats, reduce_stats
-from psvm.svc.checkpoint import make_checkpoint_config
-from psvm.threads import check_threads, numba_threads, rank_threads
 
 
-class SVC(ClassifierMixin, BaseEstimator):
+class SVC(ClassifierMixin, KernelSVM):
     """C-Support Vector Classification trained by a distributed SMO solver.
 
     The model of :class:`sklearn.svm.SVC` (LIBSVM's C-SVC dual, one-vs-one for
@@ -216,136 +208,39 @@ class SVC(ClassifierMixin, BaseEstimator):
         self.checkpoint_iters = checkpoint_iters
         self.resume = resume
 
-    def fit(self, X, y, sample_weight=None):
-        """Fit the SVM; collective over ``comm`` (every rank must call it).
+    def _train(self, comm, data: FitInput, params, sample_weight, stats, log, checkpoint):
+        from psvm.svc.multiclass import fit_ovo  # numba modules: on first fit
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training vectors: the whole set ('replicated') or this rank's rows
-            ('sharded', possibly none).
-        y : array-like of shape (n_samples,)
-            Class labels.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample multipliers of C; samples of weight 0 are left out.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator, the same on every rank.
-        """
-        check_face_params(
-            distributed=self.distributed,
-            n_jobs=self.n_jobs,
-            decision_function_shape=self.decision_function_shape,
-            random_state=self.random_state,
-        )
-        if check_threads(self.n_threads) is not None and self.n_jobs is not None:
-            raise ParameterError(
-                f"n_threads={self.n_threads!r} and n_jobs={self.n_jobs!r}: "
-                "give one of them (n_jobs is the older name)"
-            )
-        cw = self.class_weight
-        params = validate_svc_params(
-            C=self.C,
-            kernel=self.kernel,
-            degree=self.degree,
-            gamma=self.gamma,
-            coef0=self.coef0,
-            tol=self.tol,
-            cache_size=self.cache_size,
-            max_iter=self.max_iter,
-            selection=self.selection,
-            heuristic=resolve_heuristic(self.shrinking, self.heuristic),
-            reconstruction=self.reconstruction,
-            verbose=self.verbose,
-            class_weight=cw if isinstance(cw, dict) else None,
-        )
-        checkpoint = make_checkpoint_config(
-            self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
-        )
-        with (
-            fit_comm(self.comm, self.distributed) as comm,
-            comm.guard("psvm.SVC.fit"),
-            self._fit_threads(comm),
-        ):
-            self._fit(comm, params, checkpoint, X, y, sample_weight)
-        if self.fit_status_:
-            warnings.warn(
-                f"Solver terminated early (max_iter={self.max_iter}). Consider "
-                "pre-processing your data with StandardScaler or MinMaxScaler.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        return self
-
-    def _fit_threads(self, comm):
-        """The thread count of one fit: n_threads (default: the node's share), else n_jobs."""
-        if check_threads(self.n_threads) is None and self.n_jobs is not None:
-            return numba_threads(self.n_jobs)
-        return rank_threads(self.n_threads, comm)
-
-    def _fit(self, comm, params: dict, checkpoint, X, y, sample_weight) -> None:
-        import numba
-
-        from psvm.io.atomic import agree_writable
-        from psvm.svc.multiclass import fit_ovo, scale_hint  # numba modules: on first fit
-
-        agree_writable(comm, {"the checkpoint file": self.checkpoint})
-        data = fit_input(self, comm, X, y, sample_weight, self.distributed)
         k = data.classes.size
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
         params["class_weight"] = dict(enumerate(self.class_weight_.tolist()))
-        stats = Stats()
-        stats.values["n_threads"] = numba.get_num_threads()
-        log = print if self.verbose and comm.rank == 0 else None
-        shard = data.shard()
-        hint = scale_hint(comm, shard.X, params)
-        if hint is not None:
-            warnings.warn(hint, UserWarning, stacklevel=3)
-        with stats.timer("train"):
-            model, support = fit_ovo(
-                comm,
-                shard,
-                params,
-                np.arange(k, dtype=np.float64),
-                sample_weight=data.sample_weight,
-                stats=stats,
-                log=log,
-                checkpoint=checkpoint,
-            )
+        model, support = fit_ovo(
+            comm,
+            data.shard(),
+            params,
+            np.arange(k, dtype=np.float64),
+            sample_weight=data.sample_weight,
+            stats=stats,
+            log=log,
+            checkpoint=checkpoint,
+        )
         model.classes = data.classes
-        self.fit_stats_ = fit_report(reduce_stats(comm, stats), model, data)
-        self._set_model(model, support, (data.n_samples, data.n_features), data.sparse)
+        return model, support
 
     def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
         """Fitted attributes from an SVCModel whose classes are sorted."""
-        self._model = model
-        self._gamma = model.gamma
+        super()._set_model(model, support, shape_fit, sparse)
         self.classes_ = model.classes
-        self.support_ = np.asarray(support, dtype=np.int32)
-        SV = model.support_vectors
         coef = model.dual_coef.copy()
         self.intercept_ = -model.rho.copy()
         if self.classes_.size == 2:  # sklearn's sign convention: positive means classes_[1]
             coef *= -1
             self.intercept_ *= -1
-        self.support_vectors_ = SV.copy() if sparse else SV.toarray()
         self.dual_coef_ = sp.csr_matrix(coef) if sparse else coef
         self.n_support_ = model.n_support.astype(np.int32)
         self.n_iter_ = np.asarray(model.meta.get("n_iter", [0] * len(model.rho)), dtype=np.int32)
-        self.fit_status_ = int(model.meta.get("status", 0))
-        self.shape_fit_ = tuple(int(s) for s in shape_fit)
-        self.n_features_in_ = int(shape_fit[1])
 
     # -- prediction ------------------------------------------------------------------------
-    def _ovo(self, X, method: str = "decision_function") -> np.ndarray:
-        """LIBSVM's one-vs-one values (or its vote) for validated X."""
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        with numba_threads(check_threads(self.n_threads) or self.n_jobs):
-            return getattr(self._model, method)(X)
-
     def decision_function(self, X):
         """Signed distances to the separating hyperplanes (local to the calling rank).
 
@@ -360,7 +255,7 @@ class SVC(ClassifierMixin, BaseEstimator):
             Two classes: positive values mean ``classes_[1]``. Otherwise the
             'ovr' scores or LIBSVM's 'ovo' values, per ``decision_function_shape``.
         """
-        dec = self._ovo(X)
+        dec = self._values(X)
         if self.classes_.size == 2:
             return -dec[:, 0]
         if self.decision_function_shape == "ovr":
@@ -383,7 +278,7 @@ class SVC(ClassifierMixin, BaseEstimator):
             raise ValueError("break_ties must be False when decision_function_shape is 'ovo'")
         if self.break_ties and self.classes_.size > 2:
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
-        return self._ovo(X, "predict")
+        return self._values(X, "predict")
 
     @property
     def coef_(self) -> np.ndarray:
@@ -394,28 +289,6 @@ class SVC(ClassifierMixin, BaseEstimator):
         return linear_coef(self._model) * (-1.0 if self.classes_.size == 2 else 1.0)
 
     # -- LIBSVM model files ------------------------------------------------------------------
-    def to_libsvm_model(self, path: str | os.PathLike) -> None:
-        """Write the model in LIBSVM's text format (``svm_load_model`` reads it).
-
-        Not collective: the calling process writes the file (atomically), so
-        under ``mpiexec`` call it on one rank, e.g. ``if rank == 0``. psvm's
-        extras (``support_``, ``n_iter_``...) go to comment lines LIBSVM skips.
-
-        Parameters
-        ----------
-        path : str or path-like
-
-        Raises
-        ------
-        ValueError
-            If the labels are not integers (LIBSVM stores them as ints).
-        """
-        from psvm.io.model_file import write_model
-
-        check_is_fitted(self)
-        meta = {**self._model.meta, "support": self.support_, "n_samples": self.shape_fit_[0]}
-        write_model(path, dataclasses.replace(self._model, meta=meta))
-
     @classmethod
     def from_libsvm_model(cls, path: str | os.PathLike, **params) -> SVC:
         """A fitted estimator from a LIBSVM (or psvm) C-SVC model file.
@@ -434,11 +307,7 @@ class SVC(ClassifierMixin, BaseEstimator):
             wrote the file; ``n_features_in_`` is the largest SV feature index
             unless the file states it.
         """
-        from psvm.io.model_file import read_model
-
-        model = read_model(path)
-        support = model.meta.pop("support", None)
-        n_samples = int(model.meta.pop("n_samples", -1))
+        model, support, n_samples = cls._read_libsvm_model(path)
         order = np.sort(model.classes)
         if not np.array_equal(order, model.classes):  # LIBSVM: labels by first appearance
             model, support = model.with_class_order(order), None
@@ -451,23 +320,3 @@ class SVC(ClassifierMixin, BaseEstimator):
         est._set_model(model, support, (n_samples, model.support_vectors.shape[1]), sparse=True)
         est.class_weight_ = np.ones(model.n_classes)
         return est
-
-    # -- scikit-learn protocol ---------------------------------------------------------------
-    def __getstate__(self):
-        state = super().__getstate__()
-        if state.get("comm") is not None:  # an MPI handle: not meaningful in another process
-            state = {**state, "comm": None}
-        return state
-
-    def __sklearn_clone__(self):
-        if self.comm is None:
-            return super().__sklearn_clone__()
-        shallow = copy.copy(self)  # through __getstate__: comm=None
-        new = shallow.__sklearn_clone__()
-        new.comm = self.comm  # one communicator, shared by reference
-        return new
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags

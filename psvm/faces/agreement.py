@@ -100,21 +100,29 @@ def agree_on_training_set(
     sharded: bool,
     classes: np.ndarray | None = None,
     every_class_weighted: bool = True,
+    labelled: bool = True,
 ) -> TrainingSet:
     """The global facts of the checked input (X canonical CSR); collective: one allgather.
 
     Raises :class:`InputError` on every rank alike: replicated copies that
     differ, dense shards of other widths, no rows at all, and the class rules
     of :func:`check_classes`. ``classes``: partial_fit's labels, then the same
-    on every rank; None: the labels of y over all ranks.
+    on every rank; None: the labels of y over all ranks. Not ``labelled`` (regression,
+    novelty): no classes, and y's bits go into the digest.
     """
-    labels, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    if labelled:
+        labels, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+        positive = np.unique(y[sample_weight > 0])
+    else:
+        labels, counts = np.zeros(0), np.zeros(0, dtype=np.int64)
+        codes = np.ascontiguousarray(y, dtype=np.float64).view(np.int64)
+        positive = np.ones(int(np.any(sample_weight > 0)))
     mine = RankInput(
         shape=X.shape,
         sparse=sparse,
         labels=labels,
         counts=counts,
-        positive=np.unique(y[sample_weight > 0]),
+        positive=positive,
         max_row_nnz=int(np.diff(X.indptr).max(initial=0)),
         digest=input_digest(X, codes, sample_weight) if not sharded and comm.size > 1 else "",
         classes=classes,
@@ -136,12 +144,12 @@ def agree_on_training_set(
         raise InputError("Found array with 0 sample(s) on every rank: fit needs at least one")
     parts = ranks if sharded else [mine]
     if not given:  # (a rank without rows has labels of another dtype: leave them out)
-        classes = np.unique(np.concatenate([r.labels for r in parts if r.labels.size]))
+        classes = np.unique(np.concatenate([r.labels for r in parts if r.labels.size] or [[]]))
     class_counts = np.zeros(classes.size, dtype=np.int64)
     for r in parts:
         class_counts[np.searchsorted(classes, r.labels)] += r.counts
     positive = np.unique(np.concatenate([r.positive for r in parts if r.positive.size] or [[]]))
-    check_classes(classes, positive, given=given, every=every_class_weighted)
+    check_classes(classes, positive, given=given or not labelled, every=every_class_weighted)
     return TrainingSet(
         classes=classes,
         class_counts=class_counts,

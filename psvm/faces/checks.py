@@ -75,15 +75,21 @@ def partial_fit_classes(classes, fitted: np.ndarray | None) -> np.ndarray:
     return fitted
 
 
-def check_fit_input(est, X, y, sample_weight, *, sharded: bool, partial_fit: bool, classes):
+def check_fit_input(
+    est, X, y, sample_weight, *, sharded: bool, partial_fit: bool, classes, task: str
+):
     """(X, y, sample_weight, classes) of one rank, checked as scikit-learn and psvm need them.
 
     With ``sharded`` a rank may hold no rows. ``partial_fit``: ``classes`` is
     partial_fit's argument (the labels ``y`` may hold, given on the first
     call); after the first call X keeps ``est.n_features_in_`` columns (a
     narrower sparse X is padded). Otherwise ``classes`` stays None: the
-    labels come from ``y`` over all ranks.
+    labels come from ``y`` over all ranks. ``task``: what y holds
+    (:data:`psvm.faces.fit_input.TASKS`); 'novelty' ignores it, as scikit-learn's
+    OneClassSVM does.
     """
+    if task != "classification":
+        return _check_unlabelled(est, X, y, sample_weight, sharded, task)
     fitted = getattr(est, "classes_", None) if partial_fit else None
     if fitted is not None:  # a sparse shard may lack the highest feature indices
         X = widen(X, est.n_features_in_)
@@ -106,3 +112,17 @@ def check_fit_input(est, X, y, sample_weight, *, sharded: bool, partial_fit: boo
         if unknown.size:
             raise ValueError(f"y holds labels {unknown.tolist()} that are not in classes")
     return X, y, sample_weight, classes
+
+
+def _check_unlabelled(est, X, y, sample_weight, sharded: bool, task: str):
+    """check_fit_input for regression targets (finite numbers) or no y at all."""
+    kw = dict(accept_sparse="csr", dtype=np.float64, order="C")
+    kw["ensure_min_samples"] = 0 if sharded else 1
+    if task == "novelty":
+        X = validate_data(est, X, **kw)
+        y = np.zeros(X.shape[0])
+    else:
+        X, y = validate_data(est, X, y, y_numeric=True, **kw)
+        y = np.asarray(y, dtype=np.float64)
+    check_finite_rows(X)
+    return X, y, check_sample_weight(sample_weight, X.shape[0]), None

@@ -20,13 +20,15 @@ from psvm.faces.checks import check_fit_input, widen
 from psvm.io.shard import Shard, nnz_balanced_offsets
 from psvm.kernels import canonical_csr
 
+TASKS = ("classification", "regression", "novelty")  # what y holds: labels, targets, nothing
+
 
 @dataclass
 class FitInput:
     """This rank's rows and the globally agreed facts about the whole training set."""
 
     X: sp.csr_matrix  # local rows: float64, canonical CSR, n_features columns
-    codes: np.ndarray  # class index (into classes) of each local row, float64
+    codes: np.ndarray  # class index (into classes) of each local row, or its target; float64
     sample_weight: np.ndarray  # of the local rows
     classes: np.ndarray  # sorted distinct labels over all ranks
     class_counts: np.ndarray  # global number of rows of each class
@@ -58,6 +60,7 @@ def fit_input(
     partial_fit: bool = False,
     classes=None,
     every_class_weighted: bool = True,
+    task: str = "classification",
 ) -> FitInput:
     """Validate (X, y, sample_weight) on every rank, agree, and keep this rank's rows.
 
@@ -69,7 +72,10 @@ def fit_input(
     first call (while ``est`` has no ``classes_``) and fixed afterwards.
     ``every_class_weighted``: each class needs a sample of positive weight
     (the kernel solver leaves zero-weight samples out; SGD steps over them).
+    ``task`` (:data:`TASKS`): with 'regression' the codes are the targets and
+    there are no classes; with 'novelty' y is ignored (zeros).
     """
+    labelled = task == "classification"
     sharded = distributed == "sharded"
     X, y, sw, classes = agree_on_input(
         comm,
@@ -82,6 +88,7 @@ def fit_input(
         sharded=sharded,
         partial_fit=partial_fit,
         classes=classes,
+        task=task,
     )
     Xc = canonical_csr(X)
     facts = agree_on_training_set(
@@ -93,6 +100,7 @@ def fit_input(
         sharded=sharded,
         classes=classes,
         every_class_weighted=every_class_weighted,
+        labelled=labelled,
     )
     if sharded:
         rows = slice(0, Xc.shape[0])
@@ -102,7 +110,7 @@ def fit_input(
     est.n_features_in_ = facts.n_features
     return FitInput(
         X=widen(Xc[rows], facts.n_features),  # a sparse shard may lack the last features
-        codes=np.searchsorted(facts.classes, y[rows]).astype(np.float64),
+        codes=np.searchsorted(facts.classes, y[rows]).astype(np.float64) if labelled else y[rows],
         sample_weight=sw[rows],
         classes=facts.classes,
         class_counts=facts.class_counts,
