@@ -115,13 +115,18 @@ def validate_svc_params(
     """Check the kernel SVM parameters; returns them normalised (gamma may stay a string).
 
     Use :func:`make_svc_config` to resolve ``gamma`` once the data is known.
-    ``nu`` is used by nu_svc, one_class and nu_svr, ``epsilon`` by epsilon_svr
-    (LIBSVM checks them whatever the type; so does psvm).
+    ``nu`` is used (and checked, as LIBSVM's svm_check_parameter does) by
+    nu_svc, one_class and nu_svr only, ``epsilon`` by epsilon_svr only.
     """
+    svm_type = _choice("svm_type", svm_type, SVM_TYPES)
+    if svm_type in ("nu_svc", "one_class", "nu_svr"):
+        nu = check_number("nu", nu, low=0, low_open=True, high=1)
+    if svm_type == "epsilon_svr":
+        epsilon = check_number("epsilon", epsilon, low=0)
     out = dict(
-        svm_type=_choice("svm_type", svm_type, SVM_TYPES),
-        nu=float(check_number("nu", nu, low=0, low_open=True, high=1)),
-        epsilon=float(check_number("epsilon", epsilon, low=0)),
+        svm_type=svm_type,
+        nu=float(nu),
+        epsilon=float(epsilon),
         C=float(check_number("C", C, low=0, low_open=True)),
         kernel=_choice("kernel", kernel, KERNELS),
         degree=int(check_number("degree", degree, kind=numbers.Integral, low=0, high=INT_MAX)),

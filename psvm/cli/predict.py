@@ -64,12 +64,32 @@ def _body(argv: list[str]) -> int:
     if comm.rank == 0:
         with write_atomic(opts["output"]) as f:
             f.writelines(f"{p:.17g}\n" for p in pred)
-        correct = int(np.sum(pred == truth))
-        total = truth.size
         if not opts["quiet"]:
-            acc = 100.0 * correct / total if total else 0.0
-            print(f"Accuracy = {acc:g}% ({correct}/{total}) (classification)")
+            regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
+            print(result_lines(pred, truth, regression))
     return 0
+
+
+def result_lines(pred, truth, regression: bool) -> str:
+    """svm-predict's summary: accuracy, or for regression the mean squared error and the
+    squared correlation coefficient (its formulas)."""
+    import numpy as np
+
+    total = truth.size
+    if not regression:
+        correct = int(np.sum(pred == truth))
+        acc = 100.0 * correct / total if total else 0.0
+        return f"Accuracy = {acc:g}% ({correct}/{total}) (classification)"
+    n = float(total)
+    sp, st = pred.sum(), truth.sum()
+    spp, stt, spt = pred @ pred, truth @ truth, pred @ truth
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mse = np.sum((pred - truth) ** 2) / n
+        r2 = (n * spt - sp * st) ** 2 / ((n * spp - sp * sp) * (n * stt - st * st))
+    return (
+        f"Mean squared error = {mse:g} (regression)\n"
+        f"Squared correlation coefficient = {r2:g} (regression)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,15 +26,18 @@ from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
 KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
+TRAINED_TYPES = {0: "c_svc", 2: "one_class", 3: "epsilon_svr"}  # LIBSVM's -s codes
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 FLAGS = {
-    "-s": ("svm_type", int, "svm_type: 0 -- C-SVC (the only type psvm trains)"),
+    "-s": ("svm_type", int, "svm_type: 0 C-SVC (default), 2 one-class SVM, 3 epsilon-SVR"),
     "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid"),
     "-d": ("degree", int, "degree in kernel function (default 3)"),
     "-g": ("gamma", float, "gamma in kernel function (default 1/num_features)"),
     "-r": ("coef0", float, "coef0 in kernel function (default 0)"),
-    "-c": ("C", float, "cost: the parameter C of C-SVC (default 1)"),
+    "-c": ("C", float, "cost: the parameter C of C-SVC and epsilon-SVR (default 1)"),
+    "-n": ("nu", float, "nu: the parameter nu of one-class SVM (default 0.5)"),
+    "-p": ("epsilon", float, "epsilon: the loss's tube in epsilon-SVR (default 0.1)"),
     "-e": ("tol", float, "epsilon: tolerance of termination criterion (default 0.001)"),
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
     "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1)"),
@@ -64,8 +67,15 @@ def parse_args(argv: list[str]) -> dict:
     opts = parse_train_args(argv, FLAGS)
     if opts.get("solver", "smo") != "smo":
         raise UsageError(f"--solver {opts['solver']}: must be smo or sgd")
-    if opts.get("svm_type", 0) != 0:
-        raise UsageError(f"-s {opts['svm_type']}: psvm trains C-SVC only (-s 0)")
+    s = opts.get("svm_type", 0)
+    if s not in TRAINED_TYPES:
+        what = {1: "nu-SVC", 4: "nu-SVR"}.get(s)
+        raise UsageError(
+            f"-s {s}: psvm does not train {what} yet; use -s 0, 2 or 3"
+            if what
+            else f"-s {s}: svm_type must be 0 (C-SVC), 2 (one-class) or 3 (epsilon-SVR)"
+        )
+    opts["svm_type"] = TRAINED_TYPES[s]
     if opts.get("probability", 0) != 0:
         raise UsageError("-b 1: probability estimates are not supported")
     if "kernel" in opts:
@@ -101,12 +111,16 @@ def _body(argv: list[str]) -> int:
     from psvm.stats import Stats, reduce_stats
     from psvm.svc.checkpoint import make_checkpoint_config
     from psvm.svc.multiclass import fit_ovo, scale_hint
+    from psvm.svc.single import fit_single
     from psvm.threads import apply_threads
 
     opts = parse_args(argv)
     comm = world()
     with flag_named(FLAGS):  # 'option -d: degree must be >= 0, got -1'
         params = validate_svc_params(
+            svm_type=opts["svm_type"],
+            nu=opts.get("nu", 0.5),
+            epsilon=opts.get("epsilon", 0.1),
             C=opts.get("C", 1.0),
             kernel=opts.get("kernel", "rbf"),
             degree=opts.get("degree", 3),
@@ -138,8 +152,10 @@ def _body(argv: list[str]) -> int:
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classes = integer_classes(comm, opts["train"], shard.classes)
-    warn_unknown_weights(comm, opts["class_weight"], classes)
+    classify = opts["svm_type"] == "c_svc"
+    if classify:
+        classes = integer_classes(comm, opts["train"], shard.classes)
+        warn_unknown_weights(comm, opts["class_weight"], classes)
     hint = scale_hint(comm, shard.X, params)
     if hint is not None and log is not None:
         print(f"psvm-train: note: {hint}", file=sys.stderr, flush=True)
@@ -147,9 +163,12 @@ def _body(argv: list[str]) -> int:
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
     with stats.timer("train"):
-        model, _ = fit_ovo(
-            comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
-        )
+        if classify:
+            model, _ = fit_ovo(
+                comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
+            )
+        else:
+            model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
     report = reduce_stats(comm, stats)
     report["values"].update(
         n_samples=shard.n_samples,
@@ -162,7 +181,7 @@ def _body(argv: list[str]) -> int:
         write_model(opts["model"], model)
         if "stats" in opts:
             write_json(opts["stats"], report)
-        if log is not None:
+        if log is not None and classify:  # as svm-train: the other types print no total
             log(f"Total nSV = {model.support_vectors.shape[0]}")
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
     return 0
