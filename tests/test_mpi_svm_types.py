@@ -1,0 +1,52 @@
+"""One-class and epsilon-SVR under mpiexec: the same model, bit for bit, for every P (#17)."""
+
+import json
+
+import pytest
+from _helpers import run_mpi
+
+from tests._svm import run_cli, write_head
+
+TRAIN = "psvm.cli.train"
+
+
+def _fits(shared_data, n: int) -> dict:
+    r = run_mpi("run_svm_types.py", ["--shared-data", shared_data], n, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_estimators_same_bits_for_every_p(shared_data):
+    one = _fits(shared_data, 1)
+    assert one["svr-replicated"] == one["svr-sharded"]
+    for n in (2, 3):
+        assert _fits(shared_data, n) == one, n
+
+
+@pytest.mark.parametrize("svm_type", ["2", "3"])
+def test_cli_model_files_same_bits_for_every_p(shared_data, tmp_path, svm_type):
+    data = write_head(shared_data / "abalone_scale.xz", tmp_path / "train", 500)
+    tiny = write_head(shared_data / "abalone_scale.xz", tmp_path / "tiny", 3)
+    files = {}
+    for n, src in ((1, data), (2, data), (3, data), (1, tiny), (5, tiny)):
+        model = tmp_path / f"{n}-{src.rsplit('/', 1)[-1]}.model"
+        r = run_cli(TRAIN, ["-s", svm_type, "-q", "-g", "0.5", src, model], n)
+        assert r.returncode == 0, r.stderr[-3000:]
+        files[n, src] = model.read_bytes()
+    assert files[2, data] == files[1, data] and files[3, data] == files[1, data]
+    assert files[5, tiny] == files[1, tiny]  # more ranks than rows
+    kind = {"2": b"svm_type one_class", "3": b"svm_type epsilon_svr"}[svm_type]
+    assert files[1, data].startswith(kind)
+    assert b"\nlabel " not in files[1, data] and b"\nnr_sv " not in files[1, data]
+
+
+def test_cli_parameter_errors_on_every_rank(shared_data, tmp_path):
+    data = write_head(shared_data / "abalone_scale.xz", tmp_path / "train", 50)
+    for flags, message in (
+        (["-s", "2", "-n", "1.5"], "option -n: nu must be <= 1, got 1.5"),
+        (["-s", "3", "-p", "-1"], "option -p: epsilon must be >= 0, got -1.0"),
+        (["-s", "1"], "-s 1: psvm does not train nu-SVC yet"),
+    ):
+        r = run_cli(TRAIN, [*flags, data, tmp_path / "m"], 2, timeout=120)
+        assert r.returncode != 0 and message in r.stderr, (flags, r.stderr[-2000:])
+        assert not (tmp_path / "m").exists()
