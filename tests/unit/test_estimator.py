@@ -59,7 +59,12 @@ def digits():
 
 # -- scikit-learn's estimator checks --------------------------------------------------------------
 @parametrize_with_checks(
-    [psvm.SVC(), psvm.SVC(kernel="linear", heuristic="earliest", reconstruction="multi")],
+    [
+        psvm.SVC(),
+        psvm.SVC(kernel="linear", heuristic="earliest", reconstruction="multi"),
+        psvm.SVR(),
+        psvm.OneClassSVM(),
+    ],
     expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
 )
 def test_sklearn_compatible(estimator, check):
