@@ -53,7 +53,7 @@ from psvm.svc.columns import LocalKernel
 from psvm.svc.elimination import MULTI_GAPS, make_policy
 from psvm.svc.packets import ROW
 from psvm.svc.reconstruct import Departures, violators
-from psvm.svc.select import candidates
+from psvm.svc.select import best_of_sign, bids, candidates
 from psvm.svc.state import bias_bounds, gather_csr
 
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
@@ -101,6 +101,7 @@ class BinaryResult:
     n_iter: int
     status: int  # 0 converged, 1 stopped at max_iter
     approximate: bool = False  # eliminated rows were never re-checked
+    r: float = 0.0  # Solver_NU's r (the nu types), 0 otherwise
 
 
 class Solver:
@@ -117,6 +118,8 @@ class Solver:
         pair: int = 0,
     ):
         self.comm, self.cfg = comm, config
+        # LIBSVM's Solver_NU: selection, stop test, elimination and rho per sign of y
+        self.nu = config.svm_type in ("nu_svc", "nu_svr")
         self.stats = Stats() if stats is None else stats
         self.log = log
         self.offset, self.n_samples = problem.offset, problem.n_samples
@@ -150,9 +153,10 @@ class Solver:
         self.cache = ColumnCache(n, self.n_samples, config.cache_size)  # keyed by row
         self.row_width = max(problem.max_row_nnz, 1)
         self.packet_size = size = ROW + 2 * self.row_width
+        self.info_at = (4 if self.nu else 2) * size  # round 1's packets, then its INFO block
         self.bufs = (
-            np.zeros(2 * size + E.INFO),
-            np.zeros((comm.size, 2 * size + E.INFO)),
+            np.zeros(self.info_at + E.INFO),
+            np.zeros((comm.size, self.info_at + E.INFO)),
             np.zeros(size),
             np.zeros((comm.size, size)),
             np.zeros(self.row_width, dtype=np.int32),  # a packet row's indices, as ints
@@ -204,7 +208,8 @@ class Solver:
         n = self.n_vars
         ci[E.MAX_ITER_] = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * n)
         ci[E.ITER_BUDGET] = 1000
-        ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER
+        ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER and not self.nu  # NU: second only
+        ci[E.NU] = self.nu
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
         ci[E.START] = policy.start(n)
         ci[E.OFFSET], ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = self.offset, n, self.row_width
@@ -391,13 +396,13 @@ class Solver:
         """A checkpoint or a progress line is due (every rank, the same iteration)."""
         n_iter = int(self.ctl_i[E.N_ITER])
         self.ctl_i[E.CLOCK_DONE] = n_iter
-        flag = int(self.bufs[1][0, 2 * self.packet_size + E.INFO_CLOCK])
+        flag = int(self.bufs[1][0, self.info_at + E.INFO_CLOCK])
         ck = self.checkpoint
         if ck is not None and ck.due(n_iter, flag & 1):
             self._save(n_iter)
         if self.log is not None and flag & 2:
             self._last_progress = time.perf_counter()
-            active = int(self.bufs[1][:, 2 * self.packet_size + E.INFO_ACTIVE].sum())
+            active = int(self.bufs[1][:, self.info_at + E.INFO_ACTIVE].sum())
             self.log(
                 f"iter {n_iter}  m-M {self.out[E.GAP_OUT]:.4g}  active {active}"
                 f"  elapsed {self._last_progress - self._t_start:.1f}s"
@@ -458,10 +463,10 @@ class Solver:
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
-        rho = self._rho(rows)
+        rho, r = self._rho(rows)
         sv = self.alpha != 0  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
         obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] + self.p[sv]))
-        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate)
+        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate, r)
 
     # -- checkpoints -------------------------------------------------------
     def _save(self, n_iter: int) -> None:
@@ -537,13 +542,20 @@ class Solver:
             self._sync()
             self._refresh_stale()
             everyone = np.ones(self.y.size, dtype=bool)
-            m, _, minus_M, _ = candidates(
-                self.y, self.alpha, self.C, self.G, everyone, self._up, self._low
-            )
-            m, minus_M = self.comm.max_(np.array([m, minus_M]))
+            args = (self.y, self.alpha, self.C, self.G, everyone, self._up, self._low)
+            if self.nu:
+                bids(*args)
+                ext = [best_of_sign(self._up, self._low, self.y, s) for s in (1.0, -1.0)]
+                local = [ext[0][0], ext[0][2], ext[1][0], ext[1][2]]
+            else:
+                m, _, minus_M, _ = candidates(*args)
+                local = [m, minus_M, m, minus_M]
+            m, minus_M, m_neg, minus_M_neg = self.comm.max_(np.array(local))
             out = np.flatnonzero(~self.active)
             scratch = np.empty(out.size, dtype=np.int64)
-            n_bad = violators(out, self.y, self.alpha, self.C, self.G, m, -minus_M, scratch)
+            n_bad = violators(
+                out, self.y, self.alpha, self.C, self.G, m, -minus_M, m_neg, -minus_M_neg, scratch
+            )
             st.add("n_false_positive", n_bad)  # eliminated rows that violate after all
             back = out if all_rows else scratch[:n_bad]
             self.active[back] = True
@@ -555,13 +567,24 @@ class Solver:
                 self.wact[self.pos[back]] = True
                 self.wstreak[self.pos[back]] = 0
                 self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
-        return float(m + minus_M)
+        gap = max(m + minus_M, m_neg + minus_M_neg)
+        return float(gap) if gap > -np.inf else 0.0
 
-    def _rho(self, rows: np.ndarray) -> float:
-        """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""
-        ub, lb = bias_bounds(rows, self.y, self.alpha, self.C, self.G)
+    def _rho(self, rows: np.ndarray) -> tuple[float, float]:
+        """LIBSVM's bias and Solver_NU's r (0 for the other types): (rho, r)."""
+        if not self.nu:
+            return self._side(rows, self.y), 0.0
+        ones = np.ones(self.y.size)  # Solver_NU averages G itself on each side
+        r1 = self._side(rows[self.y[rows] > 0], ones)
+        r2 = self._side(rows[self.y[rows] < 0], ones)
+        return (r1 - r2) / 2, (r1 + r2) / 2
+
+    def _side(self, rows: np.ndarray, y: np.ndarray) -> float:
+        """Mean of y_t G_t over the free vectors of ``rows`` (all ranks), else the midpoint
+        of LIBSVM's bounds from the bound vectors."""
+        ub, lb = bias_bounds(rows, y, self.alpha, self.C, self.G)
         ub, lb = self.comm.min_(ub), self.comm.max_(lb)
-        y, a, C, G = (v[rows] for v in (self.y, self.alpha, self.C, self.G))
+        a, C, G = (v[rows] for v in (self.alpha, self.C, self.G))
         free = (a > 0) & (a < C)
         nf = self.comm.sum_(int(np.count_nonzero(free)))
-        return self.comm.exact_sum(y[free] * G[free]) / nf if nf > 0 else float((ub + lb) / 2)
+        return self.comm.exact_sum(y[rows][free] * G[free]) / nf if nf > 0 else float((ub + lb) / 2)
