@@ -1,7 +1,7 @@
 """psvm: parallel support vector machines over MPI.
 
-``psvm.SVC``, ``psvm.SVR`` and ``psvm.OneClassSVM`` train exact kernel SVMs with a
-distributed SMO solver;
+``psvm.SVC``, ``psvm.NuSVC``, ``psvm.SVR``, ``psvm.NuSVR`` and ``psvm.OneClassSVM`` train
+exact kernel SVMs (every LIBSVM svm_type) with a distributed SMO solver;
 ``psvm.SGDSVC`` a linear SVM by parallel SGD with tuned model synchronisation;
 the command lines ``psvm-train`` / ``psvm-predict`` follow LIBSVM.
 Heavy modules are imported lazily so command-line start-up stays short.
@@ -9,18 +9,18 @@ Heavy modules are imported lazily so command-line start-up stays short.
 
 __version__ = "0.1.0"
 
-__all__ = ["SGDSVC", "SVC", "SVR", "OneClassSVM", "__version__"]
+__all__ = ["SGDSVC", "SVC", "NuSVC", "SVR", "NuSVR", "OneClassSVM", "__version__"]
 
 
 def __getattr__(name):
-    if name == "SVC":
-        from psvm.estimator import SVC
+    if name in ("SVC", "NuSVC"):
+        import psvm.estimator
 
-        return SVC
-    if name == "SVR":
-        from psvm.svr import SVR
+        return getattr(psvm.estimator, name)
+    if name in ("SVR", "NuSVR"):
+        import psvm.svr
 
-        return SVR
+        return getattr(psvm.svr, name)
     if name == "OneClassSVM":
         from psvm.one_class import OneClassSVM
 

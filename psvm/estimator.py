@@ -1,4 +1,5 @@
-"""scikit-learn face of the distributed kernel SVM: :class:`psvm.SVC`."""
+"""scikit-learn faces of the distributed kernel SVM classifiers: :class:`psvm.SVC` and
+:class:`psvm.NuSVC`."""
 
 from __future__ import annotations
 
@@ -320,3 +321,89 @@ class SVC(ClassifierMixin, KernelSVM):
         est._set_model(model, support, (n_samples, model.support_vectors.shape[1]), sparse=True)
         est.class_weight_ = np.ones(model.n_classes)
         return est
+
+
+class NuSVC(SVC):
+    """Nu-Support Vector Classification trained by the distributed SMO solver.
+
+    The model of :class:`sklearn.svm.NuSVC` (LIBSVM's nu-SVC, its Solver_NU,
+    one-vs-one), trained over the ranks of an MPI communicator as :class:`SVC`
+    is, with the same model for every number of ranks. ``nu`` replaces ``C``;
+    the other parameters and the attributes are :class:`SVC`'s. As in LIBSVM
+    and scikit-learn, ``class_weight`` does not change the nu problem
+    (``class_weight_`` is still reported) and ``selection`` is always 'second'.
+
+    Parameters
+    ----------
+    nu : float, default=0.5
+        An upper bound on the fraction of margin errors and a lower bound on
+        the fraction of support vectors; in (0, 1]. A value too large for the
+        class sizes raises LIBSVM's "specified nu is infeasible".
+
+    Examples
+    --------
+    >>> import numpy as np, psvm
+    >>> X = np.array([[-1, -1], [-2, -1], [1, 1], [2, 1]])
+    >>> psvm.NuSVC(kernel="linear").fit(X, [1, 1, 2, 2]).predict([[-0.8, -1]])
+    array([1])
+    """
+
+    _svm_type = "nu_svc"
+
+    def __init__(
+        self,
+        *,
+        nu=0.5,
+        kernel="rbf",
+        degree=3,
+        gamma="scale",
+        coef0=0.0,
+        shrinking=True,
+        tol=1e-3,
+        cache_size=200,
+        class_weight=None,
+        verbose=False,
+        max_iter=-1,
+        decision_function_shape="ovr",
+        break_ties=False,
+        random_state=None,
+        heuristic=None,
+        reconstruction="single",
+        selection="second",
+        n_threads=None,
+        n_jobs=None,
+        comm=None,
+        distributed="replicated",
+        checkpoint=None,
+        checkpoint_seconds=600.0,
+        checkpoint_iters=0,
+        resume=False,
+    ):
+        super().__init__(
+            kernel=kernel,
+            degree=degree,
+            gamma=gamma,
+            coef0=coef0,
+            shrinking=shrinking,
+            tol=tol,
+            cache_size=cache_size,
+            class_weight=class_weight,
+            verbose=verbose,
+            max_iter=max_iter,
+            decision_function_shape=decision_function_shape,
+            break_ties=break_ties,
+            random_state=random_state,
+            heuristic=heuristic,
+            reconstruction=reconstruction,
+            selection=selection,
+            n_threads=n_threads,
+            n_jobs=n_jobs,
+            comm=comm,
+            distributed=distributed,
+            checkpoint=checkpoint,
+            checkpoint_seconds=checkpoint_seconds,
+            checkpoint_iters=checkpoint_iters,
+            resume=resume,
+        )
+        del self.C
+        self.nu = nu

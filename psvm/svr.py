@@ -1,4 +1,5 @@
-"""scikit-learn face of epsilon-SVR on the distributed engine: :class:`psvm.SVR`."""
+"""scikit-learn faces of the regressors on the distributed engine: :class:`psvm.SVR`
+(epsilon-SVR) and :class:`psvm.NuSVR`."""
 
 from __future__ import annotations
 
@@ -116,3 +117,83 @@ distributed, checkpoint, checkpoint_seconds, checkpoint_iters, resume
         y_pred : ndarray of shape (n_samples,)
         """
         return self._values(X, "predict")
+
+
+class NuSVR(SVR):
+    """Nu-Support Vector Regression trained by the distributed SMO solver.
+
+    The model of :class:`sklearn.svm.NuSVR` (LIBSVM's nu-SVR and its Solver_NU),
+    trained over the ranks of an MPI communicator as :class:`SVR` is. ``nu``
+    replaces ``epsilon``, which the solver finds; the other parameters and the
+    attributes are :class:`SVR`'s.
+
+    Parameters
+    ----------
+    nu : float, default=0.5
+        An upper bound on the fraction of training errors and a lower bound on
+        the fraction of support vectors; in (0, 1].
+    C : float, default=1.0
+        Regularization parameter; ``C * sample_weight[i]`` bounds sample i.
+
+    Examples
+    --------
+    >>> import numpy as np, psvm
+    >>> X = np.arange(10.0).reshape(-1, 1)
+    >>> reg = psvm.NuSVR(kernel="linear", C=10).fit(X, 2 * X.ravel())
+    >>> round(float(reg.predict([[4.5]])[0]), 1)
+    9.0
+    """
+
+    _svm_type = "nu_svr"
+
+    def __init__(
+        self,
+        *,
+        nu=0.5,
+        C=1.0,
+        kernel="rbf",
+        degree=3,
+        gamma="scale",
+        coef0=0.0,
+        shrinking=True,
+        tol=1e-3,
+        cache_size=200,
+        verbose=False,
+        max_iter=-1,
+        heuristic=None,
+        reconstruction="single",
+        selection="second",
+        n_threads=None,
+        n_jobs=None,
+        comm=None,
+        distributed="replicated",
+        checkpoint=None,
+        checkpoint_seconds=600.0,
+        checkpoint_iters=0,
+        resume=False,
+    ):
+        super().__init__(
+            C=C,
+            kernel=kernel,
+            degree=degree,
+            gamma=gamma,
+            coef0=coef0,
+            shrinking=shrinking,
+            tol=tol,
+            cache_size=cache_size,
+            verbose=verbose,
+            max_iter=max_iter,
+            heuristic=heuristic,
+            reconstruction=reconstruction,
+            selection=selection,
+            n_threads=n_threads,
+            n_jobs=n_jobs,
+            comm=comm,
+            distributed=distributed,
+            checkpoint=checkpoint,
+            checkpoint_seconds=checkpoint_seconds,
+            checkpoint_iters=checkpoint_iters,
+            resume=resume,
+        )
+        del self.epsilon
+        self.nu = nu

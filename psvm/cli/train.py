@@ -26,17 +26,21 @@ from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
 KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
-TRAINED_TYPES = {0: "c_svc", 2: "one_class", 3: "epsilon_svr"}  # LIBSVM's -s codes
+SVM_TYPE_CODES = {0: "c_svc", 1: "nu_svc", 2: "one_class", 3: "epsilon_svr", 4: "nu_svr"}
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 FLAGS = {
-    "-s": ("svm_type", int, "svm_type: 0 C-SVC (default), 2 one-class SVM, 3 epsilon-SVR"),
+    "-s": (
+        "svm_type",
+        int,
+        "svm_type: 0 C-SVC (default), 1 nu-SVC, 2 one-class SVM, 3 epsilon-SVR, 4 nu-SVR",
+    ),
     "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid"),
     "-d": ("degree", int, "degree in kernel function (default 3)"),
     "-g": ("gamma", float, "gamma in kernel function (default 1/num_features)"),
     "-r": ("coef0", float, "coef0 in kernel function (default 0)"),
-    "-c": ("C", float, "cost: the parameter C of C-SVC and epsilon-SVR (default 1)"),
-    "-n": ("nu", float, "nu: the parameter nu of one-class SVM (default 0.5)"),
+    "-c": ("C", float, "cost: the parameter C of C-SVC, epsilon-SVR and nu-SVR (default 1)"),
+    "-n": ("nu", float, "nu: the parameter nu of nu-SVC, one-class SVM and nu-SVR (default 0.5)"),
     "-p": ("epsilon", float, "epsilon: the loss's tube in epsilon-SVR (default 0.1)"),
     "-e": ("tol", float, "epsilon: tolerance of termination criterion (default 0.001)"),
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
@@ -68,14 +72,9 @@ def parse_args(argv: list[str]) -> dict:
     if opts.get("solver", "smo") != "smo":
         raise UsageError(f"--solver {opts['solver']}: must be smo or sgd")
     s = opts.get("svm_type", 0)
-    if s not in TRAINED_TYPES:
-        what = {1: "nu-SVC", 4: "nu-SVR"}.get(s)
-        raise UsageError(
-            f"-s {s}: psvm does not train {what} yet; use -s 0, 2 or 3"
-            if what
-            else f"-s {s}: svm_type must be 0 (C-SVC), 2 (one-class) or 3 (epsilon-SVR)"
-        )
-    opts["svm_type"] = TRAINED_TYPES[s]
+    if s not in SVM_TYPE_CODES:
+        raise UsageError(f"-s {s}: svm_type must be 0, 1, 2, 3 or 4")
+    opts["svm_type"] = SVM_TYPE_CODES[s]
     if opts.get("probability", 0) != 0:
         raise UsageError("-b 1: probability estimates are not supported")
     if "kernel" in opts:
@@ -152,7 +151,7 @@ def _body(argv: list[str]) -> int:
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classify = opts["svm_type"] == "c_svc"
+    classify = opts["svm_type"] in ("c_svc", "nu_svc")
     if classify:
         classes = integer_classes(comm, opts["train"], shard.classes)
         warn_unknown_weights(comm, opts["class_weight"], classes)

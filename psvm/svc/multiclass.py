@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache, partial
 
 import numpy as np
@@ -21,7 +22,7 @@ from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.solver import BinaryProblem, BinaryResult, Solver
-from psvm.svc.state import compact_features, gather_csr
+from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
 
 
 class TrainingError(ValueError):
@@ -31,11 +32,17 @@ class TrainingError(ValueError):
 
 
 def pair_summary(
-    comm, problem: BinaryProblem, res: BinaryResult, coef=None, with_nu: bool = True
+    comm,
+    problem: BinaryProblem,
+    res: BinaryResult,
+    coef=None,
+    with_nu: bool = True,
+    note: str | None = None,
 ) -> str:
     """LIBSVM's lines after a solve (its ``nu`` only when every C_t agrees); collective: the
     counts are global. ``coef``: the model's coefficient per row (default: alpha), whose
-    magnitude LIBSVM counts against the row's C."""
+    magnitude LIBSVM counts against the row's C. ``note``: the nu types' line in its place
+    (``C = 1/r``, ``epsilon = -r``)."""
     coef = res.alpha if coef is None else np.abs(coef)
     C = problem.C[: coef.size]
     counts = [np.count_nonzero(coef > 0), np.count_nonzero(coef >= C), coef.sum()]
@@ -43,7 +50,9 @@ def pair_summary(
     c_min, c_max = comm.min_(C.min(initial=np.inf)), comm.max_(C.max(initial=-np.inf))
     lines = ["WARNING: reaching max number of iterations"] if res.status else []
     lines.append(f"optimization finished, #iter = {res.n_iter}")
-    if with_nu and c_min == c_max:
+    if note is not None:
+        lines.append(note)
+    elif with_nu and c_min == c_max:
         lines.append(f"nu = {total / (c_max * problem.n_samples):f}")
     lines.append(f"obj = {res.objective:f}, rho = {res.rho:f}")
     lines.append(f"nSV = {int(n_sv)}, nBSV = {int(n_bsv)}")
@@ -121,6 +130,27 @@ def check_finite(res: BinaryResult, where: str) -> None:
         )
 
 
+def check_nu_feasible(comm, nu: float, C_row: np.ndarray, cls: np.ndarray, k: int) -> None:
+    """LIBSVM's svm_check_parameter for nu-SVC: every class pair needs
+    nu (n_a + n_b) / 2 <= min(n_a, n_b) (n: the classes' summed bounds; collective)."""
+    n = [comm.exact_sum(C_row[cls == c]) for c in range(k)]
+    for a in range(k):
+        for b in range(a + 1, k):
+            if nu * (n[a] + n[b]) / 2 > min(n[a], n[b]):
+                raise TrainingError("specified nu is infeasible")
+
+
+def nu_start(comm, problem: BinaryProblem, nu: float, weighted: bool) -> None:
+    """solve_nu_svc's start: each class filled in global order up to nu l / 2 (weighted:
+    half of scikit-learn's sum of nu C_t); p = 0 (collective)."""
+    total = weighted_total(comm, problem.C, nu) if weighted else nu * problem.n_samples
+    alpha = np.zeros(problem.y.size)
+    for sign in (1.0, -1.0):
+        side = problem.y == sign
+        alpha[side] = fill_start(comm, problem.C[side], total / 2)
+    problem.alpha0, problem.p = alpha, np.zeros(problem.y.size)
+
+
 def fit_ovo(
     comm,
     shard,
@@ -154,8 +184,13 @@ def fit_ovo(
     cls = np.full(y.size, -1, dtype=np.int64)
     for c, label in enumerate(classes):
         cls[y == label] = c
-    weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
-    C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
+    nu = cfg.svm_type == "nu_svc"
+    if nu:  # bounds 1 (times the sample weight), as LIBSVM's solve_nu_svc; no class weights
+        C_row = np.ones(y.size) if sample_weight is None else np.array(sample_weight, float)
+        check_nu_feasible(comm, cfg.nu, C_row, cls, k)
+    else:
+        weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
+        C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
     Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
     Xc_arrays = csr_arrays(Xc)
     ck = None
@@ -179,6 +214,8 @@ def fit_ovo(
                 n_samples=comm.sum_(int(rows.size)),
                 max_row_nnz=shard.max_row_nnz,
             )
+            if nu:
+                nu_start(comm, problem, cfg.nu, sample_weight is not None)
             done = None if ck is None else ck.finished_pair(pair, problem.offset, rows.size)
             if done is not None:
                 res = BinaryResult(**done)
@@ -190,17 +227,20 @@ def fit_ovo(
                 if ck is not None:
                     scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
                     ck.pair_solved(pair, res.alpha, scalars)
+            scale = 1.0 / res.r if nu else 1.0  # solve_nu_svc: alpha y / r, rho / r, obj / r^2
             sv = res.alpha > 0
             is_sv[rows[sv]] = True
-            ya = problem.y * res.alpha
+            ya = problem.y * res.alpha * scale
             coef[b - 1, rows[cls[rows] == a]] = ya[cls[rows] == a]
             coef[a, rows[cls[rows] == b]] = ya[cls[rows] == b]
-            rho.append(res.rho)
+            rho.append(res.rho * scale)
             n_iter.append(res.n_iter)
-            objective.append(res.objective)
+            objective.append(res.objective * scale * scale)
             status = max(status, res.status)
             approximate |= res.approximate
-            summary = pair_summary(comm, problem, res)  # collective: on every rank
+            note = f"C = {scale:f}" if nu else None
+            shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
+            summary = pair_summary(comm, problem, shown, note=note)  # collective: every rank
             if log is not None:
                 log(summary)
     local = np.flatnonzero(is_sv)

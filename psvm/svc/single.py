@@ -1,5 +1,5 @@
-"""The svm_types solved once over all rows: one-class and epsilon-SVR (LIBSVM's
-``solve_one_class`` and ``solve_epsilon_svr``), on the distributed engine.
+"""The svm_types solved once over all rows: one-class, epsilon-SVR and nu-SVR (LIBSVM's
+``solve_one_class``, ``solve_epsilon_svr`` and ``solve_nu_svr``), on the distributed engine.
 
 Each sets up LIBSVM's general problem (DESIGN.md section 8) over the sharded
 rows, solves it, and gathers the support vectors in global row order, so
@@ -8,7 +8,9 @@ every rank ends with the same :class:`~psvm.model.SVCModel`:
 - one-class: p = 0, y = +1, 0 <= a_t <= 1 (times the row's weight), e'a = nu l,
   starting with the first rows at their bound as LIBSVM does;
 - epsilon-SVR: 2l variables (a, a*) over l rows, p = (eps - z, eps + z),
-  y = (+1, -1); the model's coefficient is a - a*.
+  y = (+1, -1); the model's coefficient is a - a*;
+- nu-SVR: the same variables, p = (-z, +z), Solver_NU, a_t = a*_t filled up to
+  C nu l / 2 at the start.
 """
 
 from __future__ import annotations
@@ -31,34 +33,7 @@ from psvm.svc.multiclass import (
     pair_summary,
 )
 from psvm.svc.solver import BinaryProblem, Solver
-from psvm.svc.state import compact_features, gather_csr
-
-
-def one_class_start(comm, C: np.ndarray, nu: float, weighted: bool) -> np.ndarray:
-    """This rank's starting alphas: fill the rows in global order up to nu * sum(C).
-
-    LIBSVM fills floor(nu l) rows with 1 and the next with the rest; with
-    weights, scikit-learn's libsvm fills each row up to its C_t in turn. The
-    bounds travel whole (8 bytes a row), so every P fills the same way.
-    """
-    bounds = comm.allgatherv(C)
-    offset = comm.exscan_sum(C.size)
-    alpha = np.zeros(bounds.size)
-    if not weighted:  # LIBSVM: floor(nu l) ones, then the remainder
-        n = int(nu * bounds.size)
-        alpha[:n] = 1.0
-        if n < bounds.size:
-            alpha[n] = nu * bounds.size - n
-    else:  # scikit-learn's loop, in its order of operations
-        left = 0.0
-        for c in bounds:
-            left += c * nu
-        for t, c in enumerate(bounds):
-            if left <= 0:
-                break
-            alpha[t] = min(c, left)
-            left -= alpha[t]
-    return alpha[offset : offset + C.size]
+from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
 
 
 def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool):
@@ -73,19 +48,23 @@ def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool
     )
     if cfg.svm_type == "one_class":
         C = weight
-        alpha0 = one_class_start(comm, C, cfg.nu, weighted)
+        total = weighted_total(comm, C, cfg.nu) if weighted else cfg.nu * shard.n_samples
+        alpha0 = fill_start(comm, C, total)
         return BinaryProblem(y=np.ones(n), C=C, p=np.zeros(n), alpha0=alpha0, **common)
+    z, C = shard.y.astype(np.float64), cfg.C * weight
+    y2 = np.concatenate((np.ones(n), -np.ones(n)))
     if cfg.svm_type == "epsilon_svr":
-        z = shard.y.astype(np.float64)
-        C = cfg.C * weight
-        return BinaryProblem(
-            y=np.concatenate((np.ones(n), -np.ones(n))),
-            C=np.concatenate((C, C)),
-            p=np.concatenate((cfg.epsilon - z, cfg.epsilon + z)),
-            per_row=2,
-            **common,
-        )
-    raise TrainingError(f"svm_type {cfg.svm_type!r} is not trained by psvm yet")
+        p = np.concatenate((cfg.epsilon - z, cfg.epsilon + z))
+        return BinaryProblem(y=y2, C=np.concatenate((C, C)), p=p, per_row=2, **common)
+    half = fill_start(comm, C, cfg.C * cfg.nu * shard.n_samples / 2)  # nu-SVR, as LIBSVM
+    return BinaryProblem(
+        y=y2,
+        C=np.concatenate((C, C)),
+        p=np.concatenate((-z, z)),
+        alpha0=np.concatenate((half, half)),
+        per_row=2,
+        **common,
+    )
 
 
 def fit_single(
@@ -98,7 +77,7 @@ def fit_single(
     log: Callable[[str], None] | None = None,
     checkpoint: CheckpointConfig | None = None,
 ) -> tuple[SVCModel, np.ndarray]:
-    """Train one-class or epsilon-SVR on a shard; collective, same model on every rank.
+    """Train one-class, epsilon-SVR or nu-SVR on a shard; collective, same model on every rank.
 
     Returns the model and the global row indices of its support vectors.
     ``params`` are validated parameters (:func:`psvm._params.validate_svc_params`).
@@ -124,7 +103,9 @@ def fit_single(
     res = Solver(comm, problem, cfg, stats, log, ck).solve()
     check_finite(res, f"in the {cfg.svm_type} problem")
     coef = res.alpha[:n] - res.alpha[n:] if problem.per_row == 2 else res.alpha
-    summary = pair_summary(comm, problem, res, coef, with_nu=cfg.svm_type != "one_class")
+    note = f"epsilon = {-res.r:f}" if cfg.svm_type == "nu_svr" else None  # as solve_nu_svr
+    with_nu = cfg.svm_type == "epsilon_svr"
+    summary = pair_summary(comm, problem, res, coef, with_nu=with_nu, note=note)
     if log is not None:
         log(summary)
     local = np.flatnonzero(coef != 0)

@@ -32,6 +32,31 @@ def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     return restrict_columns(X, used)
 
 
+def weighted_total(comm, C: np.ndarray, nu: float) -> float:
+    """scikit-learn's sum of nu * C_t, added row by row in global order (collective)."""
+    total = 0.0
+    for c in comm.allgatherv(np.ascontiguousarray(C, dtype=np.float64)):
+        total += nu * c
+    return total
+
+
+def fill_start(comm, C: np.ndarray, total: float) -> np.ndarray:
+    """This rank's starting alphas: the rows in global order, each filled up to its bound
+    C_t until ``total`` is used (LIBSVM's start of one-class and the nu types).
+
+    The bounds travel whole (8 bytes a row), so every P fills the same way.
+    """
+    bounds = comm.allgatherv(np.ascontiguousarray(C, dtype=np.float64))
+    offset = comm.exscan_sum(C.size)
+    alpha = np.zeros(bounds.size)
+    for t, c in enumerate(bounds):
+        if total <= 0:
+            break
+        alpha[t] = min(c, total)
+        total -= alpha[t]
+    return alpha[offset : offset + C.size]
+
+
 @njit(cache=True, nogil=True)
 def bias_bounds(rows, y, alpha, C, G):
     """LIBSVM's bounds on rho over ``rows``' bound vectors: (ub, lb) of y_t G_t."""
