@@ -1,4 +1,5 @@
-"""One-class and epsilon-SVR under mpiexec: the same model, bit for bit, for every P (#17)."""
+"""nu-SVC, one-class, epsilon-SVR and nu-SVR under mpiexec: the same model, bit for bit,
+for every P (#17)."""
 
 import json
 
@@ -23,21 +24,25 @@ def test_estimators_same_bits_for_every_p(shared_data):
         assert _fits(shared_data, n) == one, n
 
 
-@pytest.mark.parametrize("svm_type", ["2", "3"])
+@pytest.mark.parametrize("svm_type", ["1", "2", "3", "4"])
 def test_cli_model_files_same_bits_for_every_p(shared_data, tmp_path, svm_type):
-    data = write_head(shared_data / "abalone_scale.xz", tmp_path / "train", 500)
-    tiny = write_head(shared_data / "abalone_scale.xz", tmp_path / "tiny", 3)
+    src = shared_data / ("heart_scale.xz" if svm_type == "1" else "abalone_scale.xz")
+    # the regressors on the whole file: its cuts and reconstructions sum over an SVR shard's
+    # variables, whose rank order is not their global order
+    data = write_head(src, tmp_path / "train", None if svm_type in "34" else 500)
+    tiny = write_head(src, tmp_path / "tiny", 3 if svm_type != "1" else 270)
     files = {}
-    for n, src in ((1, data), (2, data), (3, data), (1, tiny), (5, tiny)):
-        model = tmp_path / f"{n}-{src.rsplit('/', 1)[-1]}.model"
-        r = run_cli(TRAIN, ["-s", svm_type, "-q", "-g", "0.5", src, model], n)
+    for n, path in ((1, data), (2, data), (3, data), (1, tiny), (5, tiny)):
+        model = tmp_path / f"{n}-{path.rsplit('/', 1)[-1]}.model"
+        r = run_cli(TRAIN, ["-s", svm_type, "-n", "0.2", "-q", "-g", "0.5", path, model], n)
         assert r.returncode == 0, r.stderr[-3000:]
-        files[n, src] = model.read_bytes()
+        files[n, path] = model.read_bytes()
     assert files[2, data] == files[1, data] and files[3, data] == files[1, data]
     assert files[5, tiny] == files[1, tiny]  # more ranks than rows
-    kind = {"2": b"svm_type one_class", "3": b"svm_type epsilon_svr"}[svm_type]
-    assert files[1, data].startswith(kind)
-    assert b"\nlabel " not in files[1, data] and b"\nnr_sv " not in files[1, data]
+    kind = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")[int(svm_type)]
+    assert files[1, data].startswith(b"svm_type " + kind.encode())
+    classes = b"\nlabel " in files[1, data] and b"\nnr_sv " in files[1, data]
+    assert classes == (svm_type == "1")
 
 
 def test_cli_parameter_errors_on_every_rank(shared_data, tmp_path):
@@ -45,7 +50,8 @@ def test_cli_parameter_errors_on_every_rank(shared_data, tmp_path):
     for flags, message in (
         (["-s", "2", "-n", "1.5"], "option -n: nu must be <= 1, got 1.5"),
         (["-s", "3", "-p", "-1"], "option -p: epsilon must be >= 0, got -1.0"),
-        (["-s", "1"], "-s 1: psvm does not train nu-SVC yet"),
+        (["-s", "5"], "-s 5: svm_type must be 0, 1, 2, 3 or 4"),
+        (["-s", "1", "-n", "0.99"], "specified nu is infeasible"),
     ):
         r = run_cli(TRAIN, [*flags, data, tmp_path / "m"], 2, timeout=120)
         assert r.returncode != 0 and message in r.stderr, (flags, r.stderr[-2000:])

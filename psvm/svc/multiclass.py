@@ -199,7 +199,7 @@ def fit_ovo(
         ck = Checkpoint(comm, checkpoint, identity)
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
-    rho, n_iter, objective, status, approximate = [], [], [], 0, False
+    rho, n_iter, objective, status, approximate, r = [], [], [], 0, False, []
     pair, n_pairs = -1, k * (k - 1) // 2
     for a in range(k):
         for b in range(a + 1, k):
@@ -234,6 +234,7 @@ def fit_ovo(
             coef[b - 1, rows[cls[rows] == a]] = ya[cls[rows] == a]
             coef[a, rows[cls[rows] == b]] = ya[cls[rows] == b]
             rho.append(res.rho * scale)
+            r.append(res.r)
             n_iter.append(res.n_iter)
             objective.append(res.objective * scale * scale)
             status = max(status, res.status)
@@ -250,6 +251,7 @@ def fit_ovo(
     order = np.argsort(sv_cls, kind="stable")
     sv_rows = take_rows(*gather_csr(comm, *take_rows(*csr_arrays(X), local)), order)
     model = SVCModel(
+        svm_type=cfg.svm_type,
         kernel=cfg.kernel,
         gamma=cfg.gamma,
         coef0=cfg.coef0,
@@ -262,7 +264,8 @@ def fit_ovo(
         n_features=shard.n_features,
         meta={
             "n_iter": n_iter,
-            "objective": objective,
+            "objective": objective,  # nu-SVC: LIBSVM's, over r^2
+            **({"r": r} if nu else {}),
             "status": status,
             "approximate": approximate,
             "heuristic": cfg.heuristic,

@@ -185,6 +185,15 @@ class Solver:
             return a
         return a.reshape(-1, self.per_row).T.ravel()
 
+    def _gather_variables(self, local: np.ndarray) -> tuple[tuple, np.ndarray]:
+        """The rows of the local variables ``local`` of every rank, in global variable order
+        (an SVR shard's two variables make rank order differ from it), and the permutation
+        from rank order to it (collective): sums over them add in the same order for every P."""
+        K = self.K
+        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[local]))
+        order = np.argsort(self.comm.allgatherv(self.gid[local]), kind="stable")
+        return take_rows(*F, order), order
+
     def _start_gradient(self) -> None:
         """G = p + Q alpha0 for a start away from 0 (one-class, the nu types); collective.
 
@@ -193,11 +202,10 @@ class Solver:
         """
         nz = np.flatnonzero(self.alpha)
         K = self.K
-        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[nz]))
-        coef = self.comm.allgatherv(self.y[nz] * self.alpha[nz])
-        order = np.argsort(self.comm.allgatherv(self.gid[nz]), kind="stable")
+        F, order = self._gather_variables(nz)
+        coef = self.comm.allgatherv(self.y[nz] * self.alpha[nz])[order]
         if order.size and self.K.n:
-            acc = K.sums(take_rows(*F, order), coef[order], np.arange(K.n, dtype=np.int64))
+            acc = K.sums(F, coef, np.arange(K.n, dtype=np.int64))
             self.G += self.y * acc[self.row_of]  # in place: the full window's arrays see it
 
     def _controls(self, problem: BinaryProblem, cfg: SVCConfig) -> None:
@@ -310,8 +318,8 @@ class Solver:
             return
         changed, coef = dep.changes(self.y, self.alpha)
         K = self.K
-        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[changed]))
-        coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))
+        F, order = self._gather_variables(changed)
+        coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))[order]
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
         for e in np.unique(epoch):

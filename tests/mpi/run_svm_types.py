@@ -1,4 +1,5 @@
-"""MPI scenario: every rank fits psvm.SVR and psvm.OneClassSVM (replicated and sharded).
+"""MPI scenario: every rank fits psvm.SVR, NuSVR, OneClassSVM and NuSVC (replicated and
+sharded).
 
 Usage: [mpiexec -n P python -m mpi4py] run_svm_types.py --shared-data DIR
 
@@ -43,9 +44,12 @@ def main() -> None:
     for name, make in (
         ("svr", lambda **k: psvm.SVR(C=10, gamma=0.5, comm=comm, **k)),
         ("one_class", lambda **k: psvm.OneClassSVM(nu=0.3, gamma=0.5, comm=comm, **k)),
+        ("nu_svr", lambda **k: psvm.NuSVR(nu=0.3, C=10, gamma=0.5, comm=comm, **k)),
+        ("nu_svc", lambda **k: psvm.NuSVC(nu=0.2, gamma=0.5, comm=comm, **k)),
     ):
         for dist in ("replicated", "sharded"):
-            Xd, yd = (X, y) if dist == "replicated" else (X[mine], y[mine])
+            labels = y if name != "nu_svc" else np.where(y > 9, 1.0, -1.0)  # rings > 9
+            Xd, yd = (X, labels) if dist == "replicated" else (X[mine], labels[mine])
             est = make(distributed=dist).fit(Xd, yd)
             pred = est.predict(Xt)
             same = comm.allgather(digest(est))

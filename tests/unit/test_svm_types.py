@@ -5,6 +5,8 @@ The acceptance of the svm_type issue, in one process: the dual objective within
 predictions within 1e-2 of the target's range; model files LIBSVM reads and writes.
 """
 
+import re
+
 import numpy as np
 import pytest
 from sklearn import svm
@@ -137,3 +139,64 @@ def test_bad_parameters_name_themselves(make, message):
 def test_nonfinite_regression_target_is_refused():
     with pytest.raises(ValueError, match="NaN|infinity"):
         psvm.SVR().fit(np.eye(3), [0.0, np.nan, 1.0])
+
+
+# -- the nu types: LIBSVM's printed objective and r are the reference ---------------------------
+def _libsvm_lines(capfd, labels, X, flags):
+    """Train with libsvm-official and read the lines it prints: [(C or epsilon, obj)]."""
+    from libsvm.svmutil import svm_problem, svm_train
+
+    rows = [dict(zip((r.indices + 1).tolist(), r.data.tolist(), strict=True)) for r in X]
+    capfd.readouterr()
+    model = svm_train(svm_problem(labels.tolist(), rows), flags)
+    out = capfd.readouterr().out
+    notes = [float(v) for v in re.findall(r"^(?:C|epsilon) = (\S+)$", out, flags=re.M)]
+    objs = [float(v) for v in re.findall(r"^obj = ([^,]+),", out, flags=re.M)]
+    return model, notes, objs
+
+
+def _pairs(labels):
+    """The class pairs in LIBSVM's order for this label order, as unordered pairs."""
+    k = len(labels)
+    return [frozenset((labels[a], labels[b])) for a in range(k) for b in range(a + 1, k)]
+
+
+NU_SVC_CASES = {
+    "heart_scale": ("heart_scale.xz", None, 0.3, 0.1),
+    "usps.t": ("usps.t.xz", None, 0.1, 0.01),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NU_SVC_CASES))
+def test_nu_svc_matches_libsvm(shared_data, capfd, case):
+    file, n_rows, nu, gamma = NU_SVC_CASES[case]
+    X, y = load_head(shared_data / file, n_rows)
+    ours = psvm.NuSVC(nu=nu, gamma=gamma).fit(X, y)
+    model, Cs, objs = _libsvm_lines(capfd, y, X, f"-s 1 -n {nu} -g {gamma}")
+    # nu-SVC's objective is 1/2 a'Qa over the unscaled alphas; LIBSVM prints it over r^2
+    # (C = 1/r), which amplifies r's tolerance-sized error: compare obj / C^2
+    assert len(objs) == len(ours._model.meta["objective"]) == len(Cs)
+    ref = dict(zip(_pairs(model.get_labels()), np.array(objs) / np.array(Cs) ** 2, strict=True))
+    ref = np.array([ref[pair] for pair in _pairs(ours.classes_.tolist())])
+    ratio = ours.n_support_.sum() / model.get_nr_sv()
+    mine = np.array(ours._model.meta["objective"]) * np.array(ours._model.meta["r"]) ** 2
+    np.testing.assert_allclose(mine, ref, rtol=1e-3)
+    sk = svm.NuSVC(nu=nu, gamma=gamma).fit(X, y)
+    assert np.mean(ours.predict(X) == sk.predict(X)) >= 0.999
+    assert abs(ratio - 1) <= 0.02
+
+
+def test_nu_svc_infeasible_nu_is_refused():
+    X, y = np.arange(12.0).reshape(-1, 1), np.r_[np.zeros(10), np.ones(2)]
+    with pytest.raises(ValueError, match="specified nu is infeasible"):
+        psvm.NuSVC(nu=0.9).fit(X, y)
+
+
+@pytest.mark.parametrize("file", ["abalone_scale.xz", "cpusmall_scale.xz"])
+def test_nu_svr_matches_libsvm_and_sklearn(shared_data, capfd, file):
+    X, y, Xt, _ = _split(shared_data, file, 2000, 1000)
+    ours = psvm.NuSVR(nu=0.4, C=10, gamma=0.5).fit(X, y)
+    _, eps, objs = _libsvm_lines(capfd, y, X, "-s 4 -n 0.4 -c 10 -g 0.5")
+    np.testing.assert_allclose(ours._model.meta["objective"], objs, rtol=1e-3)
+    sk = svm.NuSVR(nu=0.4, C=10, gamma=0.5).fit(X, y)
+    assert np.abs(ours.predict(Xt) - sk.predict(Xt)).max() <= 1e-2 * np.ptp(y)
