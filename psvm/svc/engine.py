@@ -229,7 +229,7 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     return event, r_i, r_j
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, inline="always")
 def _exchange(send1, recv1, base, window, mpi, ctl_i, ctl_f, counts, timers, ts, timed, t):
     """Round 1's INFO block (at ``base``), the Allgather, and the events every rank reads
     from it (checkpoint or progress clock, all rows back, a window cut): (event, time).
@@ -258,7 +258,7 @@ def _exchange(send1, recv1, base, window, mpi, ctl_i, ctl_f, counts, timers, ts,
     return NONE, t
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, inline="always")
 def _stop_test(gap, cache, ctl_i, ctl_f, out, counts, trace, ts):
     """Record the gap (and a trace sample when due); GAP, MAX_ITER or NONE."""
     n_iter = ctl_i[N_ITER]
