@@ -21,7 +21,8 @@ from psvm.kernels import arithmetic_probe, csr_arrays, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
-from psvm.svc.solver import BinaryProblem, BinaryResult, Solver
+from psvm.svc.problem import BinaryProblem, BinaryResult
+from psvm.svc.solver import Solver
 from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
 
 

@@ -32,7 +32,8 @@ from psvm.svc.multiclass import (
     global_variance,
     pair_summary,
 )
-from psvm.svc.solver import BinaryProblem, Solver
+from psvm.svc.problem import BinaryProblem
+from psvm.svc.solver import Solver
 from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
 
 

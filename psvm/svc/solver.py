@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,9 +51,10 @@ from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
 from psvm.svc.elimination import MULTI_GAPS, make_policy
 from psvm.svc.packets import ROW
+from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import best_of_sign, bids, candidates
-from psvm.svc.state import bias_bounds, gather_csr
+from psvm.svc.state import gather_csr, rho_and_r
 
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
@@ -62,46 +62,6 @@ PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
-
-
-@dataclass
-class BinaryProblem:
-    """One rank's share of LIBSVM's general problem (DESIGN.md section 8):
-    min 1/2 a'Qa + p'a, y'a = const, 0 <= a_t <= C_t, Q_st = y_s y_t K(x_s, x_t).
-
-    The variables are the local rows in order or, with ``per_row`` = 2 (SVR),
-    the local rows twice: variable t and t + n share row t, and the global
-    order is LIBSVM's (all first variables, then all second ones).
-    """
-
-    X: tuple  # CSR arrays (indptr, indices, data) of the local rows (scipy costs per pair)
-    n_features: int
-    y: np.ndarray  # +-1 per variable
-    C: np.ndarray  # upper bound per variable
-    offset: int  # global index of the first local row
-    n_samples: int  # global rows
-    max_row_nnz: int
-    p: np.ndarray | None = None  # linear term per variable; None: -1 (C-SVC)
-    alpha0: np.ndarray | None = None  # starting alphas; None: 0
-    per_row: int = 1  # variables per row
-
-    def global_index(self) -> np.ndarray:
-        """Each local variable's global index."""
-        n = self.X[0].size - 1
-        rows = np.arange(n, dtype=np.int64) + self.offset
-        return np.concatenate([rows + k * self.n_samples for k in range(self.per_row)])
-
-
-@dataclass
-class BinaryResult:
-    alpha: np.ndarray  # local rows
-    rho: float
-    objective: float
-    gap: float
-    n_iter: int
-    status: int  # 0 converged, 1 stopped at max_iter
-    approximate: bool = False  # eliminated rows were never re-checked
-    r: float = 0.0  # Solver_NU's r (the nu types), 0 otherwise
 
 
 class Solver:
@@ -471,7 +431,7 @@ class Solver:
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
-        rho, r = self._rho(rows)
+        rho, r = rho_and_r(self.comm, rows, self.y, self.alpha, self.C, self.G, self.nu)
         sv = self.alpha != 0  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
         obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] + self.p[sv]))
         return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate, r)
@@ -577,22 +537,3 @@ class Solver:
                 self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
         gap = max(m + minus_M, m_neg + minus_M_neg)
         return float(gap) if gap > -np.inf else 0.0
-
-    def _rho(self, rows: np.ndarray) -> tuple[float, float]:
-        """LIBSVM's bias and Solver_NU's r (0 for the other types): (rho, r)."""
-        if not self.nu:
-            return self._side(rows, self.y), 0.0
-        ones = np.ones(self.y.size)  # Solver_NU averages G itself on each side
-        r1 = self._side(rows[self.y[rows] > 0], ones)
-        r2 = self._side(rows[self.y[rows] < 0], ones)
-        return (r1 - r2) / 2, (r1 + r2) / 2
-
-    def _side(self, rows: np.ndarray, y: np.ndarray) -> float:
-        """Mean of y_t G_t over the free vectors of ``rows`` (all ranks), else the midpoint
-        of LIBSVM's bounds from the bound vectors."""
-        ub, lb = bias_bounds(rows, y, self.alpha, self.C, self.G)
-        ub, lb = self.comm.min_(ub), self.comm.max_(lb)
-        a, C, G = (v[rows] for v in (self.alpha, self.C, self.G))
-        free = (a > 0) & (a < C)
-        nf = self.comm.sum_(int(np.count_nonzero(free)))
-        return self.comm.exact_sum(y[rows][free] * G[free]) / nf if nf > 0 else float((ub + lb) / 2)

@@ -75,3 +75,28 @@ def bias_bounds(rows, y, alpha, C, G):
             else:
                 lb = max(lb, yg)
     return ub, lb
+
+
+def rho_and_r(comm, rows, y, alpha, C, G, nu: bool) -> tuple[float, float]:
+    """LIBSVM's bias over ``rows`` and Solver_NU's r (0 unless ``nu``); collective.
+
+    Solver_NU takes each sign of y apart and averages G itself: rho = (r1 - r2) / 2,
+    r = (r1 + r2) / 2.
+    """
+    if not nu:
+        return _side(comm, rows, y, alpha, C, G), 0.0
+    ones = np.ones(y.size)
+    r1 = _side(comm, rows[y[rows] > 0], ones, alpha, C, G)
+    r2 = _side(comm, rows[y[rows] < 0], ones, alpha, C, G)
+    return (r1 - r2) / 2, (r1 + r2) / 2
+
+
+def _side(comm, rows, y, alpha, C, G) -> float:
+    """Mean of y_t G_t over the free variables of ``rows`` (all ranks, summed exactly), else
+    the midpoint of LIBSVM's bounds from the bound ones."""
+    ub, lb = bias_bounds(rows, y, alpha, C, G)
+    ub, lb = comm.min_(ub), comm.max_(lb)
+    a, c, g = alpha[rows], C[rows], G[rows]
+    free = (a > 0) & (a < c)
+    nf = comm.sum_(int(np.count_nonzero(free)))
+    return comm.exact_sum(y[rows][free] * g[free]) / nf if nf > 0 else float((ub + lb) / 2)

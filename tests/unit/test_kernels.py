@@ -43,7 +43,8 @@ def packet(K, i):
         i,
         True,
         W,
-        rows,
+        rows,  # global variable indices
+        rows,  # their local rows
         0,
         ones,
         ones,
