@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from _helpers import mpiexec
 
+from tests._helpers import mpiexec
 from tests._svm import write_head
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "user_guide.md"

@@ -11,7 +11,6 @@ import re
 
 import numpy as np
 import pytest
-from _helpers import run_mpi
 from sklearn.datasets import load_svmlight_file
 
 from psvm.io.libsvm_format import (
@@ -21,6 +20,7 @@ from psvm.io.libsvm_format import (
     uncompressed_path,
 )
 from psvm.io.shard import nnz_balanced_offsets
+from tests._helpers import run_mpi
 
 TIMEOUT = 90
 

@@ -4,8 +4,8 @@ for every P (#17)."""
 import json
 
 import pytest
-from _helpers import run_mpi
 
+from tests._helpers import run_mpi
 from tests._svm import run_cli, write_head
 
 TRAIN = "psvm.cli.train"

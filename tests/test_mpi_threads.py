@@ -10,7 +10,7 @@ per rank), and ``-o`` must override it.
 import json
 import os
 
-from _helpers import run_mpi
+from tests._helpers import run_mpi
 
 TIMEOUT = 180
 
