@@ -114,7 +114,17 @@ class KernelSVM(BaseEstimator):
         from psvm.svc.multiclass import scale_hint  # numba modules: on first fit
 
         agree_writable(comm, {"the checkpoint file": self.checkpoint})
-        data = fit_input(self, comm, X, y, sample_weight, self.distributed, task=self._task)
+        labelled = self._task == "classification"  # else no classes to weigh
+        data = fit_input(
+            self,
+            comm,
+            X,
+            y,
+            sample_weight,
+            self.distributed,
+            task=self._task,
+            every_class_weighted=labelled,
+        )
         stats = Stats()
         stats.values["n_threads"] = numba.get_num_threads()
         log = print if self.verbose and comm.rank == 0 else None

@@ -141,6 +141,12 @@ def test_nonfinite_regression_target_is_refused():
         psvm.SVR().fit(np.eye(3), [0.0, np.nan, 1.0])
 
 
+@pytest.mark.parametrize("cls", [psvm.SVR, psvm.NuSVR, psvm.OneClassSVM])
+def test_zero_weights_message_names_no_classes(cls):
+    with pytest.raises(ValueError, match="zero for every sample: nothing to learn from$"):
+        cls().fit(np.eye(3), [0.0, 1.0, 2.0], sample_weight=np.zeros(3))
+
+
 # -- the nu types: LIBSVM's printed objective and r are the reference ---------------------------
 def _libsvm_lines(capfd, labels, X, flags):
     """Train with libsvm-official and read the lines it prints: [(C or epsilon, obj)]."""
