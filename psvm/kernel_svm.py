@@ -10,8 +10,10 @@ import os
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, validate_svc_params
@@ -114,7 +116,17 @@ class KernelSVM(BaseEstimator):
         from psvm.svc.multiclass import scale_hint  # numba modules: on first fit
 
         agree_writable(comm, {"the checkpoint file": self.checkpoint})
-        data = fit_input(self, comm, X, y, sample_weight, self.distributed, task=self._task)
+        labelled = self._task == "classification"  # else no classes to weigh
+        data = fit_input(
+            self,
+            comm,
+            X,
+            y,
+            sample_weight,
+            self.distributed,
+            task=self._task,
+            every_class_weighted=labelled,
+        )
         stats = Stats()
         stats.values["n_threads"] = numba.get_num_threads()
         log = print if self.verbose and comm.rank == 0 else None
@@ -223,8 +235,6 @@ class SingleModelSVM(KernelSVM):
 
     def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
         super()._set_model(model, support, shape_fit, sparse)
-        import scipy.sparse as sp
-
         coef = model.dual_coef.copy()
         self.dual_coef_ = sp.csr_matrix(coef) if sparse else coef
         self.intercept_ = -model.rho.copy()
@@ -248,10 +258,15 @@ class SingleModelSVM(KernelSVM):
         return est
 
     @property
-    def coef_(self) -> np.ndarray:
-        """Primal weights, for ``kernel='linear'`` only."""
+    def coef_(self):
+        """Primal weights of shape (1, n_features), for ``kernel='linear'`` only.
+
+        Sparse when ``support_vectors_`` is, and read-only, as scikit-learn's: it
+        is computed on each access, so writing to it would change nothing.
+        """
         if self.kernel != "linear":
             raise AttributeError("coef_ is only available when using a linear kernel")
         check_is_fitted(self)
-        m = self._model
-        return np.asarray(m.dual_coef @ m.support_vectors).reshape(1, -1)
+        coef = safe_sparse_dot(self.dual_coef_, self.support_vectors_)
+        (coef.data if sp.issparse(coef) else coef).flags.writeable = False
+        return coef

@@ -28,7 +28,7 @@ distributed, checkpoint, checkpoint_seconds, checkpoint_iters, resume
 
     Attributes
     ----------
-    support_, support_vectors_, n_support_, n_iter_, fit_status_, shape_fit_, \
+    support_, support_vectors_, coef_, n_support_, n_iter_, fit_status_, shape_fit_, \
 n_features_in_, fit_stats_
         As :class:`psvm.SVR`.
     dual_coef_ : {ndarray, sparse matrix} of shape (1, n_SV)
@@ -42,8 +42,8 @@ n_features_in_, fit_stats_
     --------
     >>> import numpy as np, psvm
     >>> X = np.array([[0.0], [0.44], [0.45], [0.46], [1.0]])
-    >>> psvm.OneClassSVM(gamma="auto").fit(X).predict(X)
-    array([-1,  1,  1,  1, -1])
+    >>> psvm.OneClassSVM().fit(X).predict([[0.45], [2.0]])
+    array([ 1, -1])
     """
 
     _svm_type = "one_class"

@@ -37,6 +37,9 @@ distributed, checkpoint, checkpoint_seconds, checkpoint_iters, resume
         alpha - alpha* of each support vector (LIBSVM's ``sv_coef``).
     intercept_ : ndarray of shape (1,)
         -rho.
+    coef_ : {ndarray, sparse matrix} of shape (1, n_features)
+        Primal weights, 'linear' kernel only; read-only, sparse when
+        ``support_vectors_`` is.
     n_support_ : ndarray of shape (1,), int32
     n_iter_ : int
     fit_status_ : int

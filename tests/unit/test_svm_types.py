@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn import svm
 
 import psvm
@@ -151,6 +152,27 @@ def test_bad_parameters_name_themselves(make, message):
 def test_nonfinite_regression_target_is_refused():
     with pytest.raises(ValueError, match="NaN|infinity"):
         psvm.SVR().fit(np.eye(3), [0.0, np.nan, 1.0])
+
+
+@pytest.mark.parametrize("cls", [psvm.SVR, psvm.NuSVR, psvm.OneClassSVM])
+def test_zero_weights_message_names_no_classes(cls):
+    with pytest.raises(ValueError, match="zero for every sample: nothing to learn from$"):
+        cls().fit(np.eye(3), [0.0, 1.0, 2.0], sample_weight=np.zeros(3))
+
+
+@pytest.mark.parametrize("cls", [psvm.SVR, psvm.NuSVR, psvm.OneClassSVM])
+def test_linear_coef_is_read_only_and_sparse_after_a_sparse_fit(cls):
+    """As scikit-learn's: coef_ has the type of support_vectors_ and cannot be written."""
+    X = np.random.RandomState(0).randn(20, 3)
+    y = X @ [1.0, -2.0, 0.5]
+    dense = cls(kernel="linear").fit(X, y)
+    sparse = cls(kernel="linear").fit(sp.csr_matrix(X), y)
+    ref = getattr(svm, cls.__name__)(kernel="linear").fit(X, y).coef_
+    assert isinstance(dense.coef_, np.ndarray) and sp.issparse(sparse.coef_)
+    np.testing.assert_allclose(dense.coef_, ref, atol=1e-2)
+    np.testing.assert_allclose(sparse.coef_.toarray(), dense.coef_, atol=1e-10)
+    with pytest.raises(ValueError, match="read-only"):
+        dense.coef_[0, 0] = 0.0
 
 
 # -- the nu types: LIBSVM's printed objective and r are the reference ---------------------------
