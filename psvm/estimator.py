@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import numbers
 import os
 import warnings
 
@@ -94,8 +95,9 @@ class SVC(ClassifierMixin, BaseEstimator):
         on one node share its cores (``cores // ranks on the node`` threads
         each, at least one), so they never run more threads than cores.
         A positive int is used as given, within numba's pool
-        (``NUMBA_NUM_THREADS``); :meth:`predict` and
-        :meth:`decision_function` (local to a rank) use it too.
+        (``NUMBA_NUM_THREADS``). :meth:`predict` and :meth:`decision_function`
+        (local to a rank) use it too; by default they share the cores by the
+        count of ranks on the node that mpiexec reports.
     n_jobs : int, default=None
         The older knob: numba threads inside each rank during fit and predict
         (-1: all, -2: all but one); used only when ``n_threads`` is None.
@@ -275,7 +277,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         with (
             fit_comm(self.comm, self.distributed) as comm,
             comm.guard("psvm.SVC.fit"),
-            self._fit_threads(comm),
+            self._threads(comm),
         ):
             self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
@@ -287,8 +289,9 @@ class SVC(ClassifierMixin, BaseEstimator):
             )
         return self
 
-    def _fit_threads(self, comm):
-        """The thread count of one fit: n_threads (default: the node's share), else n_jobs."""
+    def _threads(self, comm):
+        """The thread count of one fit, or of a prediction (``comm`` None): n_threads (default:
+        the node's share), else n_jobs."""
         if check_threads(self.n_threads) is None and self.n_jobs is not None:
             return numba_threads(self.n_jobs)
         return rank_threads(self.n_threads, comm)
@@ -351,7 +354,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         """LIBSVM's one-vs-one values (or its vote) for validated X."""
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        with numba_threads(check_threads(self.n_threads) or self.n_jobs):
+        with self._threads(None):  # local: the node's share by the launcher's rank count
             return getattr(self._model, method)(X)
 
     def decision_function(self, X):
@@ -425,12 +428,19 @@ class SVC(ClassifierMixin, BaseEstimator):
         write_model(path, dataclasses.replace(self._model, meta=meta))
 
     @classmethod
-    def from_libsvm_model(cls, path: str | os.PathLike, **params) -> SVC:
+    def from_libsvm_model(
+        cls, path: str | os.PathLike, n_features: int | None = None, **params
+    ) -> SVC:
         """A fitted estimator from a LIBSVM (or psvm) C-SVC model file.
 
         Parameters
         ----------
         path : str or path-like
+        n_features : int, default=None
+            Width of the X that :meth:`predict` will get (``n_features_in_``).
+            Default: the width the file states (psvm-train), else the largest
+            SV feature index. A wider X than the training data is taken as
+            LIBSVM takes it: a feature no SV has counts in an RBF row's norm.
         **params
             Other estimator parameters (e.g. ``decision_function_shape``);
             the kernel parameters come from the file.
@@ -439,12 +449,18 @@ class SVC(ClassifierMixin, BaseEstimator):
         -------
         svc : SVC
             Sparse ``support_vectors_``; ``support_`` is -1 (unknown) unless psvm
-            wrote the file; ``n_features_in_`` is the largest SV feature index
-            unless the file states it.
+            wrote the file.
+
+        Raises
+        ------
+        ValueError
+            If ``n_features`` is below the largest SV feature index.
         """
         from psvm.io.model_file import read_model
 
         model = read_model(path)
+        if n_features is not None:
+            model = _with_width(model, n_features)
         support = model.meta.pop("support", None)
         n_samples = int(model.meta.pop("n_samples", -1))
         order = np.sort(model.classes)
@@ -479,3 +495,18 @@ class SVC(ClassifierMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def _with_width(model: SVCModel, n_features) -> SVCModel:
+    """``model`` for inputs of ``n_features`` columns (narrower than the file's: no SV uses the
+    columns cut; wider: LIBSVM's decision values, unseen features in the RBF norm)."""
+    sv = model.support_vectors
+    used = int(sv.indices.max()) + 1 if sv.nnz else 0
+    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral):
+        raise ValueError(f"n_features must be an integer, got {n_features!r}")
+    if n_features < max(used, 1):
+        raise ValueError(
+            f"n_features={n_features} is less than the largest support vector feature index {used}"
+        )
+    sv = sp.csr_matrix((sv.data, sv.indices, sv.indptr), shape=(sv.shape[0], int(n_features)))
+    return dataclasses.replace(model, support_vectors=sv, n_features=int(n_features))

@@ -14,10 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import KERNELS
-from psvm.kernels import canonical_csr, kernel_matrix
-
-# Bytes of kernel block per decision_function chunk: bounds memory for large X.
-_BLOCK_BYTES = 32 << 20
+from psvm.kernels import canonical_csr, decision_values
 
 
 @dataclass(eq=False)
@@ -159,37 +156,24 @@ class SVCModel:
         dec : ndarray of shape (n_samples, n_classes * (n_classes - 1) // 2)
             ``sum(coef * K(x, sv)) - rho`` per pair, in ``rho`` order.
         """
-        X = canonical_csr(X)
+        kparams = (self.kernel_id, self.gamma, self.coef0, self.degree)
+        return decision_values(X, self.support_vectors, self.pair_coef(), self.rho, kparams)
+
+    def pair_coef(self) -> np.ndarray:
+        """Coefficients of each class pair's decision function: shape (n_pairs, total_sv).
+
+        Row p, for the pair (i, j), holds ``sv_coef[j - 1]`` on class i's SVs and
+        ``sv_coef[i]`` on class j's (LIBSVM's ``svm_predict_values``), zero elsewhere.
+        """
         k = self.n_classes
-        n = X.shape[0]
-        dec = np.empty((n, k * (k - 1) // 2))
-        if n == 0 or k < 2:
-            return dec
         start = np.concatenate(([0], np.cumsum(self.n_support)))
-        total_sv = int(start[-1])
-        chunk = max(1, _BLOCK_BYTES // (8 * max(total_sv, 1)))
-        for r0 in range(0, n, chunk):
-            r1 = min(n, r0 + chunk)
-            K = kernel_matrix(
-                X[r0:r1],
-                self.support_vectors,
-                self.kernel_id,
-                self.gamma,
-                self.coef0,
-                self.degree,
-            )
-            # part[c][:, t] = sum over class c's SVs of sv_coef[t] * K: one product per class.
-            part = [
-                K[:, start[c] : start[c + 1]] @ self.dual_coef[:, start[c] : start[c + 1]].T
-                for c in range(k)
-            ]
-            p = 0
-            for i in range(k):
-                for j in range(i + 1, k):
-                    # svm_predict_values: class i's SVs use sv_coef[j-1], class j's use sv_coef[i].
-                    dec[r0:r1, p] = part[i][:, j - 1] + part[j][:, i] - self.rho[p]
-                    p += 1
-        return dec
+        coef = np.zeros((k * (k - 1) // 2, self.dual_coef.shape[1]))
+        for i in range(k):
+            for j in range(i + 1, k):
+                p = _pair_index(i, j, k)
+                coef[p, start[i] : start[i + 1]] = self.dual_coef[j - 1, start[i] : start[i + 1]]
+                coef[p, start[j] : start[j + 1]] = self.dual_coef[i, start[j] : start[j + 1]]
+        return coef
 
     def predict(self, X: Any) -> np.ndarray:
         """Labels by one-vs-one voting, as LIBSVM's ``svm_predict_values``.
@@ -206,17 +190,7 @@ class SVCModel:
         y : ndarray of shape (n_samples,)
             Labels from ``classes``.
         """
-        dec = self.decision_function(X)
-        k = self.n_classes
-        votes = np.zeros((dec.shape[0], k), dtype=np.int64)
-        p = 0
-        for i in range(k):
-            for j in range(i + 1, k):
-                pos = dec[:, p] > 0
-                votes[:, i] += pos
-                votes[:, j] += ~pos
-                p += 1
-        return self.classes[np.argmax(votes, axis=1)]  # argmax: first maximum wins
+        return self.classes[ovo_vote(self.decision_function(X), self.n_classes)]
 
     def with_class_order(self, classes: Any) -> SVCModel:
         """The same classifier with its classes listed in the order ``classes``.
@@ -302,6 +276,19 @@ class SVCModel:
             rho=-sign * np.asarray(svc.intercept_),
             n_features=int(svc.n_features_in_),
         )
+
+
+def ovo_vote(dec: np.ndarray, k: int) -> np.ndarray:
+    """Index of each row's winner among k classes by LIBSVM's one-vs-one vote on ``dec``
+    (pairs in ``rho`` order): (i, j) votes for i when its value is > 0, else for j; ties go
+    to the class that comes first."""
+    votes = np.zeros((dec.shape[0], k), dtype=np.int64)
+    for i in range(k):
+        for j in range(i + 1, k):
+            pos = dec[:, _pair_index(i, j, k)] > 0
+            votes[:, i] += pos
+            votes[:, j] += ~pos
+    return np.argmax(votes, axis=1)  # the first maximum wins
 
 
 def _coef_row(c: int, other: int) -> int:

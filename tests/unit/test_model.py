@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from libsvm import svmutil
 from sklearn.svm import SVC
 
-import psvm.model
+import psvm
 from psvm.io.model_file import read_model, write_model
 from psvm.model import SVCModel
 
@@ -141,12 +141,28 @@ def test_binary_zero_decision_goes_to_second_class():
     assert model.predict(sp.csr_matrix((1, 2))).tolist() == [-1]
 
 
-def test_chunked_decision_equals_one_block(usps, libsvm_file, monkeypatch):
-    X = usps[1]
+def test_decision_bits_do_not_depend_on_blocks_or_threads(usps, libsvm_file, monkeypatch):
+    """Each row's decision values are the same bits alone, in any block of rows, with any
+    chunk of SVs and thread count: so every rank of psvm-predict writes the same labels."""
+    import numba
+
+    import psvm.kernels as pk
+
+    X = usps[1][:300]
     model = read_model(libsvm_file("usps", "rbf"))
     full = model.decision_function(X)
-    monkeypatch.setattr(psvm.model, "_BLOCK_BYTES", 8 * model.support_vectors.shape[0] * 7)
-    np.testing.assert_allclose(model.decision_function(X), full, rtol=1e-13, atol=1e-13)
+    rows = np.vstack([model.decision_function(X[r : r + 1]) for r in (0, 17, 299)])
+    np.testing.assert_array_equal(rows, full[[0, 17, 299]])
+    old = numba.get_num_threads()
+    monkeypatch.setattr(pk, "_FT_TILE", 3000)  # SV chunks of 8 rows: 256 features each
+    monkeypatch.setattr(pk, "_LANE_LIMIT", 45 * 8 * 7)  # lanes of 7 rows at a time
+    monkeypatch.setattr(pk, "_PARALLEL_WORK", 0)  # the parallel path even for small blocks
+    try:
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(threads)
+            np.testing.assert_array_equal(model.decision_function(X), full)
+    finally:
+        numba.set_num_threads(old)
     assert model.decision_function(X[:0]).shape == (0, 45)
 
 
