@@ -249,3 +249,26 @@ def test_degree_5_model_decision_values_within_1e12_of_libsvm(tmp_path):
     _, _, dec = svmutil.svm_predict(np.zeros(X.shape[0]), X, svmutil.svm_load_model(path), "-q")
     dec = np.asarray(dec)
     assert np.abs(model.decision_function(X) - dec).max() <= 1e-12 * np.abs(dec).max()
+
+
+@pytest.mark.parametrize("problem", ["a9a", "usps"])
+def test_decision_values_equal_libsvm_on_real_data(problem, usps, shared_data, tmp_path):
+    """LIBSVM's own model, predicted by LIBSVM and by psvm's compiled path: the same labels,
+    and decision values within the rounding of sums of thousands of terms."""
+    from tests._svm import libsvm_problem
+
+    if problem == "a9a":  # 1,316 SVs
+        y, X = libsvm_problem(shared_data / "a9a.xz", tmp_path / "a9a", 3000)
+        y_test, X_test = libsvm_problem(shared_data / "a9a.t.xz", tmp_path / "a9a.t", 2000)
+        opts = "-t 2 -c 1 -g 0.0081 -q"
+    else:  # ten classes, 45 pairs
+        y, X = usps[0][:400], usps[1][:400]
+        y_test, X_test = usps[0][400:], usps[1][400:]
+        opts = "-t 2 -c 10 -g 0.005 -q"
+    path = str(tmp_path / f"{problem}.model")
+    svmutil.svm_save_model(path, svmutil.svm_train(y, X, opts))
+    labels, _, dec = svmutil.svm_predict(y_test, X_test, svmutil.svm_load_model(path), "-q")
+    model = read_model(path)
+    np.testing.assert_array_equal(model.predict(X_test), labels)
+    scale = np.abs(model.dual_coef).sum(axis=1).max()  # a bound on the sum of |terms|
+    np.testing.assert_allclose(model.decision_function(X_test), dec, rtol=0, atol=1e-13 * scale)
