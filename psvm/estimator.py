@@ -79,8 +79,9 @@ class SVC(ClassifierMixin, KernelSVM):
         on one node share its cores (``cores // ranks on the node`` threads
         each, at least one), so they never run more threads than cores.
         A positive int is used as given, within numba's pool
-        (``NUMBA_NUM_THREADS``); :meth:`predict` and
-        :meth:`decision_function` (local to a rank) use it too.
+        (``NUMBA_NUM_THREADS``). :meth:`predict` and :meth:`decision_function`
+        (local to a rank) use it too; by default they share the cores by the
+        count of ranks on the node that mpiexec reports.
     n_jobs : int, default=None
         The older knob: numba threads inside each rank during fit and predict
         (-1: all, -2: all but one); used only when ``n_threads`` is None.
@@ -299,12 +300,19 @@ class SVC(ClassifierMixin, KernelSVM):
 
     # -- LIBSVM model files ------------------------------------------------------------------
     @classmethod
-    def from_libsvm_model(cls, path: str | os.PathLike, **params) -> SVC:
+    def from_libsvm_model(
+        cls, path: str | os.PathLike, n_features: int | None = None, **params
+    ) -> SVC:
         """A fitted estimator from a LIBSVM (or psvm) C-SVC model file.
 
         Parameters
         ----------
         path : str or path-like
+        n_features : int, default=None
+            Width of the X that :meth:`predict` will get (``n_features_in_``).
+            Default: the width the file states (psvm-train), else the largest
+            SV feature index. A wider X than the training data is taken as
+            LIBSVM takes it: a feature no SV has counts in an RBF row's norm.
         **params
             Other estimator parameters (e.g. ``decision_function_shape``);
             the kernel parameters come from the file.
@@ -313,10 +321,14 @@ class SVC(ClassifierMixin, KernelSVM):
         -------
         svc : SVC
             Sparse ``support_vectors_``; ``support_`` is -1 (unknown) unless psvm
-            wrote the file; ``n_features_in_`` is the largest SV feature index
-            unless the file states it.
+            wrote the file.
+
+        Raises
+        ------
+        ValueError
+            If ``n_features`` is below the largest SV feature index.
         """
-        model, support, n_samples = cls._read_libsvm_model(path)
+        model, support, n_samples = cls._read_libsvm_model(path, n_features)
         order = np.sort(model.classes)
         if not np.array_equal(order, model.classes):  # LIBSVM: labels by first appearance
             model, support = model.with_class_order(order), None

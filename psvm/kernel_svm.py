@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import numbers
 import os
 import warnings
 
@@ -91,7 +92,7 @@ class KernelSVM(BaseEstimator):
         with (
             fit_comm(self.comm, self.distributed) as comm,
             comm.guard(f"psvm.{type(self).__name__}.fit"),
-            self._fit_threads(comm),
+            self._threads(comm),
         ):
             self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
@@ -103,8 +104,9 @@ class KernelSVM(BaseEstimator):
             )
         return self
 
-    def _fit_threads(self, comm):
-        """The thread count of one fit: n_threads (default: the node's share), else n_jobs."""
+    def _threads(self, comm):
+        """The thread count of one fit, or of a prediction (``comm`` None): n_threads (default:
+        the node's share), else n_jobs."""
         if check_threads(self.n_threads) is None and self.n_jobs is not None:
             return numba_threads(self.n_jobs)
         return rank_threads(self.n_threads, comm)
@@ -168,7 +170,7 @@ class KernelSVM(BaseEstimator):
         """The model's decision values (or predictions) for validated X (local to a rank)."""
         check_is_fitted(self)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        with numba_threads(check_threads(self.n_threads) or self.n_jobs):
+        with self._threads(None):  # local: the node's share by the launcher's rank count
             return getattr(self._model, method)(X)
 
     # -- LIBSVM model files ------------------------------------------------------------------
@@ -195,11 +197,16 @@ class KernelSVM(BaseEstimator):
         write_model(path, dataclasses.replace(self._model, meta=meta))
 
     @classmethod
-    def _read_libsvm_model(cls, path: str | os.PathLike) -> tuple[SVCModel, np.ndarray, int]:
-        """(model, support or None, n_samples or -1) from a model file of this type."""
+    def _read_libsvm_model(
+        cls, path: str | os.PathLike, n_features: int | None = None
+    ) -> tuple[SVCModel, np.ndarray, int]:
+        """(model, support or None, n_samples or -1) from a model file of this type, for
+        inputs of ``n_features`` columns if given."""
         from psvm.io.model_file import read_model
 
         model = read_model(path)
+        if n_features is not None:
+            model = _with_width(model, n_features)
         if model.svm_type != cls._svm_type:
             raise ValueError(
                 f"{os.fspath(path)}: svm_type {model.svm_type!r}; {cls.__name__} reads "
@@ -242,12 +249,13 @@ class SingleModelSVM(KernelSVM):
         self.n_iter_ = int(model.meta.get("n_iter", [0])[0])
 
     @classmethod
-    def from_libsvm_model(cls, path: str | os.PathLike, **params):
+    def from_libsvm_model(cls, path: str | os.PathLike, n_features: int | None = None, **params):
         """A fitted estimator from a LIBSVM (or psvm) model file of this type.
 
-        ``support_`` is -1 (unknown) unless psvm wrote the file.
+        ``n_features`` as :meth:`psvm.SVC.from_libsvm_model`; ``support_`` is -1
+        (unknown) unless psvm wrote the file.
         """
-        model, support, n_samples = cls._read_libsvm_model(path)
+        model, support, n_samples = cls._read_libsvm_model(path, n_features)
         n_sv = model.support_vectors.shape[0]
         if support is None or len(support) != n_sv:
             support = np.full(n_sv, -1)
@@ -270,3 +278,18 @@ class SingleModelSVM(KernelSVM):
         coef = safe_sparse_dot(self.dual_coef_, self.support_vectors_)
         (coef.data if sp.issparse(coef) else coef).flags.writeable = False
         return coef
+
+
+def _with_width(model: SVCModel, n_features) -> SVCModel:
+    """``model`` for inputs of ``n_features`` columns (narrower than the file's: no SV uses the
+    columns cut; wider: LIBSVM's decision values, unseen features in the RBF norm)."""
+    sv = model.support_vectors
+    used = int(sv.indices.max()) + 1 if sv.nnz else 0
+    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral):
+        raise ValueError(f"n_features must be an integer, got {n_features!r}")
+    if n_features < max(used, 1):
+        raise ValueError(
+            f"n_features={n_features} is less than the largest support vector feature index {used}"
+        )
+    sv = sp.csr_matrix((sv.data, sv.indices, sv.indptr), shape=(sv.shape[0], int(n_features)))
+    return dataclasses.replace(model, support_vectors=sv, n_features=int(n_features))

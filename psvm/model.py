@@ -14,10 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import KERNELS, SVM_TYPES
-from psvm.kernels import canonical_csr, kernel_matrix
+from psvm.kernels import canonical_csr, decision_values
 
-# Bytes of kernel block per decision_function chunk: bounds memory for large X.
-_BLOCK_BYTES = 32 << 20
 # the svm_types with labels; the others have one decision value and no labels
 CLASSIFIERS = ("c_svc", "nu_svc")
 REGRESSORS = ("epsilon_svr", "nu_svr")
@@ -196,40 +194,26 @@ class SVCModel:
             ``sum(coef * K(x, sv)) - rho`` per pair, in ``rho`` order (one
             column for the types without classes).
         """
-        X = canonical_csr(X)
+        kparams = (self.kernel_id, self.gamma, self.coef0, self.degree)
+        return decision_values(X, self.support_vectors, self.pair_coef(), self.rho, kparams)
+
+    def pair_coef(self) -> np.ndarray:
+        """Coefficients of each class pair's decision function: shape (n_pairs, total_sv).
+
+        Row p, for the pair (i, j), holds ``sv_coef[j - 1]`` on class i's SVs and
+        ``sv_coef[i]`` on class j's (LIBSVM's ``svm_predict_values``), zero elsewhere.
+        """
+        if not self.is_classifier:  # one decision function: sv_coef as it is
+            return self.dual_coef
         k = self.n_classes
-        n = X.shape[0]
-        dec = np.empty((n, k * (k - 1) // 2))
-        if n == 0 or k < 2:
-            return dec
         start = np.concatenate(([0], np.cumsum(self.n_support)))
-        total_sv = self.support_vectors.shape[0]
-        chunk = max(1, _BLOCK_BYTES // (8 * max(total_sv, 1)))
-        for r0 in range(0, n, chunk):
-            r1 = min(n, r0 + chunk)
-            K = kernel_matrix(
-                X[r0:r1],
-                self.support_vectors,
-                self.kernel_id,
-                self.gamma,
-                self.coef0,
-                self.degree,
-            )
-            if not self.is_classifier:
-                dec[r0:r1, 0] = K @ self.dual_coef[0] - self.rho[0]
-                continue
-            # part[c][:, t] = sum over class c's SVs of sv_coef[t] * K: one product per class.
-            part = [
-                K[:, start[c] : start[c + 1]] @ self.dual_coef[:, start[c] : start[c + 1]].T
-                for c in range(k)
-            ]
-            p = 0
-            for i in range(k):
-                for j in range(i + 1, k):
-                    # svm_predict_values: class i's SVs use sv_coef[j-1], class j's use sv_coef[i].
-                    dec[r0:r1, p] = part[i][:, j - 1] + part[j][:, i] - self.rho[p]
-                    p += 1
-        return dec
+        coef = np.zeros((k * (k - 1) // 2, self.dual_coef.shape[1]))
+        for i in range(k):
+            for j in range(i + 1, k):
+                p = _pair_index(i, j, k)
+                coef[p, start[i] : start[i + 1]] = self.dual_coef[j - 1, start[i] : start[i + 1]]
+                coef[p, start[j] : start[j + 1]] = self.dual_coef[i, start[j] : start[j + 1]]
+        return coef
 
     def predict(self, X: Any) -> np.ndarray:
         """LIBSVM's ``svm_predict``: labels by one-vs-one voting; +1 or -1 for one-class
@@ -252,16 +236,7 @@ class SVCModel:
             return dec[:, 0]
         if self.svm_type == "one_class":
             return np.where(dec[:, 0] > 0, 1.0, -1.0)
-        k = self.n_classes
-        votes = np.zeros((dec.shape[0], k), dtype=np.int64)
-        p = 0
-        for i in range(k):
-            for j in range(i + 1, k):
-                pos = dec[:, p] > 0
-                votes[:, i] += pos
-                votes[:, j] += ~pos
-                p += 1
-        return self.classes[np.argmax(votes, axis=1)]  # argmax: first maximum wins
+        return self.classes[ovo_vote(dec, self.n_classes)]
 
     def with_class_order(self, classes: Any) -> SVCModel:
         """The same classifier with its classes listed in the order ``classes``.
@@ -347,6 +322,19 @@ class SVCModel:
             rho=-sign * np.asarray(svc.intercept_),
             n_features=int(svc.n_features_in_),
         )
+
+
+def ovo_vote(dec: np.ndarray, k: int) -> np.ndarray:
+    """Index of each row's winner among k classes by LIBSVM's one-vs-one vote on ``dec``
+    (pairs in ``rho`` order): (i, j) votes for i when its value is > 0, else for j; ties go
+    to the class that comes first."""
+    votes = np.zeros((dec.shape[0], k), dtype=np.int64)
+    for i in range(k):
+        for j in range(i + 1, k):
+            pos = dec[:, _pair_index(i, j, k)] > 0
+            votes[:, i] += pos
+            votes[:, j] += ~pos
+    return np.argmax(votes, axis=1)  # the first maximum wins
 
 
 def _coef_row(c: int, other: int) -> int:

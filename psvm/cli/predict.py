@@ -45,9 +45,11 @@ def _body(argv: list[str]) -> int:
     from psvm.io.atomic import agree_writable, write_atomic
     from psvm.io.linear_model_file import read_any_model
     from psvm.io.shard import load_shard
+    from psvm.threads import apply_threads
 
     opts = parse_args(argv)
     comm = world()
+    apply_threads(None, comm)  # the node's cores shared by its ranks, as psvm-train
     agree_writable(comm, {"the output file": opts["output"]})
     model, error = None, None
     try:  # LIBLINEAR's format (psvm-train --solver sgd) or LIBSVM's
@@ -57,13 +59,17 @@ def _body(argv: list[str]) -> int:
     comm.agree(error)
     # by default, as LIBSVM: a feature the model never saw adds to an RBF row's norm
     width = model.n_features if opts["strict"] else None
-    shard = load_shard(comm, opts["test"], n_features=width, min_classes=0)
-    pred = model.predict(shard.X) if shard.X.shape[0] else np.empty(0)
-    pred = comm.allgatherv(np.asarray(pred, dtype=np.float64))
-    truth = comm.allgatherv(shard.y)
+    # each rank predicts the lines of its byte range; an empty file predicts nothing, as svm-predict
+    shard = load_shard(
+        comm, opts["test"], n_features=width, min_classes=0, balance=False, allow_empty=True
+    )
+    pred = np.asarray(model.predict(shard.X) if shard.n_local else [], dtype=np.float64)
+    pred, truth = comm.gatherv(pred), comm.gatherv(shard.y)  # in rank order: the file's order
     if comm.rank == 0:
+        labels, which = np.unique(pred, return_inverse=True)
+        text = np.array([f"{v:.17g}\n" for v in labels], dtype=object)
         with write_atomic(opts["output"]) as f:
-            f.writelines(f"{p:.17g}\n" for p in pred)
+            f.write("".join(text[which]))
         if not opts["quiet"]:
             regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
             print(result_lines(pred, truth, regression))
@@ -78,7 +84,7 @@ def result_lines(pred, truth, regression: bool) -> str:
     total = truth.size
     if not regression:
         correct = int(np.sum(pred == truth))
-        acc = 100.0 * correct / total if total else 0.0
+        acc = 100.0 * correct / total if total else float("nan")  # svm-predict: -nan
         return f"Accuracy = {acc:g}% ({correct}/{total}) (classification)"
     n = float(total)
     sp, st = pred.sum(), truth.sum()
