@@ -56,3 +56,28 @@ def test_cli_parameter_errors_on_every_rank(shared_data, tmp_path):
         r = run_cli(TRAIN, [*flags, data, tmp_path / "m"], 2, timeout=120)
         assert r.returncode != 0 and message in r.stderr, (flags, r.stderr[-2000:])
         assert not (tmp_path / "m").exists()
+
+
+def test_predict_regression_under_mpiexec(shared_data, tmp_path):
+    """psvm-predict on an epsilon-SVR model: the same file for every P, svm-predict's lines."""
+    import numpy as np
+    from libsvm.svmutil import svm_load_model, svm_predict, svm_read_problem
+
+    data = write_head(shared_data / "cpusmall_scale.xz", tmp_path / "train", 800)
+    model = tmp_path / "m.model"
+    r = run_cli(TRAIN, ["-s", "3", "-q", "-c", "10", data, model], 2)
+    assert r.returncode == 0, r.stderr[-2000:]
+    outs = {}
+    for n in (1, 3):
+        out = tmp_path / f"out{n}"
+        r = run_cli("psvm.cli.predict", [data, model, out], n)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[n] = (out.read_bytes(), r.stdout)
+    assert outs[3] == outs[1]
+    y, x = svm_read_problem(data)
+    ref, (_, mse, scc), _ = svm_predict(y, x, svm_load_model(str(model)), "-q")
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "out1"), ref, rtol=1e-12, atol=1e-12)
+    assert outs[1][1].splitlines() == [
+        f"Mean squared error = {mse:g} (regression)",
+        f"Squared correlation coefficient = {scc:g} (regression)",
+    ]
