@@ -37,8 +37,10 @@ FLAGS = {
     "-c": ("C", float, "cost: the parameter C of C-SVC (default 1)"),
     "-e": ("tol", float, "epsilon: tolerance of termination criterion (default 0.001)"),
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
-    "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1)"),
+    "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1); -h alone or --help: this usage"),
     "-b": ("probability", int, "probability estimates: only 0 is supported"),
+    "-v": ("n_folds", int, "n-fold cross validation mode: prints the accuracy, writes no model"),
+    "--seed": ("seed", int, "seed of -v's fold shuffle (default 0; not LIBSVM's rand())"),
     "-o": ("n_threads", int, "threads per rank (default 0: the node's cores / its ranks)"),
     "--heuristic": ("heuristic", str, "elimination heuristic (default frequent; -h 0: none)"),
     "--reconstruction": ("reconstruction", str, "single, multi or approximate (default single)"),
@@ -54,6 +56,13 @@ FLAGS = {
     "-wi": ("class_weight", WEIGHTS, "set the parameter C of class i to weight*C (default 1)"),
     "-q": ("quiet", SWITCH, "quiet mode (no outputs)"),
 }
+# what to use instead of LIBSVM options psvm-train lacks (unknown options get a near flag)
+ADVICE = {
+    "-n": "nu belongs to nu-SVC, one-class and nu-SVR (-s 1, 2, 4); psvm-train trains C-SVC "
+    "(-s 0): set its cost with -c",
+    "-p": "epsilon of the loss belongs to epsilon-SVR (-s 3); psvm-train trains C-SVC (-s 0); "
+    "the stopping tolerance is -e",
+}
 USAGE = (
     usage("Usage: psvm-train [options] training_set_file [model_file]", FLAGS) + "\n\n" + SGD_USAGE
 )
@@ -61,16 +70,26 @@ USAGE = (
 
 def parse_args(argv: list[str]) -> dict:
     """Strict LIBSVM-style parsing by FLAGS, then the checks of the smo path."""
-    opts = parse_train_args(argv, FLAGS)
+    opts = parse_train_args(argv, FLAGS, advice=ADVICE)
     if opts.get("solver", "smo") != "smo":
         raise UsageError(f"--solver {opts['solver']}: must be smo or sgd")
     if opts.get("svm_type", 0) != 0:
         raise UsageError(f"-s {opts['svm_type']}: psvm trains C-SVC only (-s 0)")
     if opts.get("probability", 0) != 0:
-        raise UsageError("-b 1: probability estimates are not supported")
+        raise UsageError(
+            "-b 1: probability estimates are not supported; use -b 0, or scikit-learn's "
+            "CalibratedClassifierCV around psvm.SVC"
+        )
     if "kernel" in opts:
         if opts["kernel"] not in KERNEL_CODES:
-            raise UsageError(f"-t {opts['kernel']}: kernel_type must be 0, 1, 2 or 3")
+            raise UsageError(
+                f"-t {opts['kernel']}: kernel_type must be 0, 1, 2 or 3 (precomputed kernels, "
+                "-t 4, are not supported; give the features with -t 0..3)"
+            )
+    if opts.get("n_folds", 2) < 2:  # LIBSVM's message
+        raise UsageError(f"-v {opts['n_folds']}: n-fold cross validation: n must be >= 2")
+    if "n_folds" in opts and ("checkpoint" in opts or opts["resume"]):
+        raise UsageError("-v trains one model per fold and keeps no checkpoint: drop --checkpoint")
         opts["kernel"] = KERNEL_CODES[opts["kernel"]]
     if opts.get("shrinking", 1) not in (0, 1):
         raise UsageError(f"-h {opts['shrinking']}: shrinking must be 0 or 1")
@@ -126,10 +145,11 @@ def _body(argv: list[str]) -> int:
         opts.get("checkpoint_iters", 0),
         opts["resume"],
     )
+    cv = "n_folds" in opts  # -v: no model is written, as svm-train
     agree_writable(
         comm,
         {
-            "the model file": opts["model"],
+            "the model file": None if cv else opts["model"],
             "the --stats file": opts.get("stats"),
             "the --checkpoint file": opts.get("checkpoint"),
         },
@@ -147,25 +167,49 @@ def _body(argv: list[str]) -> int:
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
     with stats.timer("train"):
-        model, _ = fit_ovo(
-            comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
-        )
+        if cv:
+            lines = _cross_validate(comm, opts, shard, params, classes, stats, log)
+        else:
+            model, _ = fit_ovo(
+                comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
+            )
     report = reduce_stats(comm, stats)
     report["values"].update(
         n_samples=shard.n_samples,
         n_features=shard.n_features,
-        n_support=int(model.support_vectors.shape[0]),
-        objective=model.meta["objective"],
         cache_hit_rate=_hit_rate(report["counts"]),
     )
+    if not cv:
+        report["values"].update(
+            n_support=int(model.support_vectors.shape[0]), objective=model.meta["objective"]
+        )
     if comm.rank == 0:
-        write_model(opts["model"], model)
+        if cv:
+            print("\n".join(lines), flush=True)  # also under -q, as svm-train
+            report["values"]["cross_validation"] = lines
+        else:
+            write_model(opts["model"], model)
         if "stats" in opts:
             write_json(opts["stats"], report)
-        if log is not None:
+        if log is not None and not cv:
             log(f"Total nSV = {model.support_vectors.shape[0]}")
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
     return 0
+
+
+def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]:
+    """-v n: LIBSVM's stratified folds, one C-SVC per fold; its result line (collective)."""
+    from psvm.cross_validation import LOO_WARNING, cross_validate, result_lines, svc_fit_predict
+
+    n_folds = opts["n_folds"]
+    if n_folds > shard.n_samples:  # LIBSVM's leave-one-out, with its warning, even under -q
+        n_folds = shard.n_samples
+        if comm.rank == 0:
+            print(LOO_WARNING, file=sys.stderr, flush=True)
+    fit_predict = svc_fit_predict(comm, shard, params, classes, stats=stats, log=log)
+    seed = opts.get("seed", 0)
+    target = cross_validate(comm, shard.y, shard.offset, n_folds, seed, fit_predict, classes)
+    return result_lines(comm, shard.y, target)
 
 
 def _hit_rate(counts: dict) -> float:
