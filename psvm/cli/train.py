@@ -106,26 +106,12 @@ def solver_of(argv: list[str]) -> str:
     return next((value for flag, value in pairs if flag == "--solver" and value is not None), "smo")
 
 
-def _body(argv: list[str]) -> int:
-    if solver_of(argv) == "sgd":
-        from psvm.cli.train_sgd import body
-
-        return body(argv)
-
+def svc_params(opts: dict) -> dict:
+    """The validated C-SVC parameters of parsed options, LIBSVM's defaults filled in."""
     from psvm._params import DEFAULT_HEURISTIC, validate_svc_params
-    from psvm.comm import world
-    from psvm.io.atomic import agree_writable
-    from psvm.io.model_file import write_model
-    from psvm.io.shard import load_shard
-    from psvm.stats import Stats, reduce_stats
-    from psvm.svc.checkpoint import make_checkpoint_config
-    from psvm.svc.multiclass import fit_ovo, scale_hint
-    from psvm.threads import apply_threads
 
-    opts = parse_args(argv)
-    comm = world()
     with flag_named(FLAGS):  # 'option -d: degree must be >= 0, got -1'
-        params = validate_svc_params(
+        return validate_svc_params(
             C=opts.get("C", 1.0),
             kernel=opts.get("kernel", "rbf"),
             degree=opts.get("degree", 3),
@@ -139,6 +125,26 @@ def _body(argv: list[str]) -> int:
             reconstruction=opts.get("reconstruction", "single"),
             class_weight=opts["class_weight"],
         )
+
+
+def _body(argv: list[str]) -> int:
+    if solver_of(argv) == "sgd":
+        from psvm.cli.train_sgd import body
+
+        return body(argv)
+
+    from psvm.comm import world
+    from psvm.io.atomic import agree_writable
+    from psvm.io.model_file import write_model
+    from psvm.io.shard import load_shard
+    from psvm.stats import Stats, reduce_stats
+    from psvm.svc.checkpoint import make_checkpoint_config
+    from psvm.svc.multiclass import fit_ovo, scale_hint
+    from psvm.threads import apply_threads
+
+    opts = parse_args(argv)
+    comm = world()
+    params = svc_params(opts)
     checkpoint = make_checkpoint_config(
         opts.get("checkpoint"),
         opts.get("checkpoint_seconds", 600.0),
