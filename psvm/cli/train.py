@@ -86,11 +86,11 @@ def parse_args(argv: list[str]) -> dict:
                 f"-t {opts['kernel']}: kernel_type must be 0, 1, 2 or 3 (precomputed kernels, "
                 "-t 4, are not supported; give the features with -t 0..3)"
             )
+        opts["kernel"] = KERNEL_CODES[opts["kernel"]]
     if opts.get("n_folds", 2) < 2:  # LIBSVM's message
         raise UsageError(f"-v {opts['n_folds']}: n-fold cross validation: n must be >= 2")
     if "n_folds" in opts and ("checkpoint" in opts or opts["resume"]):
         raise UsageError("-v trains one model per fold and keeps no checkpoint: drop --checkpoint")
-        opts["kernel"] = KERNEL_CODES[opts["kernel"]]
     if opts.get("shrinking", 1) not in (0, 1):
         raise UsageError(f"-h {opts['shrinking']}: shrinking must be 0 or 1")
     if opts.get("shrinking", 1) == 0:
