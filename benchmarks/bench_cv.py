@@ -3,20 +3,18 @@
     python benchmarks/bench_cv.py --repeat 3
     python benchmarks/bench_cv.py --only heart_scale --repeat 1
 
-Designs, P = 2 on this box:
+Designs, P = 2 on this box (``--cv-parallel``):
 
-- ``every rank``: what ``mpiexec -n 2 psvm-train -v 5`` does: every fold is one
-  distributed training over both ranks' rows.
-- ``groups``: a prototype of a group of ranks per fold, here groups of one rank: two
-  processes, each holding every row, train folds 0, 2, 4 and 1, 3 alone (numba 1 thread
-  each, as each rank has under mpiexec -n 2 on 2 cores). Its time is the slower one's.
+- ``rows``: every fold is one distributed training over both ranks' rows.
+- ``folds``: every rank gets a copy of all rows and trains folds 0, 2, 4 and 1, 3 alone
+  (numba one thread each, as each rank has under mpiexec -n 2 on 2 cores).
 - ``P=1``: one process, psvm's default threads.
 
 Times: ``train`` is the in-process time of the folds (psvm-train's ``--stats``
-``seconds_max.train``; for groups, the slower process's fold loop), ``wall`` the whole
-command with start-up and loading; LIBSVM's is its wall time. Best of ``--repeat``. The
-accuracies of every psvm design are the same number (the folds and the models do not
-depend on the design); LIBSVM's folds differ (its rand()).
+``seconds_max.train``, the slowest rank's), ``wall`` the whole command with start-up and
+loading; LIBSVM's is its wall time. Best of ``--repeat``. The accuracies of every psvm
+design are the same number (the folds and the models do not depend on the design);
+LIBSVM's folds differ (its rand()).
 
 Also printed: the kernel columns' share of psvm's training time (``seconds_max.kernel``,
 sampled) and the cache misses, which bound what a kernel cache shared across folds could
@@ -44,6 +42,7 @@ PROBLEMS = {
     "a9a 5k": ("a9a.xz", 5000, []),
     "a9a 5k C=32 g=2^-7": ("a9a.xz", 5000, ["-c", "32", "-g", "0.0078125"]),
     "usps.t": ("usps.t.xz", None, []),
+    "a9a 3k C=2^15 g=2^-7": ("a9a.xz", 3000, ["-c", "32768", "-g", "0.0078125"]),
 }
 
 
@@ -64,9 +63,10 @@ def _run(cmd: list[str], env=None) -> tuple[float, str]:
     return wall, r.stdout
 
 
-def every_rank(path: str, opts: list[str], ranks: int, workdir: str) -> dict:
+def psvm(path: str, opts: list[str], ranks: int, design: str, workdir: str) -> dict:
     stats = os.path.join(workdir, "stats.json")
-    cmd = [sys.executable, "-m", "psvm.cli.train", "-q", "-v", "5", "--stats", stats, *opts, path]
+    cmd = [sys.executable, "-m", "psvm.cli.train", "-q", "-v", "5", "--cv-parallel", design]
+    cmd += ["--stats", stats, *opts, path]
     if ranks > 1:
         cmd = [mpiexec(), "-n", str(ranks), *cmd]
     wall, out = _run(cmd, _env())
@@ -81,65 +81,6 @@ def every_rank(path: str, opts: list[str], ranks: int, workdir: str) -> dict:
     }
 
 
-def groups(path: str, opts: list[str], ranks: int) -> dict:
-    """Prototype: ``ranks`` processes of one rank, each training every ranks-th fold."""
-    t0 = time.perf_counter()
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                "--worker",
-                path,
-                "--rank",
-                str(r),
-                "--ranks",
-                str(ranks),
-                "--",
-                *opts,
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=_env(threads=1),
-        )
-        for r in range(ranks)
-    ]
-    outs = [json.loads(p.communicate()[0]) for p in procs]
-    wall = time.perf_counter() - t0
-    correct = sum(o["correct"] for o in outs)
-    return {
-        "wall": wall,
-        "train": max(o["seconds"] for o in outs),
-        "accuracy": f"{100.0 * correct / outs[0]['n']:g}%",
-    }
-
-
-def worker(path: str, rank: int, ranks: int, opts: list[str]) -> None:
-    """One process of the groups prototype: its folds, timed; JSON on stdout."""
-    import numpy as np
-
-    from psvm.cli._common import integer_classes
-    from psvm.cli.train import parse_args, svc_params
-    from psvm.comm import world
-    from psvm.cross_validation import fold_ids, svc_fit_predict
-    from psvm.io.shard import load_shard
-
-    params = svc_params(parse_args([*opts, path]))
-    comm = world()
-    shard = load_shard(comm, path)
-    classes = integer_classes(comm, path, shard.classes)
-    t0 = time.perf_counter()
-    folds = fold_ids(shard.y, 5, 0, classes)
-    fit_predict = svc_fit_predict(comm, shard, params, classes)
-    correct = 0
-    for k in range(rank, 5, ranks):
-        test = folds == k
-        correct += int(np.count_nonzero(fit_predict(~test, test) == shard.y[test]))
-    print(
-        json.dumps({"seconds": time.perf_counter() - t0, "correct": correct, "n": shard.n_samples})
-    )
-
-
 def libsvm(path: str, opts: list[str]) -> dict:
     wall, out = _run(
         [tool("svm-train", "apt-get install libsvm-tools"), "-q", "-v", "5", *opts, path]
@@ -151,33 +92,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated problem names")
-    ap.add_argument("--worker")
-    ap.add_argument("--rank", type=int, default=0)
-    ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("rest", nargs="*")
     args = ap.parse_args()
-    if args.worker:
-        return worker(args.worker, args.rank, args.ranks, args.rest)
     names = [n for n in PROBLEMS if not args.only or n in args.only.split(",")]
     print(f"# psvm-train -v 5 designs at P=2 against svm-train -v 5; best of {args.repeat}")
     print(f"# machine: {json.dumps(machine())}")
     print(
-        "| problem | LIBSVM wall s | P=1 train s (wall) | every rank P=2 train s (wall) "
-        "| groups P=2 train s (wall) | kernel share P=1 | cache misses | accuracy psvm / LIBSVM |"
+        "| problem | LIBSVM wall s | P=1 train s (wall) | rows P=2 train s (wall) "
+        "| folds P=2 train s (wall) | kernel share P=1 | cache misses | accuracy psvm / LIBSVM |"
     )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     with tempfile.TemporaryDirectory() as workdir:
         for name in names:
             file, rows, opts = PROBLEMS[name]
             path = head_path(data_dir() / file, rows)
-            every_rank(path, opts, 1, workdir)  # warm numba's cache
+            psvm(path, opts, 1, "rows", workdir)  # warm numba's cache
             best = {}
             for _ in range(args.repeat):
                 runs = {
                     "lib": libsvm(path, opts),
-                    "p1": every_rank(path, opts, 1, workdir),
-                    "p2": every_rank(path, opts, 2, workdir),
-                    "grp": groups(path, opts, 2),
+                    "p1": psvm(path, opts, 1, "rows", workdir),
+                    "p2": psvm(path, opts, 2, "rows", workdir),
+                    "grp": psvm(path, opts, 2, "folds", workdir),
                 }
                 for key, r in runs.items():
                     if key not in best or r["wall"] < best[key]["wall"]:

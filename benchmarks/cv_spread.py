@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -70,9 +71,9 @@ def spread(path: str, shuffles: int) -> tuple[list[float], list[float]]:
         classes=classes,
     )
     comm = Comm()
-    fit_predict = svc_fit_predict(comm, shard, validate_svc_params(gamma=gamma), classes)
+    make = partial(svc_fit_predict, params=validate_svc_params(gamma=gamma), classes=classes)
     ours = [
-        100.0 * np.mean(cross_validate(comm, y, 0, 5, seed, fit_predict, classes) == y)
+        100.0 * np.mean(cross_validate(comm, shard, 5, seed, make, classes) == y)
         for seed in range(shuffles)
     ]
     return lib, ours

@@ -2,13 +2,18 @@
 
 The folds follow LIBSVM's rules (:func:`fold_ids`); the shuffle is numpy's, seeded, not
 C's ``rand()``, so the folds (and the accuracy, within the spread that shuffles give)
-differ from LIBSVM's. Every rank takes part in every fold: a fold's training set is each
-rank's own rows outside the fold, in global order, so its model, and the result, have the
-same bits for every number of ranks (docs/cli.md says why this design).
+differ from LIBSVM's. A fold's training set is the rows outside it in global order, so its
+model, and the result, have the same bits for every number of ranks and either design:
 
-What is trained is a callable, ``fit_predict(train, test)``, taking boolean masks over the
-local rows and returning the predictions of the local test rows; :func:`svc_fit_predict`
-makes C-SVC's. Other svm types plug in their own and their result lines
+- *fold-parallel*: when there are no more ranks than folds and the data set is small
+  (:data:`REPLICATE_MAX_BYTES`), every rank gets a copy of all rows and trains folds
+  ``rank, rank + P, ...`` alone, with no collective per iteration;
+- *every rank*: otherwise each fold is one distributed training over all ranks' rows.
+
+docs/cli.md gives the measurements behind the choice. What is trained is a factory,
+``make_fit_predict(comm, shard, log)``, returning ``fit_predict(train, test)``: boolean masks
+over the shard's rows in, the predictions of the test rows out. :func:`svc_fit_predict`
+makes C-SVC's; other svm types plug in their own and their result lines
 (:func:`result_lines`).
 """
 
@@ -19,11 +24,14 @@ from collections.abc import Callable
 import numpy as np
 
 FitPredict = Callable[[np.ndarray, np.ndarray], np.ndarray]
+MakeFitPredict = Callable[..., FitPredict]  # (comm, shard, log) -> fit_predict
 
 LOO_WARNING = (
     "WARNING: # folds > # data. Will use # folds = # data instead "
     "(i.e., leave-one-out cross validation)"
 )
+# fold-parallel only while the copies of the data on one node take at most this (CSR bytes)
+REPLICATE_MAX_BYTES = 1 << 30
 
 
 def fold_ids(y: np.ndarray, n_folds: int, seed: int, classes=None) -> np.ndarray:
@@ -49,28 +57,93 @@ def fold_ids(y: np.ndarray, n_folds: int, seed: int, classes=None) -> np.ndarray
     return folds
 
 
+def fold_parallel(comm, shard, n_folds: int) -> bool:
+    """Whether each rank should train whole folds alone (collective): more than one rank,
+    no more ranks than folds, and a copy of the data per rank of a node within
+    :data:`REPLICATE_MAX_BYTES`."""
+    if comm.size == 1 or comm.size > n_folds:
+        return False
+    nbytes = comm.sum_(int(shard.X.data.nbytes + shard.X.indices.nbytes + 16 * shard.n_local))
+    return nbytes * comm.local_size() <= REPLICATE_MAX_BYTES
+
+
 def cross_validate(
     comm,
-    y_local: np.ndarray,
-    offset: int,
+    shard,
     n_folds: int,
     seed: int,
-    fit_predict: FitPredict,
+    make_fit_predict: MakeFitPredict,
     classes=None,
+    *,
+    log=None,
+    parallel: bool | None = None,
 ) -> np.ndarray:
     """The prediction of every local row by the model trained without its fold (collective).
 
     Rank 0 draws the folds from the gathered labels and sends them out, so every rank
     uses the same folds whatever numpy each one runs. ``classes``: see :func:`fold_ids`.
+    ``parallel``: the design (default :func:`fold_parallel`). ``log`` (rank 0's) gets each
+    fold's lines, in fold order.
     """
-    y = comm.gatherv(np.asarray(y_local, dtype=np.float64))
-    folds = fold_ids(y, n_folds, seed, classes) if comm.rank == 0 else None
-    folds = comm.bcast_obj(folds)[offset : offset + y_local.size]
-    target = np.empty(y_local.size)
+    y = comm.gatherv(np.asarray(shard.y, dtype=np.float64))
+    folds = comm.bcast_obj(fold_ids(y, n_folds, seed, classes) if comm.rank == 0 else None)
+    if parallel is None:
+        parallel = fold_parallel(comm, shard, n_folds)
+    if parallel:
+        return _fold_parallel(comm, shard, folds, make_fit_predict, log)
+    mine = folds[shard.offset : shard.offset + shard.n_local]
+    fit_predict = make_fit_predict(comm, shard, log)
+    target = np.empty(shard.n_local)
     for k in range(n_folds):
-        test = folds == k
+        test = mine == k
         target[test] = fit_predict(~test, test)
     return target
+
+
+def _fold_parallel(comm, shard, folds, make_fit_predict, log) -> np.ndarray:
+    """Every row on every rank; rank r trains folds r, r + P, ... alone; predictions and
+    lines gathered. An error agreed over ranks stops them all alike."""
+    from psvm.comm import alone
+    from psvm.io.shard import Shard
+    from psvm.svc.state import gather_csr
+
+    X = shard.X
+    indptr, indices, data = gather_csr(comm, X.indptr, X.indices, X.data)
+    whole = Shard(
+        X=type(X)((data, indices, indptr), shape=(shard.n_samples, shard.n_features)),
+        y=comm.allgatherv(np.asarray(shard.y, dtype=np.float64)),
+        offset=0,
+        n_samples=shard.n_samples,
+        n_features=shard.n_features,
+        max_row_nnz=shard.max_row_nnz,
+        classes=shard.classes,
+    )
+    owner = folds % comm.size
+    my_folds = folds[owner == comm.rank]  # of my rows, in global order
+    lines: dict[int, list[str]] = {}
+    pred = np.empty(my_folds.size)
+    error = None
+    try:
+        for k in range(comm.rank, int(folds.max()) + 1, comm.size):
+            lines[k] = []
+            fit_predict = make_fit_predict(alone(comm), whole, lines[k].append)
+            test = folds == k
+            pred[my_folds == k] = fit_predict(~test, test)
+    except Exception as e:  # one rank's agreed error (e.g. not finite): every rank raises it
+        if not getattr(e, "collective", False):
+            raise
+        error = e
+    comm.agree(error)
+    for part in comm.allgather_obj(lines):
+        lines.update(part)
+    if log is not None:
+        for k in sorted(lines):
+            for line in lines[k]:
+                log(line)
+    order = np.concatenate([np.flatnonzero(owner == r) for r in range(comm.size)])
+    target = np.empty(shard.n_samples)
+    target[order] = comm.allgatherv(pred)
+    return target[shard.offset : shard.offset + shard.n_local]
 
 
 def result_lines(comm, y_local: np.ndarray, target: np.ndarray, regression: bool = False):
@@ -95,7 +168,7 @@ def result_lines(comm, y_local: np.ndarray, target: np.ndarray, regression: bool
 
 
 def svc_fit_predict(
-    comm, shard, params: dict, classes: np.ndarray, *, stats=None, log=None
+    comm, shard, log=None, *, params: dict, classes: np.ndarray, stats=None
 ) -> FitPredict:
     """C-SVC's ``fit_predict`` over ``shard`` (one-vs-one, :func:`psvm.svc.multiclass.fit_ovo`).
 

@@ -1,6 +1,7 @@
 """psvm-train -v n under mpiexec: the same folds and results for every P, LIBSVM's result line
 within LIBSVM's own spread over fold draws, bad values stopping every rank; --help."""
 
+import json
 import re
 
 import numpy as np
@@ -19,17 +20,43 @@ def _fold_lines(stdout: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name, rows", [("heart_scale", None), ("usps.t", 300)])
-def test_the_same_folds_and_models_for_every_p(tmp_path, shared_data, name, rows):
+def test_the_same_folds_and_models_for_every_p_and_design(tmp_path, shared_data, name, rows):
+    """Ranks on every fold (rows) or each rank on whole folds (folds): the same lines."""
     data = write_head(shared_data / f"{name}.xz", tmp_path / "d.txt", rows)
     out = {}
-    for n in (None, 2, 3):
-        r = run_cli(TRAIN, ["-v", "5", "--seed", "7", data, tmp_path / "m"], n, timeout=180)
+    for n, design in ((None, "auto"), (2, "rows"), (2, "folds"), (3, "rows"), (3, "folds")):
+        args = ["-v", "5", "--seed", "7", "--cv-parallel", design, "--stats", tmp_path / "s"]
+        r = run_cli(TRAIN, [*args, data, tmp_path / "m"], n, timeout=180)
         assert r.returncode == 0, r.stderr
-        out[n] = _fold_lines(r.stdout)
-    assert out[None][-1].startswith("Cross Validation Accuracy = ")
-    assert len([ln for ln in out[None] if ln.startswith("Total nSV")]) == 5
-    assert out[None] == out[2] == out[3]
+        out[n, design] = _fold_lines(r.stdout)
+        stats = json.loads((tmp_path / "s").read_text())
+        assert stats["values"]["fold_parallel"] == (design == "folds")
+        assert stats["counts"]["n_iter"] == sum(map(int, re.findall(r"#iter = (\d+)", r.stdout)))
+    first = out[None, "auto"]
+    assert first[-1].startswith("Cross Validation Accuracy = ")
+    assert len([ln for ln in first if ln.startswith("Total nSV")]) == 5
+    assert all(lines == first for lines in out.values())
     assert not (tmp_path / "m").exists()  # -v writes no model, as svm-train
+
+
+def test_a_failing_fold_on_one_rank_stops_every_rank(tmp_path):
+    """Fold-parallel: only the rank whose training fold holds the overflowing rows fails;
+    the error is agreed, printed once, and no rank waits."""
+    from psvm.cross_validation import fold_ids
+
+    small = [f"{c} 1:0.{k} 2:0.5" for k in range(1, 4) for c in (1, -1)]
+    big = [f"{c} 1:{c * k}e110 2:1e110" for k in range(1, 4) for c in (1, -1)]  # x.z^3: inf
+    rows = small + big
+    y = np.array([float(r.split()[0]) for r in rows])
+    # a seed whose fold 1 is the big rows: training without fold 0 overflows, without 1 not
+    seed = next(s for s in range(5000) if (fold_ids(y, 2, s, [1.0, -1.0])[6:] == 1).all())
+    (tmp_path / "d").write_text("\n".join(rows) + "\n")
+    for n in (None, 2):
+        args = ["-q", "-t", "1", "-g", "1", "-v", "2", "--seed", seed, "--cv-parallel", "folds"]
+        r = run_cli(TRAIN, [*args, tmp_path / "d"], n, timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.count("psvm-train: error:") == 1 and "not finite" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
 
 
 def test_heart_scale_within_libsvm_s_spread(tmp_path, shared_data, capfd):

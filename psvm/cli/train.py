@@ -26,6 +26,7 @@ from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
 KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
+CV_PARALLEL = {"auto": None, "folds": True, "rows": False}  # -> cross_validate's parallel
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 FLAGS = {
@@ -41,6 +42,7 @@ FLAGS = {
     "-b": ("probability", int, "probability estimates: only 0 is supported"),
     "-v": ("n_folds", int, "n-fold cross validation mode: prints the accuracy, writes no model"),
     "--seed": ("seed", int, "seed of -v's fold shuffle (default 0; not LIBSVM's rand())"),
+    "--cv-parallel": ("cv_parallel", str, "-v: folds, rows or auto (default; docs/cli.md)"),
     "-o": ("n_threads", int, "threads per rank (default 0: the node's cores / its ranks)"),
     "--heuristic": ("heuristic", str, "elimination heuristic (default frequent; -h 0: none)"),
     "--reconstruction": ("reconstruction", str, "single, multi or approximate (default single)"),
@@ -89,6 +91,8 @@ def parse_args(argv: list[str]) -> dict:
         opts["kernel"] = KERNEL_CODES[opts["kernel"]]
     if opts.get("n_folds", 2) < 2:  # LIBSVM's message
         raise UsageError(f"-v {opts['n_folds']}: n-fold cross validation: n must be >= 2")
+    if opts.get("cv_parallel", "auto") not in CV_PARALLEL:
+        raise UsageError(f"--cv-parallel {opts['cv_parallel']}: must be auto, folds or rows")
     if "n_folds" in opts and ("checkpoint" in opts or opts["resume"]):
         raise UsageError("-v trains one model per fold and keeps no checkpoint: drop --checkpoint")
     if opts.get("shrinking", 1) not in (0, 1):
@@ -180,6 +184,8 @@ def _body(argv: list[str]) -> int:
                 comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
             )
     report = reduce_stats(comm, stats)
+    if "n_iter_own" in report["counts"]:  # fold-parallel -v: every rank's folds, summed
+        report["counts"]["n_iter"] = report["counts"].pop("n_iter_own")
     report["values"].update(
         n_samples=shard.n_samples,
         n_features=shard.n_features,
@@ -205,16 +211,31 @@ def _body(argv: list[str]) -> int:
 
 def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]:
     """-v n: LIBSVM's stratified folds, one C-SVC per fold; its result line (collective)."""
-    from psvm.cross_validation import LOO_WARNING, cross_validate, result_lines, svc_fit_predict
+    from functools import partial
+
+    from psvm.cross_validation import (
+        LOO_WARNING,
+        cross_validate,
+        fold_parallel,
+        result_lines,
+        svc_fit_predict,
+    )
 
     n_folds = opts["n_folds"]
     if n_folds > shard.n_samples:  # LIBSVM's leave-one-out, with its warning, even under -q
         n_folds = shard.n_samples
         if comm.rank == 0:
             print(LOO_WARNING, file=sys.stderr, flush=True)
-    fit_predict = svc_fit_predict(comm, shard, params, classes, stats=stats, log=log)
+    parallel = CV_PARALLEL[opts.get("cv_parallel", "auto")]
+    if parallel is None:
+        parallel = fold_parallel(comm, shard, n_folds)
+    stats.values["fold_parallel"] = parallel
+    make = partial(svc_fit_predict, params=params, classes=classes, stats=stats)
     seed = opts.get("seed", 0)
-    target = cross_validate(comm, shard.y, shard.offset, n_folds, seed, fit_predict, classes)
+    target = cross_validate(comm, shard, n_folds, seed, make, classes, log=log, parallel=parallel)
+    if parallel:  # each rank ran its own folds: no lockstep traces, own iteration counts
+        stats.traces.clear()
+        stats.counts["n_iter_own"] = stats.counts.pop("n_iter", 0)
     return result_lines(comm, shard.y, target)
 
 

@@ -54,7 +54,9 @@ def test_a_fold_of_one_class_predicts_it():
     )
     from psvm._params import validate_svc_params
 
-    fit_predict = svc_fit_predict(Comm(), shard, validate_svc_params(), np.array([1.0, 2.0]))
+    fit_predict = svc_fit_predict(
+        Comm(), shard, params=validate_svc_params(), classes=np.array([1.0, 2.0])
+    )
     test = np.array([False, False, False, True])
     assert fit_predict(~test, test).tolist() == [1.0]
 
@@ -92,7 +94,7 @@ def test_per_fold_models_match_libsvm_on_shared_folds(tmp_path, shared_data, nam
     )
     lines: list[str] = []
     params = validate_svc_params(C=C, gamma=gamma)
-    fit_predict = svc_fit_predict(Comm(), shard, params, classes, log=lines.append)
+    fit_predict = svc_fit_predict(Comm(), shard, lines.append, params=params, classes=classes)
     folds = fold_ids(y, 5, seed=3, classes=classes)
     ours, theirs = np.empty(y.size), np.empty(y.size)
     for k in range(5):
