@@ -121,7 +121,9 @@ def main() -> None:
         "machine": machine(),
         "versions": versions(),
     }
-    (RESULTS / f"grid_{args.grid}_w{args.workers}.json").write_text(json.dumps(record, indent=1))
+    (RESULTS / f"grid_{args.grid}_w{args.workers}_p{args.ranks}.json").write_text(
+        json.dumps(record, indent=1)
+    )
 
 
 if __name__ == "__main__":
