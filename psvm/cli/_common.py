@@ -11,6 +11,7 @@ kind is ``int``, ``float`` or ``str`` (how the one value is parsed), or:
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -29,6 +30,16 @@ class UsageError(ValueError):
     """Bad command line; raised identically on every rank."""
 
     collective = True
+
+
+class HelpRequested(UsageError):
+    """``--help``, or ``-h`` without a value: the usage goes to standard output, exit 0."""
+
+    def __init__(self):
+        super().__init__("help")
+
+
+HELP = "--help"  # -h too, where no option -h takes its value (svm-train's -h is shrinking)
 
 
 def number(flag: str, text: str, kind=float):
@@ -72,16 +83,43 @@ def split_options(argv: list[str], no_value: set[str]) -> tuple[list[tuple[str, 
     return pairs, argv[k:]
 
 
-def parse_options(argv: list[str], flags: dict, *, context: str = "") -> tuple[dict, list]:
+def unknown_option(
+    flag: str, flags, prog: str, advice: dict | None = None, context: str = ""
+) -> UsageError:
+    """``unknown option -x``, then what to use instead: ``advice[flag]``, the closest of
+    ``flags``, or the pointer to the usage."""
+    hint = (advice or {}).get(flag)
+    if hint is None:
+        names = [f for f in flags if f != "-wi"]
+        close = [f for f in names if len(flag) > 2 and f.startswith(flag)]  # an abbreviation
+        close = close or difflib.get_close_matches(flag, names, n=1, cutoff=0.7)
+        hint = f"did you mean {close[0]}?" if close else f"{prog} --help lists the options"
+    return UsageError(f"unknown option {flag}{context}: {hint}")
+
+
+def parse_options(
+    argv: list[str],
+    flags: dict,
+    *,
+    context: str = "",
+    prog: str = "psvm-train",
+    advice: dict | None = None,
+) -> tuple[dict, list]:
     """Strict parsing by a flag table: (values by name, positionals); errors in argv order.
 
-    ``context`` ends the message of an unknown option.
+    ``--help`` anywhere among the options, or ``-h`` without a value (or where the table
+    has no ``-h``), raises :class:`HelpRequested` first. An unknown option says what to
+    use instead (:func:`unknown_option`, with ``advice``: flag -> hint); ``context`` ends
+    its flag (``unknown option -v for --solver sgd: ...``).
     """
     opts: dict = {name: False for name, kind, _ in flags.values() if kind is SWITCH}
     weights = next((name for name, kind, _ in flags.values() if kind is WEIGHTS), None)
     if weights is not None:
         opts[weights] = {}
-    pairs, rest = split_options(argv, switches(flags))
+    help_flags = {HELP} | ({"-h"} if "-h" not in flags else set())
+    pairs, rest = split_options(argv, switches(flags) | help_flags)
+    if any(f in help_flags or (f == "-h" and v is None) for f, v in pairs):
+        raise HelpRequested()
     for flag, value in pairs:
         name, kind, _ = flags.get(flag, (None, None, None))
         if kind is SWITCH:
@@ -96,13 +134,15 @@ def parse_options(argv: list[str], flags: dict, *, context: str = "") -> tuple[d
         elif kind is str:
             opts[name] = value
         else:
-            raise UsageError(f"unknown option {flag}{context}")
+            raise unknown_option(flag, flags, prog, advice, context)
     return opts, rest
 
 
-def parse_train_args(argv: list[str], flags: dict, *, context: str = "") -> dict:
+def parse_train_args(
+    argv: list[str], flags: dict, *, context: str = "", advice: dict | None = None
+) -> dict:
     """Options by ``flags``, then ``training_set_file [model_file]`` as LIBSVM's svm-train."""
-    opts, rest = parse_options(argv, flags, context=context)
+    opts, rest = parse_options(argv, flags, context=context, advice=advice)
     if len(rest) not in (1, 2):
         raise UsageError("expected training_set_file [model_file]")
     opts["train"] = rest[0]
@@ -166,6 +206,10 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
         comm = world()
         with comm.guard(prog):
             return body(argv)
+    except HelpRequested:
+        if comm.rank == 0:
+            print(usage)
+        return 0
     except UsageError as e:
         if comm.rank == 0:
             print(f"{prog}: {e}\n\n{usage}", file=sys.stderr)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from psvm.cli._common import UsageError, number, run_main
+from psvm.cli._common import HelpRequested, UsageError, number, run_main, unknown_option
 
 USAGE = (
     "Usage: psvm-predict [options] test_file model_file output_file\noptions:\n"
@@ -30,8 +30,10 @@ def parse_args(argv: list[str]) -> dict:
             if number("-b", argv[k + 1], int) != 0:
                 raise UsageError("-b 1: probability estimates are not supported")
             k += 2
+        elif argv[k] in ("-h", "--help"):
+            raise HelpRequested()
         else:
-            raise UsageError(f"unknown option {argv[k]}")
+            raise unknown_option(argv[k], ("-b", "-q", "--strict-features"), "psvm-predict")
     if len(argv) - k != 3:
         raise UsageError("expected test_file model_file output_file")
     opts["test"], opts["model"], opts["output"] = argv[k:]

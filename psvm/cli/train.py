@@ -27,6 +27,7 @@ from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
 KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
 SVM_TYPE_CODES = {0: "c_svc", 1: "nu_svc", 2: "one_class", 3: "epsilon_svr", 4: "nu_svr"}
+CV_PARALLEL = {"auto": None, "folds": True, "rows": False}  # -> cross_validate's parallel
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 FLAGS = {
@@ -44,8 +45,11 @@ FLAGS = {
     "-p": ("epsilon", float, "epsilon: the loss's tube in epsilon-SVR (default 0.1)"),
     "-e": ("tol", float, "epsilon: tolerance of termination criterion (default 0.001)"),
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
-    "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1)"),
+    "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1); -h alone or --help: this usage"),
     "-b": ("probability", int, "probability estimates: only 0 is supported"),
+    "-v": ("n_folds", int, "n-fold cross validation mode: prints the accuracy, writes no model"),
+    "--seed": ("seed", int, "seed of -v's fold shuffle (default 0; not LIBSVM's rand())"),
+    "--cv-parallel": ("cv_parallel", str, "-v: folds, rows or auto (default; docs/cli.md)"),
     "-o": ("n_threads", int, "threads per rank (default 0: the node's cores / its ranks)"),
     "--heuristic": ("heuristic", str, "elimination heuristic (default frequent; -h 0: none)"),
     "--reconstruction": ("reconstruction", str, "single, multi or approximate (default single)"),
@@ -61,6 +65,13 @@ FLAGS = {
     "-wi": ("class_weight", WEIGHTS, "set the parameter C of class i to weight*C (default 1)"),
     "-q": ("quiet", SWITCH, "quiet mode (no outputs)"),
 }
+# what to use instead of LIBSVM options psvm-train lacks (unknown options get a near flag)
+ADVICE = {
+    "-n": "nu belongs to nu-SVC, one-class and nu-SVR (-s 1, 2, 4); psvm-train trains C-SVC "
+    "(-s 0): set its cost with -c",
+    "-p": "epsilon of the loss belongs to epsilon-SVR (-s 3); psvm-train trains C-SVC (-s 0); "
+    "the stopping tolerance is -e",
+}
 USAGE = (
     usage("Usage: psvm-train [options] training_set_file [model_file]", FLAGS) + "\n\n" + SGD_USAGE
 )
@@ -68,7 +79,7 @@ USAGE = (
 
 def parse_args(argv: list[str]) -> dict:
     """Strict LIBSVM-style parsing by FLAGS, then the checks of the smo path."""
-    opts = parse_train_args(argv, FLAGS)
+    opts = parse_train_args(argv, FLAGS, advice=ADVICE)
     if opts.get("solver", "smo") != "smo":
         raise UsageError(f"--solver {opts['solver']}: must be smo or sgd")
     s = opts.get("svm_type", 0)
@@ -76,11 +87,23 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(f"-s {s}: svm_type must be 0, 1, 2, 3 or 4")
     opts["svm_type"] = SVM_TYPE_CODES[s]
     if opts.get("probability", 0) != 0:
-        raise UsageError("-b 1: probability estimates are not supported")
+        raise UsageError(
+            "-b 1: probability estimates are not supported; use -b 0, or scikit-learn's "
+            "CalibratedClassifierCV around psvm.SVC"
+        )
     if "kernel" in opts:
         if opts["kernel"] not in KERNEL_CODES:
-            raise UsageError(f"-t {opts['kernel']}: kernel_type must be 0, 1, 2 or 3")
+            raise UsageError(
+                f"-t {opts['kernel']}: kernel_type must be 0, 1, 2 or 3 (precomputed kernels, "
+                "-t 4, are not supported; give the features with -t 0..3)"
+            )
         opts["kernel"] = KERNEL_CODES[opts["kernel"]]
+    if opts.get("n_folds", 2) < 2:  # LIBSVM's message
+        raise UsageError(f"-v {opts['n_folds']}: n-fold cross validation: n must be >= 2")
+    if opts.get("cv_parallel", "auto") not in CV_PARALLEL:
+        raise UsageError(f"--cv-parallel {opts['cv_parallel']}: must be auto, folds or rows")
+    if "n_folds" in opts and ("checkpoint" in opts or opts["resume"]):
+        raise UsageError("-v trains one model per fold and keeps no checkpoint: drop --checkpoint")
     if opts.get("shrinking", 1) not in (0, 1):
         raise UsageError(f"-h {opts['shrinking']}: shrinking must be 0 or 1")
     if opts.get("shrinking", 1) == 0:
@@ -96,27 +119,12 @@ def solver_of(argv: list[str]) -> str:
     return next((value for flag, value in pairs if flag == "--solver" and value is not None), "smo")
 
 
-def _body(argv: list[str]) -> int:
-    if solver_of(argv) == "sgd":
-        from psvm.cli.train_sgd import body
-
-        return body(argv)
-
+def svc_params(opts: dict) -> dict:
+    """The validated C-SVC parameters of parsed options, LIBSVM's defaults filled in."""
     from psvm._params import DEFAULT_HEURISTIC, validate_svc_params
-    from psvm.comm import world
-    from psvm.io.atomic import agree_writable
-    from psvm.io.model_file import write_model
-    from psvm.io.shard import load_shard
-    from psvm.stats import Stats, reduce_stats
-    from psvm.svc.checkpoint import make_checkpoint_config
-    from psvm.svc.multiclass import fit_ovo, scale_hint
-    from psvm.svc.single import fit_single
-    from psvm.threads import apply_threads
 
-    opts = parse_args(argv)
-    comm = world()
     with flag_named(FLAGS):  # 'option -d: degree must be >= 0, got -1'
-        params = validate_svc_params(
+        return validate_svc_params(
             svm_type=opts["svm_type"],
             nu=opts.get("nu", 0.5),
             epsilon=opts.get("epsilon", 0.1),
@@ -133,16 +141,38 @@ def _body(argv: list[str]) -> int:
             reconstruction=opts.get("reconstruction", "single"),
             class_weight=opts["class_weight"],
         )
+
+
+def _body(argv: list[str]) -> int:
+    if solver_of(argv) == "sgd":
+        from psvm.cli.train_sgd import body
+
+        return body(argv)
+
+    from psvm.comm import world
+    from psvm.io.atomic import agree_writable
+    from psvm.io.model_file import write_model
+    from psvm.io.shard import load_shard
+    from psvm.stats import Stats, reduce_stats
+    from psvm.svc.checkpoint import make_checkpoint_config
+    from psvm.svc.multiclass import fit_ovo, scale_hint
+    from psvm.svc.single import fit_single
+    from psvm.threads import apply_threads
+
+    opts = parse_args(argv)
+    comm = world()
+    params = svc_params(opts)
     checkpoint = make_checkpoint_config(
         opts.get("checkpoint"),
         opts.get("checkpoint_seconds", 600.0),
         opts.get("checkpoint_iters", 0),
         opts["resume"],
     )
+    cv = "n_folds" in opts  # -v: no model is written, as svm-train
     agree_writable(
         comm,
         {
-            "the model file": opts["model"],
+            "the model file": None if cv else opts["model"],
             "the --stats file": opts.get("stats"),
             "the --checkpoint file": opts.get("checkpoint"),
         },
@@ -151,7 +181,7 @@ def _body(argv: list[str]) -> int:
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classify = opts["svm_type"] in ("c_svc", "nu_svc")
+    classify, classes = opts["svm_type"] in ("c_svc", "nu_svc"), None
     if classify:
         classes = integer_classes(comm, opts["train"], shard.classes)
         warn_unknown_weights(comm, opts["class_weight"], classes)
@@ -162,28 +192,74 @@ def _body(argv: list[str]) -> int:
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
     with stats.timer("train"):
-        if classify:
+        if cv:
+            lines = _cross_validate(comm, opts, shard, params, classes, stats, log)
+        elif classify:
             model, _ = fit_ovo(
                 comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
             )
         else:
             model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
     report = reduce_stats(comm, stats)
+    if "n_iter_own" in report["counts"]:  # fold-parallel -v: every rank's folds, summed
+        report["counts"]["n_iter"] = report["counts"].pop("n_iter_own")
     report["values"].update(
         n_samples=shard.n_samples,
         n_features=shard.n_features,
-        n_support=int(model.support_vectors.shape[0]),
-        objective=model.meta["objective"],
         cache_hit_rate=_hit_rate(report["counts"]),
     )
+    if not cv:
+        report["values"].update(
+            n_support=int(model.support_vectors.shape[0]), objective=model.meta["objective"]
+        )
     if comm.rank == 0:
-        write_model(opts["model"], model)
+        if cv:
+            print("\n".join(lines), flush=True)  # also under -q, as svm-train
+            report["values"]["cross_validation"] = lines
+        else:
+            write_model(opts["model"], model)
         if "stats" in opts:
             write_json(opts["stats"], report)
-        if log is not None and classify:  # as svm-train: the other types print no total
+        if log is not None and classify and not cv:  # svm-train: no total for the others
             log(f"Total nSV = {model.support_vectors.shape[0]}")
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
     return 0
+
+
+def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]:
+    """-v n: LIBSVM's folds (stratified for the classifiers), one model per fold; its result
+    lines (collective)."""
+    from functools import partial
+
+    from psvm.cross_validation import (
+        LOO_WARNING,
+        cross_validate,
+        fold_parallel,
+        result_lines,
+        single_fit_predict,
+        svc_fit_predict,
+    )
+
+    n_folds = opts["n_folds"]
+    if n_folds > shard.n_samples:  # LIBSVM's leave-one-out, with its warning, even under -q
+        n_folds = shard.n_samples
+        if comm.rank == 0:
+            print(LOO_WARNING, file=sys.stderr, flush=True)
+    parallel = CV_PARALLEL[opts.get("cv_parallel", "auto")]
+    if parallel is None:
+        parallel = fold_parallel(comm, shard, n_folds)
+    stats.values["fold_parallel"] = parallel
+    svm_type = params["svm_type"]
+    if svm_type in ("c_svc", "nu_svc"):
+        make = partial(svc_fit_predict, params=params, classes=classes, stats=stats)
+    else:  # LIBSVM: folds at random (not stratified) for the other types
+        make, classes = partial(single_fit_predict, params=params, stats=stats), None
+    seed = opts.get("seed", 0)
+    target = cross_validate(comm, shard, n_folds, seed, make, classes, log=log, parallel=parallel)
+    if parallel:  # each rank ran its own folds: no lockstep traces, own iteration counts
+        stats.traces.clear()
+        stats.counts["n_iter_own"] = stats.counts.pop("n_iter", 0)
+    return result_lines(comm, shard.y, target, regression=svm_type in ("epsilon_svr", "nu_svr"))
 
 
 def _hit_rate(counts: dict) -> float:

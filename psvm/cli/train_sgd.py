@@ -53,7 +53,11 @@ USAGE = usage("psvm-train --solver sgd [options] training_set_file [model_file]"
 
 def parse_args(argv: list[str]) -> dict:
     """Strict parsing by FLAGS, then the sgd-only rules."""
-    opts = parse_train_args(argv, FLAGS, context=" for --solver sgd")
+    advice = {
+        "-v": "cross-validation runs on the kernel solver (--solver smo)",
+        "-c": "the SGD solver's regularisation is --lambda (LIBLINEAR's C = 1/(n lambda))",
+    }
+    opts = parse_train_args(argv, FLAGS, context=" for --solver sgd", advice=advice)
     if opts.get("solver") != "sgd":
         raise UsageError(f"--solver {opts.get('solver')!r}: this path trains sgd only")
     se = opts.get("sync_every", "auto")

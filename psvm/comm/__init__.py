@@ -33,7 +33,7 @@ from psvm.comm.process import (
     sigint_watch,
 )
 
-__all__ = ["Comm", "launched_by_mpiexec", "mpi_worker", "world"]
+__all__ = ["Comm", "alone", "launched_by_mpiexec", "mpi_worker", "world"]
 
 
 class Comm:
@@ -358,3 +358,13 @@ def world() -> Comm:
     if _WORLD is None or _WORLD[0] != os.getpid():
         _WORLD = (os.getpid(), Comm())
     return _WORLD[1]
+
+
+def alone(comm: Comm) -> Comm:
+    """A Comm of this process alone, beside ``comm``: for work one rank does by itself (a
+    fold of ``psvm-train -v``); its verbs make no MPI call."""
+    if comm.size == 1:
+        return comm
+    from mpi4py import MPI
+
+    return Comm(MPI.COMM_SELF)

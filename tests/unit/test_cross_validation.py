@@ -1,0 +1,116 @@
+"""Cross-validation (psvm-train -v): LIBSVM's fold rules, its result lines, and per-fold
+models equal to LIBSVM's on folds both share."""
+
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from psvm.comm import Comm
+from psvm.cross_validation import fold_ids, result_lines, svc_fit_predict
+from psvm.io.shard import Shard
+from tests._svm import libsvm_problem, pair_objectives
+
+
+def test_folds_are_libsvm_s_stratified_runs():
+    rng = np.random.default_rng(5)
+    y = rng.choice([3.0, -1.0, 7.0], size=103, p=[0.6, 0.3, 0.1])
+    classes = [3.0, -1.0, 7.0]
+    folds = fold_ids(y, 5, seed=1, classes=classes)
+    assert folds.shape == y.shape and set(folds) == set(range(5))
+    for c in classes:  # fold i holds (i+1)*count//5 - i*count//5 of class c, as svm.cpp
+        count = int(np.sum(y == c))
+        want = [(i + 1) * count // 5 - i * count // 5 for i in range(5)]
+        assert [int(np.sum((folds == i) & (y == c))) for i in range(5)] == want
+    assert (fold_ids(y, 5, seed=1, classes=classes) == folds).all()  # seeded
+    assert (fold_ids(y, 5, seed=2, classes=classes) != folds).any()
+
+
+def test_one_row_per_fold_is_leave_one_out_unstratified():
+    y = np.array([1.0, 1.0, 1.0, -1.0])
+    for classes in (None, [1.0, -1.0]):  # n_folds == l: LIBSVM's plain shuffle
+        assert sorted(fold_ids(y, 4, seed=0, classes=classes)) == [0, 1, 2, 3]
+    folds = fold_ids(np.arange(10.0), 3, seed=0)  # regression: runs of 3, 3, 4
+    assert np.bincount(folds).tolist() == [3, 3, 4]
+
+
+def test_result_lines_are_libsvm_s():
+    comm = Comm()
+    y = np.array([1.0] * 224 + [-1.0] * 46)
+    assert result_lines(comm, y, np.ones(270)) == ["Cross Validation Accuracy = 82.963%"]
+    v, z = np.array([1.0, 2.0, 4.0]), np.array([1.5, 2.0, 3.0])
+    r = np.corrcoef(v, z)[0, 1]
+    mse, scc = result_lines(comm, z, v, regression=True)
+    assert mse == f"Cross Validation Mean squared error = {np.mean((v - z) ** 2):g}"
+    assert scc == f"Cross Validation Squared correlation coefficient = {r * r:g}"
+    assert result_lines(comm, z, np.ones(3), regression=True)[1].endswith("= nan")
+
+
+def test_a_fold_of_one_class_predicts_it():
+    X = sp.csr_matrix(np.eye(4))
+    shard = Shard(
+        X=X, y=np.array([1.0, 1.0, 1.0, 2.0]), offset=0, n_samples=4, n_features=4, max_row_nnz=1
+    )
+    from psvm._params import validate_svc_params
+
+    fit_predict = svc_fit_predict(
+        Comm(), shard, params=validate_svc_params(), classes=np.array([1.0, 2.0])
+    )
+    test = np.array([False, False, False, True])
+    assert fit_predict(~test, test).tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    "name, rows, C, gamma",
+    [
+        ("heart_scale", None, 1.0, 1 / 13),
+        ("a9a", 3000, 1.0, 1 / 123),
+        ("usps.t", 600, 4.0, 1 / 256),
+    ],
+)
+def test_per_fold_models_match_libsvm_on_shared_folds(tmp_path, shared_data, name, rows, C, gamma):
+    """The same folds for both: each fold's pair objectives within 1e-3 of LIBSVM's, and the
+    held-out predictions agree."""
+    from libsvm import svmutil
+
+    from psvm._params import validate_svc_params
+    from psvm.io.model_file import read_model
+
+    y, X = libsvm_problem(shared_data / f"{name}.xz", tmp_path / "d.txt", rows)
+    X = sp.csr_matrix(X, dtype=np.float64)
+    X.indices = X.indices.astype(np.int32)
+    opts = f"-c {C!r} -g {gamma!r} -q"
+    _, first = np.unique(y, return_index=True)
+    classes = y[np.sort(first)]
+    shard = Shard(
+        X=X,
+        y=y,
+        offset=0,
+        n_samples=X.shape[0],
+        n_features=X.shape[1],
+        max_row_nnz=int(np.diff(X.indptr).max()),
+        classes=classes,
+    )
+    lines: list[str] = []
+    params = validate_svc_params(C=C, gamma=gamma)
+    fit_predict = svc_fit_predict(Comm(), shard, lines.append, params=params, classes=classes)
+    folds = fold_ids(y, 5, seed=3, classes=classes)
+    ours, theirs = np.empty(y.size), np.empty(y.size)
+    for k in range(5):
+        test = folds == k
+        del lines[:]
+        ours[test] = fit_predict(~test, test)
+        obj_ours = [float(m) for m in re.findall(r"obj = (\S+),", "\n".join(lines))]
+        model = svmutil.svm_train(y[~test], X[~test], opts)
+        svmutil.svm_save_model(str(tmp_path / "m"), model)
+        ref = read_model(tmp_path / "m")
+        obj_ref = pair_objectives(ref.dual_coef, ref.support_vectors, ref.n_support, "rbf", gamma)
+        pairs = [(a, b) for i, a in enumerate(ref.classes) for b in ref.classes[i + 1 :]]
+        by_pair = dict(zip(map(frozenset, pairs), obj_ref, strict=True))
+        ours_pairs = [(a, b) for i, a in enumerate(classes) for b in classes[i + 1 :]]
+        want = [by_pair[frozenset(p)] for p in ours_pairs]
+        np.testing.assert_allclose(obj_ours, want, rtol=1e-3)
+        theirs[test] = svmutil.svm_predict(y[test], X[test], model, "-q")[0]
+    assert np.mean(ours == theirs) >= 0.99
+    assert abs(np.mean(ours == y) - np.mean(theirs == y)) <= 0.01
