@@ -81,3 +81,23 @@ def test_predict_regression_under_mpiexec(shared_data, tmp_path):
         f"Mean squared error = {mse:g} (regression)",
         f"Squared correlation coefficient = {scc:g} (regression)",
     ]
+
+
+@pytest.mark.parametrize("svm_type", ["2", "3", "4"])
+def test_cross_validation_of_every_type(shared_data, tmp_path, svm_type):
+    """-v 5: LIBSVM's result lines for the type, the same for every P."""
+    data = write_head(shared_data / "abalone_scale.xz", tmp_path / "train", 600)
+    outs = []
+    for n in (1, 2, 3):
+        r = run_cli(TRAIN, ["-s", svm_type, "-q", "-v", "5", "-g", "0.5", data], n)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append(r.stdout)
+    assert outs[1] == outs[0] and outs[2] == outs[0]
+    lines = outs[0].splitlines()
+    if svm_type == "2":
+        assert len(lines) == 1 and lines[0].startswith("Cross Validation Accuracy = ")
+    else:
+        assert lines[0].startswith("Cross Validation Mean squared error = ")
+        assert lines[1].startswith("Cross Validation Squared correlation coefficient = ")
+        mse = float(lines[0].split("= ")[1])
+        assert 5.0 < mse < 10.0, mse  # LIBSVM's -v 5 on these rows: 7.14 (-s 3), 7.13 (-s 4)
