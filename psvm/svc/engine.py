@@ -94,7 +94,7 @@ def _from_pre1(kernel_id, v):
 
 
 @njit(cache=True, nogil=True)
-def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
+def _miss(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
     """Fill slot s (a miss, or a hit on an incomplete column): carry the column over from
     the previous window if it is there, then compute the rows it still lacks, or all."""
     if not hit:
@@ -104,19 +104,26 @@ def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
             cache[cc.META][cc.MISSES] -= 1
             if complete:
                 return
-    _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
+    _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit)
 
 
 @njit(cache=True, nogil=True)
-def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
+def _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
     """Fill slot s's column from the packet's row: rows that rejoined the window (a hit
-    on an incomplete column), or all of them (a miss)."""
+    on an incomplete column), or all of them (a miss). With ``kpos`` (SVR: the window's
+    kernel holds each distinct row once, ``kpos`` maps window positions to it) every row
+    is computed once and the column filled from it."""
     col = cc.column(cache[cc.POOL], cache[cc.META][cc.WIDTH], s)
     nnz = np.int64(packet[NNZ])
     for p in range(nnz):
         idx[p] = np.int32(packet[ROW + p])
     val = packet[ROW + row_width : ROW + row_width + nnz]
-    if hit:
+    if kpos.size:
+        kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, part, ker[0][-1])
+        for q in range(kpos.size):
+            col[q] = part[kpos[q]]
+        cache[cc.COMPLETE][s] = True
+    elif hit:
         missing, row_nnz = cache[cc.MISSING], ker[4]
         work = 0
         for q in range(missing.size):
@@ -144,13 +151,14 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     """SMO iterations until an event (returned); state, counters and traces updated in place.
 
     ``win``: the window's (variables, pos, y, alpha, C, G, QD, active, streak, up,
-    low, obj, all_pos, gid, vrow): its local variables, then per window position
-    their state, and their global indices and local rows; ``loc``: the local rows
-    (sq, indptr, indices, data) for packets; ``ker``, ``kp``: the window's kernel
-    arrays and parameters (:func:`psvm.svc.columns.kernel_column`); ``cache``:
-    :mod:`psvm.svc.cache`'s arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`;
-    ``bufs``: (send1, recv1, send2, recv2, idx, part); ``trace``: (iter, gap,
-    active, misses, clock).
+    low, obj, all_pos, gid, vrow, kpos): its local variables, then per window position
+    their state, and their global indices and local rows (``all_pos``: the window
+    kernel's rows; ``kpos``: each position's row there, empty when they are the
+    positions); ``loc``: the local rows (sq, indptr, indices, data) for packets;
+    ``ker``, ``kp``: the window's kernel arrays and parameters
+    (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s
+    arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,
+    recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
     """
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
@@ -337,7 +345,7 @@ def shrink(win, ctl_i, out, counts):
 def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j):
     """Column i; round 2, the partner j by the second-order gain (or I_low's best, first
     order); the two-variable step; column j; the gradient update. NONE or an event."""
-    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow, kpos = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
@@ -346,7 +354,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     # the cache's arrays one by one: the tuple's would cost a look-up each, every iteration
     s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[RKEY]), -1)
     if not (hit and complete[s_i]):
-        _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit)
+        _miss(cache, ker, kp, p_i, width, all_pos, kpos, idx, part, s_i, hit)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] != 0:
@@ -368,7 +376,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
     s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[RKEY]), s_i)
     if not (hit and complete[s_j]):  # the slot of column i stays
-        _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit)
+        _miss(cache, ker, kp, p_j, width, all_pos, kpos, idx, part, s_j, hit)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if r_i == ctl_i[RANK]:  # the owners set the new alphas (every rank has the step)
@@ -420,12 +428,12 @@ def _key(recv, off, r):
 
 
 @njit(cache=True, nogil=True)
-def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep):
+def _column(cache, ker, kp, packet, width, all_pos, kpos, idx, part, keep):
     """The slot of ``packet``'s column, computed if missing; ``keep``'s slot stays."""
     _, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(packet[RKEY]), keep)
     if not (hit and complete[s]):
-        _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit)
+        _miss(cache, ker, kp, packet, width, all_pos, kpos, idx, part, s, hit)
     return s
 
 
@@ -433,15 +441,15 @@ def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep):
 def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n):
     """Solver_NU's round 2: the columns of both signs' i; j by the second-order gain against
     the i of its own sign; i is then that one; the step and the update as :func:`step`."""
-    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow, kpos = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, width_c = cache[cc.POOL], cache[cc.META][cc.WIDTH]
     size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_p = recv1[max(r_p, 0), :size]
     p_n = recv1[max(r_n, 0), 2 * size : 3 * size]
-    s_p = _column(cache, ker, kp, p_p, width, all_pos, idx, part, -1) if r_p >= 0 else -1
-    s_n = _column(cache, ker, kp, p_n, width, all_pos, idx, part, s_p) if r_n >= 0 else -1
+    s_p = _column(cache, ker, kp, p_p, width, all_pos, kpos, idx, part, -1) if r_p >= 0 else -1
+    s_n = _column(cache, ker, kp, p_n, width, all_pos, kpos, idx, part, s_p) if r_n >= 0 else -1
     col_p = cc.column(pool, width_c, s_p if s_p >= 0 else s_n)
     col_n = cc.column(pool, width_c, s_n if s_n >= 0 else s_p)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
@@ -464,7 +472,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     p_i = p_p if pos else p_n
     K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-    s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i)
+    s_j = _column(cache, ker, kp, p_j, width, all_pos, kpos, idx, part, s_i)
     col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if r_i == ctl_i[RANK]:

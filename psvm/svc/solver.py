@@ -219,8 +219,13 @@ class Solver:
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
         vrow = self.row_of[rows]
-        same = full and self.per_row == 1
-        self.window_kernel = self.K if same else LocalKernel.of_rows(self.K, vrow)
+        kpos = np.zeros(0, dtype=np.int64)  # window position -> kernel row: the same
+        if self.per_row == 1:
+            self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, vrow)
+        else:  # SVR: each distinct row once; a column is computed on them, then spread
+            distinct, kpos = np.unique(vrow, return_inverse=True)
+            self.window_kernel = LocalKernel.of_rows(self.K, distinct)
+            kpos = kpos.astype(np.int64)
         self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
         w = rows.size
         self.window_arrays = (
@@ -236,9 +241,10 @@ class Solver:
             self._up[:w],
             self._low[:w],
             self._obj[:w],
-            np.arange(w, dtype=np.int64),
+            np.arange(self.window_kernel.n, dtype=np.int64),
             self.gid[rows],
             vrow,
+            kpos,
         )
         self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
 
