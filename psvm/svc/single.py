@@ -39,6 +39,8 @@ from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_to
 
 def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool):
     """The general problem of ``cfg.svm_type`` over this rank's rows."""
+    if cfg.svm_type not in ("one_class", "epsilon_svr", "nu_svr"):
+        raise ValueError(f"fit_single trains one_class, epsilon_svr and nu_svr, not {cfg.svm_type}")
     n = shard.y.size
     common = dict(
         X=csr_arrays(Xc),
