@@ -195,3 +195,66 @@ def test_class_order_keeps_probabilities(shared_data, tmp_path):
     _, prob2 = moved.predict_proba(X)
     cols = [list(model.classes).index(c) for c in order]
     np.testing.assert_allclose(prob2, prob[:, cols], atol=2e-3)
+
+
+def _fit_proba(est, X, y):
+    with pytest.warns(FutureWarning, match="probability.+parameter.+deprecated"):
+        return est.set_params(probability=True, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("name", ["SVC", "NuSVC"])
+def test_estimator_probabilities(shared_data, name):
+    """predict_proba: columns in classes_ order (the second grows with decision_function),
+    rows sum to 1, log as predict_log_proba, close to scikit-learn's (other folds)."""
+    from sklearn import svm
+
+    import psvm
+
+    X, y = load_head(shared_data / "heart_scale.xz")
+    labels = np.where(y > 0, "yes", "no")
+    est = _fit_proba(getattr(psvm, name)(gamma=0.1), X, labels)
+    prob = est.predict_proba(X)
+    assert list(est.classes_) == ["no", "yes"]
+    order = np.argsort(est.decision_function(X))
+    assert np.all(np.diff(prob[order, 1]) >= 0)
+    np.testing.assert_allclose(prob.sum(axis=1), 1.0)
+    np.testing.assert_allclose(np.log(prob), est.predict_log_proba(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        ref = getattr(svm, name)(gamma=0.1, probability=True, random_state=0).fit(X, labels)
+        assert np.abs(ref.predict_proba(X) - prob).mean() < 0.03  # other folds: about 0.015
+    with pytest.warns(FutureWarning, match="Attribute `probA_` was deprecated"):
+        assert est.probA_.shape == (1,) and est.probA_[0] < 0
+
+
+def test_estimator_without_probability():
+    import psvm
+
+    X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), [0, 0, 1, 1]
+    assert not hasattr(psvm.SVC().fit(X, y), "predict_proba")
+    with pytest.warns(FutureWarning, match="probability.+parameter.+deprecated"):
+        est = psvm.SVC(probability=False).fit(X, y)
+    assert not hasattr(est, "predict_proba")
+    with pytest.warns(FutureWarning, match="Attribute `probB_` was deprecated"):
+        assert est.probB_.size == 0
+
+
+@pytest.mark.skipif(shutil.which("svm-predict") is None, reason="LIBSVM's svm-predict not on PATH")
+def test_estimator_model_files(shared_data, tmp_path):
+    """psvm.SVC's -b 1 model gives svm-predict -b 1 its probabilities, and the estimator
+    read from LIBSVM's -b 1 model gives svm-predict's."""
+    import psvm
+
+    data = write_head(shared_data / "heart_scale.xz", tmp_path / "heart")
+    X, y = load_head(data)
+    est = _fit_proba(psvm.SVC(gamma=0.1), X, y)
+    est.to_libsvm_model(tmp_path / "ours")
+    theirs = _svm_predict_b1(data, str(tmp_path / "ours"), str(tmp_path / "o"))
+    lines = theirs.split("\n")
+    assert lines[0] == "labels -1 1"  # psvm's sorted classes
+    np.testing.assert_allclose(np.loadtxt(lines[1:])[:, 1:], est.predict_proba(X), atol=2e-6)
+    subprocess.run(["svm-train", "-q", "-b", "1", data, tmp_path / "lib"], check=True)
+    lib = psvm.SVC.from_libsvm_model(tmp_path / "lib")  # labels 1 -1: sorted on reading
+    lines = _svm_predict_b1(data, str(tmp_path / "lib"), str(tmp_path / "l")).split("\n")
+    expected = np.loadtxt(lines[1:])[:, [2, 1]]
+    np.testing.assert_allclose(lib.predict_proba(X), expected, atol=2e-6)
