@@ -197,7 +197,7 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     Returns
     -------
     model : SVCModel
-        ``probA``/``probB`` lines, which psvm does not use, are kept in ``meta``.
+        ``probA``/``probB`` (-b 1) and ``prob_density_marks`` lines are kept in ``meta``.
 
     Raises
     ------
@@ -321,7 +321,7 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
 
 
 def _kept(rd: _Reader, header: dict, out: dict) -> None:
-    """The probability lines psvm keeps in ``meta`` (it does not use them yet)."""
+    """The probability lines, kept in ``meta`` (probA/probB: :mod:`psvm.probability`)."""
     for key in _KEPT_KEYS:
         if key in header:
             line, vals = header[key]
