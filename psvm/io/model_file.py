@@ -32,7 +32,7 @@ _HEADER_KEYS = (
     "svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class",
     "total_sv", "rho", "label", "probA", "probB", "prob_density_marks", "nr_sv",
 )  # fmt: skip
-# Header fields psvm does not use but keeps in ``meta`` so a rewrite loses nothing.
+# Probability header fields, kept in ``meta`` (and written back in their place).
 _KEPT_KEYS = ("probA", "probB", "prob_density_marks")
 _TRAILER = "#psvm"
 _MAX_INDEX = np.iinfo(np.int32).max  # the kernels' index dtype
