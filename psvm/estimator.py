@@ -4,16 +4,27 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from psvm._params import ParameterError
 from psvm.faces.fit_input import FitInput, class_weight_vector
 from psvm.faces.results import linear_coef, ovr_decision
 from psvm.kernel_svm import KernelSVM
 from psvm.model import SVCModel
+
+DEPRECATION = (
+    "The `probability` parameter was deprecated in scikit-learn 1.9, which will remove it "
+    "in 1.11; psvm follows. Use `CalibratedClassifierCV({name}(), ensemble=False)` "
+    "instead of `{name}(probability=True)`, or psvm-train -b 1 for LIBSVM model files"
+)
 
 
 class SVC(ClassifierMixin, KernelSVM):
@@ -45,6 +56,15 @@ class SVC(ClassifierMixin, KernelSVM):
         Whether to eliminate bound samples during training: True uses
         ``heuristic='frequent'``, False ``'none'``; a heuristic name is also
         accepted. Ignored when ``heuristic`` is given.
+    probability : bool, default=False
+        Whether to fit LIBSVM's probability model (``-b 1``): each class pair's Platt
+        sigmoid on the decision values of a 5-fold internal cross-validation (about
+        six times the training), for :meth:`predict_proba`. The folds are drawn from
+        ``random_state`` (numpy's generator, not LIBSVM's ``rand()``).
+
+        .. deprecated:: scikit-learn 1.9
+           Passing it warns (``FutureWarning``), as scikit-learn 1.9 does; use
+           ``CalibratedClassifierCV(SVC(), ensemble=False)`` instead.
     tol : float, default=1e-3
         Stop when the maximal violation ``m - M`` is below ``tol``.
     cache_size : float, default=200
@@ -62,8 +82,9 @@ class SVC(ClassifierMixin, KernelSVM):
         With 'ovr' and more than two classes, predict the argmax of
         :meth:`decision_function` instead of the one-vs-one vote winner.
     random_state : int, RandomState instance or None, default=None
-        Accepted for scikit-learn compatibility and otherwise unused: the
-        solver is deterministic (the same model for any number of ranks).
+        Seeds the shuffle of the probability model's internal folds (rank 0's
+        draw is used); otherwise unused: the solver is deterministic (the same
+        model for any number of ranks).
     heuristic : str, default=None
         Sample elimination policy: one of 'none', 'earliest', 'frequent',
         'percent-1', 'percent-5', 'percent-10', 'libsvm', 'streak-3',
@@ -124,6 +145,10 @@ class SVC(ClassifierMixin, KernelSVM):
         Primal weights; 'linear' kernel only.
     n_iter_ : ndarray of shape (n_classes * (n_classes - 1) / 2,), int32
         Iterations of each binary problem.
+    probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+        Platt's sigmoid of each class pair, ``1 / (1 + exp(probA_ * f + probB_))`` of
+        the pair's decision value f (LIBSVM's sign: positive for the pair's first
+        class); empty without ``probability=True``. Deprecated as in scikit-learn 1.9.
     fit_status_ : int
         0 when every problem converged, 1 when ``max_iter`` stopped one.
     shape_fit_ : tuple of int
@@ -164,6 +189,7 @@ class SVC(ClassifierMixin, KernelSVM):
         gamma="scale",
         coef0=0.0,
         shrinking=True,
+        probability="deprecated",
         tol=1e-3,
         cache_size=200,
         class_weight=None,
@@ -190,6 +216,7 @@ class SVC(ClassifierMixin, KernelSVM):
         self.gamma = gamma
         self.coef0 = coef0
         self.shrinking = shrinking
+        self.probability = probability
         self.tol = tol
         self.cache_size = cache_size
         self.class_weight = class_weight
@@ -216,18 +243,44 @@ class SVC(ClassifierMixin, KernelSVM):
         k = data.classes.size
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
         params["class_weight"] = dict(enumerate(self.class_weight_.tolist()))
+        shard, codes = data.shard(), np.arange(k, dtype=np.float64)
         model, support = fit_ovo(
             comm,
-            data.shard(),
+            shard,
             params,
-            np.arange(k, dtype=np.float64),
+            codes,
             sample_weight=data.sample_weight,
             stats=stats,
             log=log,
             checkpoint=checkpoint,
         )
+        if self._probability():
+            from psvm.probability import fit_probability
+
+            seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
+            probA, probB = fit_probability(
+                comm,
+                shard,
+                params,
+                codes,
+                model.gamma,
+                seed=seed,
+                sample_weight=data.sample_weight,
+                stats=stats,
+                log=log,
+            )
+            model.meta.update(probA=probA.tolist(), probB=probB.tolist())
         model.classes = data.classes
         return model, support
+
+    def _probability(self) -> bool:
+        """Whether to fit the probability model; warns as scikit-learn 1.9 when given."""
+        if isinstance(self.probability, str) and self.probability == "deprecated":
+            return False
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise ParameterError(f"probability must be a bool, got {self.probability!r}")
+        warnings.warn(DEPRECATION.format(name=type(self).__name__), FutureWarning, stacklevel=5)
+        return bool(self.probability)
 
     def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
         """Fitted attributes from an SVCModel whose classes are sorted."""
@@ -241,6 +294,20 @@ class SVC(ClassifierMixin, KernelSVM):
         self.dual_coef_ = sp.csr_matrix(coef) if sparse else coef
         self.n_support_ = model.n_support.astype(np.int32)
         self.n_iter_ = np.asarray(model.meta.get("n_iter", [0] * len(model.rho)), dtype=np.int32)
+        self._probA = np.asarray(model.meta.get("probA", []), dtype=np.float64)
+        self._probB = np.asarray(model.meta.get("probB", []), dtype=np.float64)
+
+    @property
+    def probA_(self) -> np.ndarray:
+        """Platt's A per class pair (see the class docstring); deprecated as in scikit-learn."""
+        warnings.warn(_attr_deprecation("probA_"), FutureWarning, stacklevel=2)
+        return self._probA
+
+    @property
+    def probB_(self) -> np.ndarray:
+        """Platt's B per class pair (see the class docstring); deprecated as in scikit-learn."""
+        warnings.warn(_attr_deprecation("probB_"), FutureWarning, stacklevel=2)
+        return self._probB
 
     # -- prediction ------------------------------------------------------------------------
     def decision_function(self, X):
@@ -281,6 +348,49 @@ class SVC(ClassifierMixin, KernelSVM):
         if self.break_ties and self.classes_.size > 2:
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
         return self._values(X, "predict")
+
+    def _check_proba(self) -> bool:
+        if isinstance(self.probability, str) or not self.probability:
+            raise AttributeError("predict_proba is not available when probability=False")
+        return True
+
+    @available_if(_check_proba)
+    def predict_proba(self, X):
+        """Probability of each class (LIBSVM's ``svm_predict_probability``; local).
+
+        Pairwise coupling of the class pairs' sigmoids (Wu, Lin and Weng's second
+        method); with two classes, the pair's sigmoid. The probability model comes
+        from internal cross-validation, so its argmax may differ from :meth:`predict`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        T : ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
+        """
+        check_is_fitted(self)
+        if self._probA.size == 0 or self._probB.size == 0:
+            raise NotFittedError(
+                "predict_proba is not available when fitted with probability=False"
+            )
+        return self._values(X, "predict_proba")[1]
+
+    @available_if(_check_proba)
+    def predict_log_proba(self, X):
+        """The log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        T : ndarray of shape (n_samples, n_classes)
+        """
+        return np.log(self.predict_proba(X))
 
     @property
     def coef_(self):
@@ -335,6 +445,8 @@ class SVC(ClassifierMixin, KernelSVM):
         n_sv = model.support_vectors.shape[0]
         if support is None or len(support) != n_sv:
             support = np.full(n_sv, -1)
+        if model.has_probability:  # a -b 1 model: predict_proba works
+            params.setdefault("probability", True)
         est = cls(
             kernel=model.kernel, gamma=model.gamma, coef0=model.coef0, degree=model.degree, **params
         )
@@ -379,6 +491,7 @@ class NuSVC(SVC):
         gamma="scale",
         coef0=0.0,
         shrinking=True,
+        probability="deprecated",
         tol=1e-3,
         cache_size=200,
         class_weight=None,
@@ -405,6 +518,7 @@ class NuSVC(SVC):
             gamma=gamma,
             coef0=coef0,
             shrinking=shrinking,
+            probability=probability,
             tol=tol,
             cache_size=cache_size,
             class_weight=class_weight,
@@ -427,3 +541,11 @@ class NuSVC(SVC):
         )
         del self.C
         self.nu = nu
+
+
+def _attr_deprecation(name: str) -> str:
+    return (
+        f"Attribute `{name}` was deprecated in version 1.9 and will be removed in 1.11 as "
+        "the `probability=True` option for SVC and NuSVC was deprecated and will be removed "
+        "in 1.11 (scikit-learn's deprecation, which psvm follows)."
+    )

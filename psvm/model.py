@@ -238,6 +238,31 @@ class SVCModel:
             return np.where(dec[:, 0] > 0, 1.0, -1.0)
         return self.classes[ovo_vote(dec, self.n_classes)]
 
+    @property
+    def has_probability(self) -> bool:
+        """Whether the model holds LIBSVM's pairwise sigmoids (``probA``/``probB``, ``-b 1``)."""
+        return self.is_classifier and "probA" in self.meta and "probB" in self.meta
+
+    def predict_proba(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """LIBSVM's ``svm_predict_probability``: (labels, probabilities) of shape (n,) and
+        (n, n_classes), columns in ``classes`` order; the label is the most probable class
+        (the first on ties), which may differ from :meth:`predict`'s vote.
+
+        Raises
+        ------
+        ValueError
+            If the model has no probability information (trained without ``-b 1``).
+        """
+        from psvm.probability import pairwise_coupling
+
+        if not self.has_probability:
+            raise ValueError("Model does not support probabiliy estimates")  # svm-predict's
+        k = self.n_classes
+        prob = pairwise_coupling(
+            self.decision_function(X), self.meta["probA"], self.meta["probB"], k
+        )
+        return self.classes[np.argmax(prob, axis=1)], prob
+
     def with_class_order(self, classes: Any) -> SVCModel:
         """The same classifier with its classes listed in the order ``classes``.
 
@@ -283,6 +308,17 @@ class SVCModel:
                 p = _pair_index(min(i, j), max(i, j), k)
                 rho[_pair_index(a, b, k)] = self.rho[p] if i < j else -self.rho[p]
         rows = np.concatenate([np.arange(old[c], old[c + 1]) for c in perm])
+        meta = dict(self.meta)
+        if "probA" in meta and "probB" in meta:  # a flipped pair: A the same, B negated
+            A, B = np.asarray(meta["probA"], float), np.asarray(meta["probB"], float)
+            newA, newB = np.empty_like(A), np.empty_like(B)
+            for a in range(k):
+                for b in range(a + 1, k):
+                    i, j = perm[a], perm[b]
+                    p = _pair_index(min(i, j), max(i, j), k)
+                    newA[_pair_index(a, b, k)] = A[p]
+                    newB[_pair_index(a, b, k)] = B[p] if i < j else -B[p]
+            meta["probA"], meta["probB"] = newA.tolist(), newB.tolist()
         return SVCModel(
             kernel=self.kernel,
             gamma=self.gamma,
@@ -294,7 +330,8 @@ class SVCModel:
             dual_coef=dual_coef,
             rho=rho,
             n_features=self.n_features,
-            meta=dict(self.meta),
+            meta=meta,
+            svm_type=self.svm_type,
         )
 
     @classmethod

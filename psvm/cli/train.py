@@ -46,9 +46,9 @@ FLAGS = {
     "-e": ("tol", float, "epsilon: tolerance of termination criterion (default 0.001)"),
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
     "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1); -h alone or --help: this usage"),
-    "-b": ("probability", int, "probability estimates: only 0 is supported"),
+    "-b": ("probability", int, "probability_estimates: train a model for them, 0 or 1 (default 0)"),
     "-v": ("n_folds", int, "n-fold cross validation mode: prints the accuracy, writes no model"),
-    "--seed": ("seed", int, "seed of -v's fold shuffle (default 0; not LIBSVM's rand())"),
+    "--seed": ("seed", int, "seed of the -v and -b 1 fold shuffles (default 0; not rand())"),
     "--cv-parallel": ("cv_parallel", str, "-v: folds, rows or auto (default; docs/cli.md)"),
     "-o": ("n_threads", int, "threads per rank (default 0: the node's cores / its ranks)"),
     "--heuristic": ("heuristic", str, "elimination heuristic (default frequent; -h 0: none)"),
@@ -86,11 +86,16 @@ def parse_args(argv: list[str]) -> dict:
     if s not in SVM_TYPE_CODES:
         raise UsageError(f"-s {s}: svm_type must be 0, 1, 2, 3 or 4")
     opts["svm_type"] = SVM_TYPE_CODES[s]
-    if opts.get("probability", 0) != 0:
+    b = opts.get("probability", 0)
+    if b not in (0, 1):
+        raise UsageError(f"-b {b}: probability_estimates must be 0 or 1")
+    if b and opts["svm_type"] not in ("c_svc", "nu_svc"):
         raise UsageError(
-            "-b 1: probability estimates are not supported; use -b 0, or scikit-learn's "
-            "CalibratedClassifierCV around psvm.SVC"
+            f"-b 1 -s {s}: psvm trains probability estimates for C-SVC and nu-SVC (-s 0, 1) "
+            "only so far; use -b 0"
         )
+    if b and "n_folds" in opts:
+        raise UsageError("-b 1 with -v: the folds' predictions are votes; drop -b 1 for -v")
     if "kernel" in opts:
         if opts["kernel"] not in KERNEL_CODES:
             raise UsageError(
@@ -198,6 +203,20 @@ def _body(argv: list[str]) -> int:
             model, _ = fit_ovo(
                 comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
             )
+            if opts.get("probability"):  # LIBSVM's pairwise sigmoids, 5-fold internal CV
+                from psvm.probability import fit_probability
+
+                probA, probB = fit_probability(
+                    comm,
+                    shard,
+                    params,
+                    classes,
+                    model.gamma,
+                    seed=opts.get("seed", 0),
+                    stats=stats,
+                    log=log,
+                )
+                model.meta.update(probA=probA.tolist(), probB=probB.tolist())
         else:
             model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
     report = reduce_stats(comm, stats)

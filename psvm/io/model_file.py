@@ -32,7 +32,7 @@ _HEADER_KEYS = (
     "svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class",
     "total_sv", "rho", "label", "probA", "probB", "prob_density_marks", "nr_sv",
 )  # fmt: skip
-# Header fields psvm does not use but keeps in ``meta`` so a rewrite loses nothing.
+# Probability header fields, kept in ``meta`` (and written back in their place).
 _KEPT_KEYS = ("probA", "probB", "prob_density_marks")
 _TRAILER = "#psvm"
 _MAX_INDEX = np.iinfo(np.int32).max  # the kernels' index dtype
@@ -197,7 +197,7 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     Returns
     -------
     model : SVCModel
-        ``probA``/``probB`` lines, which psvm does not use, are kept in ``meta``.
+        ``probA``/``probB`` (-b 1) and ``prob_density_marks`` lines are kept in ``meta``.
 
     Raises
     ------
@@ -321,7 +321,7 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
 
 
 def _kept(rd: _Reader, header: dict, out: dict) -> None:
-    """The probability lines psvm keeps in ``meta`` (it does not use them yet)."""
+    """The probability lines, kept in ``meta`` (probA/probB: :mod:`psvm.probability`)."""
     for key in _KEPT_KEYS:
         if key in header:
             line, vals = header[key]
