@@ -4,30 +4,21 @@
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import ClassifierMixin
-from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
-from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from psvm._params import ParameterError
 from psvm.faces.fit_input import FitInput, class_weight_vector
 from psvm.faces.results import linear_coef, ovr_decision
 from psvm.kernel_svm import KernelSVM
 from psvm.model import SVCModel
-
-DEPRECATION = (
-    "The `probability` parameter was deprecated in scikit-learn 1.9, which will remove it "
-    "in 1.11; psvm follows. Use `CalibratedClassifierCV({name}(), ensemble=False)` "
-    "instead of `{name}(probability=True)`, or psvm-train -b 1 for LIBSVM model files"
-)
+from psvm.probability_face import ProbabilityMixin
 
 
-class SVC(ClassifierMixin, KernelSVM):
+class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
     """C-Support Vector Classification trained by a distributed SMO solver.
 
     The model of :class:`sklearn.svm.SVC` (LIBSVM's C-SVC dual, one-vs-one for
@@ -255,7 +246,7 @@ class SVC(ClassifierMixin, KernelSVM):
             checkpoint=checkpoint,
         )
         if self._probability():
-            from psvm.probability import fit_probability
+            from psvm.svc.platt import fit_probability
 
             seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
             probA, probB = fit_probability(
@@ -273,15 +264,6 @@ class SVC(ClassifierMixin, KernelSVM):
         model.classes = data.classes
         return model, support
 
-    def _probability(self) -> bool:
-        """Whether to fit the probability model; warns as scikit-learn 1.9 when given."""
-        if isinstance(self.probability, str) and self.probability == "deprecated":
-            return False
-        if not isinstance(self.probability, (bool, np.bool_)):
-            raise ParameterError(f"probability must be a bool, got {self.probability!r}")
-        warnings.warn(DEPRECATION.format(name=type(self).__name__), FutureWarning, stacklevel=5)
-        return bool(self.probability)
-
     def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
         """Fitted attributes from an SVCModel whose classes are sorted."""
         super()._set_model(model, support, shape_fit, sparse)
@@ -296,18 +278,6 @@ class SVC(ClassifierMixin, KernelSVM):
         self.n_iter_ = np.asarray(model.meta.get("n_iter", [0] * len(model.rho)), dtype=np.int32)
         self._probA = np.asarray(model.meta.get("probA", []), dtype=np.float64)
         self._probB = np.asarray(model.meta.get("probB", []), dtype=np.float64)
-
-    @property
-    def probA_(self) -> np.ndarray:
-        """Platt's A per class pair (see the class docstring); deprecated as in scikit-learn."""
-        warnings.warn(_attr_deprecation("probA_"), FutureWarning, stacklevel=2)
-        return self._probA
-
-    @property
-    def probB_(self) -> np.ndarray:
-        """Platt's B per class pair (see the class docstring); deprecated as in scikit-learn."""
-        warnings.warn(_attr_deprecation("probB_"), FutureWarning, stacklevel=2)
-        return self._probB
 
     # -- prediction ------------------------------------------------------------------------
     def decision_function(self, X):
@@ -348,49 +318,6 @@ class SVC(ClassifierMixin, KernelSVM):
         if self.break_ties and self.classes_.size > 2:
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
         return self._values(X, "predict")
-
-    def _check_proba(self) -> bool:
-        if isinstance(self.probability, str) or not self.probability:
-            raise AttributeError("predict_proba is not available when probability=False")
-        return True
-
-    @available_if(_check_proba)
-    def predict_proba(self, X):
-        """Probability of each class (LIBSVM's ``svm_predict_probability``; local).
-
-        Pairwise coupling of the class pairs' sigmoids (Wu, Lin and Weng's second
-        method); with two classes, the pair's sigmoid. The probability model comes
-        from internal cross-validation, so its argmax may differ from :meth:`predict`.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        T : ndarray of shape (n_samples, n_classes)
-            Columns in the order of ``classes_``.
-        """
-        check_is_fitted(self)
-        if self._probA.size == 0 or self._probB.size == 0:
-            raise NotFittedError(
-                "predict_proba is not available when fitted with probability=False"
-            )
-        return self._values(X, "predict_proba")[1]
-
-    @available_if(_check_proba)
-    def predict_log_proba(self, X):
-        """The log of :meth:`predict_proba`.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        T : ndarray of shape (n_samples, n_classes)
-        """
-        return np.log(self.predict_proba(X))
 
     @property
     def coef_(self):
@@ -541,11 +468,3 @@ class NuSVC(SVC):
         )
         del self.C
         self.nu = nu
-
-
-def _attr_deprecation(name: str) -> str:
-    return (
-        f"Attribute `{name}` was deprecated in version 1.9 and will be removed in 1.11 as "
-        "the `probability=True` option for SVC and NuSVC was deprecated and will be removed "
-        "in 1.11 (scikit-learn's deprecation, which psvm follows)."
-    )

@@ -5,19 +5,17 @@ Transcribed from LIBSVM 3.24's svm.cpp (``sigmoid_train``, ``sigmoid_predict``,
 ``multiclass_probability``, ``svm_binary_svc_probability``, ``svm_predict_probability``).
 One difference: the folds' shuffle is numpy's seeded generator (as ``-v``'s), not C's
 ``rand()``, so psvm's probA/probB differ from LIBSVM's by what other folds give; with the
-same folds they agree (tests/unit/test_probability.py). Each fold is one distributed
-training over all ranks' rows (collective), so probA/probB have the same bits for every P.
+same folds they agree (tests/unit/test_probability.py). This module is the arithmetic;
+the internal cross-validation that feeds ``sigmoid_train`` is :mod:`psvm.svc.platt`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 from numba import njit
 
-N_FOLDS = 5  # LIBSVM's nr_fold for probability estimates
 MIN_PROB = 1e-7  # svm_predict_probability's clip of the pairwise probabilities
 
 
@@ -164,113 +162,3 @@ def pairwise_coupling(dec: np.ndarray, probA, probB, k: int) -> np.ndarray:
 
 
 # -- training: the internal cross-validation -----------------------------------------------
-
-
-def internal_folds(rng: np.random.Generator, n: int) -> np.ndarray:
-    """The fold of each of n rows: a shuffle cut into 5 runs, LIBSVM's rule
-    (run i holds positions i n / 5 up to (i + 1) n / 5 of the shuffle)."""
-    return perm_folds(rng.permutation(n))
-
-
-def perm_folds(perm: np.ndarray) -> np.ndarray:
-    """The folds of a given shuffle ``perm`` (row perm[j] sits at position j)."""
-    n = perm.size
-    starts = np.arange(N_FOLDS + 1) * n // N_FOLDS
-    folds = np.empty(n, dtype=np.int64)
-    folds[perm] = np.searchsorted(starts, np.arange(n), side="right") - 1
-    return folds
-
-
-def fit_probability(
-    comm,
-    shard,
-    params: dict,
-    classes: np.ndarray,
-    gamma: float,
-    *,
-    seed=0,
-    perms: list | None = None,
-    sample_weight: np.ndarray | None = None,
-    stats=None,
-    log: Callable[[str], None] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """probA and probB of every class pair, as LIBSVM's ``svm_binary_svc_probability``
-    (collective; the same bits on every rank and for every P).
-
-    For the pair (a, b), its rows (a: +1, b: -1) are cut into 5 folds; each fold's decision
-    values come from C-SVC or nu-SVC trained on the other four with bounds Cp and Cn (the
-    pair's weighted C), and :func:`sigmoid_train` fits them. ``gamma``: the full training
-    set's, resolved (a fold's own 'scale' would differ). ``seed``: of rank 0's shuffle, one
-    generator drawn pair after pair; ``perms``: each pair's shuffle instead (tests).
-    """
-    k = len(classes)
-    rng = np.random.default_rng(seed) if comm.rank == 0 and perms is None else None
-    cls = np.full(shard.y.size, -1, dtype=np.int64)
-    for c, label in enumerate(classes):
-        cls[shard.y == label] = c
-    keep = np.ones(shard.y.size, bool) if sample_weight is None else sample_weight > 0
-    C = params["C"]
-    weight = [C * params["class_weight"].get(label, 1.0) for label in classes]
-    probA, probB, pair = [], [], 0
-    for a in range(k):
-        for b in range(a + 1, k):
-            rows = np.flatnonzero(((cls == a) | (cls == b)) & keep)
-            pos, n = _pair_positions(comm, cls[rows] == a)
-            if perms is not None:
-                folds = perm_folds(np.asarray(perms[pair]))
-            else:
-                folds = comm.bcast_obj(internal_folds(rng, n) if comm.rank == 0 else None)
-            cw = {1.0: weight[a], -1.0: weight[b]}
-            sub = {**params, "gamma": gamma, "C": 1.0, "class_weight": cw}
-            y = np.where(cls[rows] == a, 1.0, -1.0)
-            sw = None if sample_weight is None else sample_weight[rows]
-            dec = _cv_decision_values(comm, shard, rows, y, folds[pos], sub, sw, stats, log)
-            A, B = sigmoid_train(
-                comm.allgatherv(dec), comm.allgatherv(y)
-            )  # global order: same bits for any P
-            probA.append(A)
-            probB.append(B)
-            pair += 1
-    return np.array(probA), np.array(probB)
-
-
-def _pair_positions(comm, first: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each local row's position in LIBSVM's pair problem (the first class's rows, then the
-    second's, each in global order), and the pair's size (collective)."""
-    n_first, n_local = int(first.sum()), first.size
-    n_a = comm.sum_(n_first)
-    pos = np.empty(n_local, dtype=np.int64)
-    pos[first] = comm.exscan_sum(n_first) + np.arange(n_first)
-    pos[~first] = n_a + comm.exscan_sum(n_local - n_first) + np.arange(n_local - n_first)
-    return pos, n_a + comm.sum_(n_local - n_first)
-
-
-def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats, log):
-    """Decision values (positive: +1) of a pair's local rows, each from the model trained
-    without its fold; a fold whose training rows hold one class gets that class's sign."""
-    from psvm.io.shard import Shard
-    from psvm.svc.multiclass import fit_ovo
-
-    dec = np.zeros(rows.size)
-    for f in range(N_FOLDS):
-        train, test = np.flatnonzero(mine != f), np.flatnonzero(mine == f)
-        n_pos, n_neg = comm.sum_(np.array([np.sum(y[train] > 0), np.sum(y[train] < 0)]))
-        if n_pos == 0 or n_neg == 0:  # LIBSVM: +1, -1, or 0 with no training rows at all
-            dec[test] = 1.0 if n_pos else (-1.0 if n_neg else 0.0)
-            continue
-        fold = Shard(
-            X=shard.X[rows[train]],
-            y=y[train],
-            offset=comm.exscan_sum(train.size),
-            n_samples=comm.sum_(int(train.size)),
-            n_features=shard.n_features,
-            max_row_nnz=shard.max_row_nnz,
-            classes=np.array([1.0, -1.0]),
-        )
-        sw = None if sample_weight is None else sample_weight[train]
-        model, _ = fit_ovo(
-            comm, fold, params, np.array([1.0, -1.0]), sample_weight=sw, stats=stats, log=log
-        )
-        if test.size:
-            dec[test] = model.decision_function(shard.X[rows[test]])[:, 0]
-    return dec

@@ -204,7 +204,7 @@ def _body(argv: list[str]) -> int:
                 comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
             )
             if opts.get("probability"):  # LIBSVM's pairwise sigmoids, 5-fold internal CV
-                from psvm.probability import fit_probability
+                from psvm.svc.platt import fit_probability
 
                 probA, probB = fit_probability(
                     comm,

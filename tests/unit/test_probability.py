@@ -16,7 +16,8 @@ from psvm._params import validate_svc_params
 from psvm.comm import world
 from psvm.io.model_file import read_model
 from psvm.io.shard import Shard
-from psvm.probability import fit_probability, pairwise_coupling, sigmoid_train
+from psvm.probability import pairwise_coupling, sigmoid_train
+from psvm.svc.platt import fit_probability
 from tests._svm import load_head, run_cli, write_head
 
 TRAIN, PREDICT = "psvm.cli.train", "psvm.cli.predict"
