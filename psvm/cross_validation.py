@@ -40,8 +40,8 @@ def fold_ids(y: np.ndarray, n_folds: int, seed: int, classes=None) -> np.ndarray
     With ``classes`` (classification, in LIBSVM's class order) and ``n_folds < len(y)``,
     the folds are stratified: each class's rows are shuffled and cut into ``n_folds``
     runs, run i holding positions ``i * count // n_folds`` up to ``(i + 1) * count //
-    n_folds``. Otherwise (regression, or one row per fold) all rows are shuffled and cut
-    the same way. Requires ``2 <= n_folds <= len(y)``.
+    n_folds``. Otherwise (``classes=None``: regression and one-class, as LIBSVM; or one row
+    per fold) all rows are shuffled and cut the same way. Requires ``2 <= n_folds <= len(y)``.
     """
     y = np.asarray(y)
     rng = np.random.default_rng(seed)
