@@ -121,6 +121,7 @@ def test_help_prints_the_usage_once(module, flag):
         (TRAIN, ["--solver", "sgd", "-v", "5", "f"], "runs on the kernel solver (--solver smo)"),
         (TRAIN, ["-t", "4", "f"], "precomputed kernels, -t 4, are not supported"),
         (TRAIN, ["-v", "5", "--checkpoint", "c", "f"], "drop --checkpoint"),
+        (TRAIN, ["--cv-parallel", "x", "f"], "--cv-parallel x: must be auto, folds or rows"),
         (PREDICT, ["--strict", "t", "m", "o"], "did you mean --strict-features?"),
     ],
 )
