@@ -8,7 +8,8 @@ elimination and with ``earliest`` (it tests the rule every iteration). Until
 much better, since they all apply the same rule, later. The share of the
 `none` run's training time spent before that iteration bounds what any
 heuristic can save: even if every later iteration were free, it would save
-at most the rest.
+at most the rest. psvm-report computes the same bound from its study's traces
+(:func:`heuristics.report.summary.elimination_bound`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-import numpy as np
-
 from heuristics.bench import DATASETS, dataset_paths, run_worker
+from heuristics.report.summary import elimination_bound
 
 
 def traces(name: str, heuristic: str) -> dict:
@@ -48,10 +48,8 @@ def main(argv=None) -> None:
     for name in a.data.split(","):
         none, early = traces(name, "none"), traces(name, "earliest")
         n = none["values"]["n_samples"]
-        it, active = np.array(early["traces"]["iter"]), np.array(early["traces"]["active"])
-        half = it[np.argmax(active <= n / 2)] if (active <= n / 2).any() else it[-1]
-        t_it, t_s = np.array(none["traces"]["iter"]), np.array(none["traces"]["seconds"])
-        before = float(np.interp(half, t_it, t_s)) / t_s[-1]
+        b = elimination_bound(none["traces"], early["traces"], n)
+        half, before = b["half_iter"], b["share"]
         print(
             f"{name:13s} {n:7d} {none['counts']['n_iter']:6d} {int(half):11d} "
             f"{none['seconds_max']['train']:7.2f} {100 * before:6.0f}% "

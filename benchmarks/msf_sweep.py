@@ -94,7 +94,8 @@ def _worker(opts: dict) -> int:
     from psvm.comm import world
     from psvm.io.shard import labels_in_order, load_shard
     from psvm.sgd.msf import FixedPeriod
-    from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
+    from psvm.sgd.problem import SGDState, make_problem
+    from psvm.sgd.trainer import SGDTrainer
     from psvm.stats import Stats, reduce_stats
 
     comm = world()

@@ -31,11 +31,18 @@ class ParameterError(ValueError):
     collective = True  # every rank validates the same values: all raise it alike
 
 
+# LIBSVM's svm_type names, in the order of svm-train's -s codes
+SVM_TYPES = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
+
+
 @dataclass(frozen=True)
 class SVCConfig:
-    """Validated C-SVC settings; ``gamma`` is a resolved number."""
+    """Validated kernel SVM settings; ``gamma`` is a resolved number."""
 
+    svm_type: str = "c_svc"
     C: float = 1.0
+    nu: float = 0.5
+    epsilon: float = 0.1
     kernel: str = "rbf"
     degree: int = 3
     gamma: float = 0.0
@@ -88,6 +95,9 @@ def _choice(name, value, options):
 
 def validate_svc_params(
     *,
+    svm_type="c_svc",
+    nu=0.5,
+    epsilon=0.1,
     C=1.0,
     kernel="rbf",
     degree=3,
@@ -102,11 +112,21 @@ def validate_svc_params(
     class_weight=None,
     verbose=False,
 ) -> dict:
-    """Check the C-SVC parameters; returns them normalised (gamma may stay a string).
+    """Check the kernel SVM parameters; returns them normalised (gamma may stay a string).
 
     Use :func:`make_svc_config` to resolve ``gamma`` once the data is known.
+    ``nu`` is used (and checked, as LIBSVM's svm_check_parameter does) by
+    nu_svc, one_class and nu_svr only, ``epsilon`` by epsilon_svr only.
     """
+    svm_type = _choice("svm_type", svm_type, SVM_TYPES)
+    if svm_type in ("nu_svc", "one_class", "nu_svr"):
+        nu = check_number("nu", nu, low=0, low_open=True, high=1)
+    if svm_type == "epsilon_svr":
+        epsilon = check_number("epsilon", epsilon, low=0)
     out = dict(
+        svm_type=svm_type,
+        nu=float(nu),
+        epsilon=float(epsilon),
         C=float(check_number("C", C, low=0, low_open=True)),
         kernel=_choice("kernel", kernel, KERNELS),
         degree=int(check_number("degree", degree, kind=numbers.Integral, low=0, high=INT_MAX)),

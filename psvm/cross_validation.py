@@ -13,8 +13,8 @@ model, and the result, have the same bits for every number of ranks and either d
 docs/cli.md gives the measurements behind the choice. What is trained is a factory,
 ``make_fit_predict(comm, shard, log)``, returning ``fit_predict(train, test)``: boolean masks
 over the shard's rows in, the predictions of the test rows out. :func:`svc_fit_predict`
-makes C-SVC's; other svm types plug in their own and their result lines
-(:func:`result_lines`).
+makes C-SVC's and nu-SVC's, :func:`single_fit_predict` the other types'; :func:`result_lines`
+prints LIBSVM's lines for either.
 """
 
 from __future__ import annotations
@@ -197,6 +197,29 @@ def svc_fit_predict(
         model, _ = fit_ovo(comm, fold, params, present, stats=stats, log=log)
         if log is not None:
             log(f"Total nSV = {model.support_vectors.shape[0]}")
+        X_test = shard.X[np.flatnonzero(test)]
+        return model.predict(X_test) if X_test.shape[0] else np.empty(0)
+
+    return fit_predict
+
+
+def single_fit_predict(comm, shard, log=None, *, params: dict, stats=None) -> FitPredict:
+    """``fit_predict`` of one-class, epsilon-SVR and nu-SVR over ``shard``
+    (:func:`psvm.svc.single.fit_single`): +-1 or the predicted values of the test rows."""
+    from psvm.io.shard import Shard
+    from psvm.svc.single import fit_single
+
+    def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
+        rows = np.flatnonzero(train)
+        fold = Shard(
+            X=shard.X[rows],
+            y=shard.y[train],
+            offset=comm.exscan_sum(rows.size),
+            n_samples=comm.sum_(int(rows.size)),
+            n_features=shard.n_features,
+            max_row_nnz=shard.max_row_nnz,
+        )
+        model, _ = fit_single(comm, fold, params, stats=stats, log=log)
         X_test = shard.X[np.flatnonzero(test)]
         return model.predict(X_test) if X_test.shape[0] else np.empty(0)
 

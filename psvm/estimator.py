@@ -1,37 +1,33 @@
-"""scikit-learn face of the distributed kernel SVM: :class:`psvm.SVC`."""
+"""scikit-learn faces of the distributed kernel SVM classifiers: :class:`psvm.SVC` and
+:class:`psvm.NuSVC`."""
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import os
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.base import ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
 
-from psvm._params import ParameterError, validate_svc_params
-from psvm.faces import (
-    check_face_params,
-    class_weight_vector,
-    fit_comm,
-    fit_input,
-    fit_report,
-    linear_coef,
-    numba_threads,
-    ovr_decision,
-    resolve_heuristic,
-)
+from psvm._params import ParameterError
+from psvm.faces.fit_input import FitInput, class_weight_vector
+from psvm.faces.results import linear_coef, ovr_decision
+from psvm.kernel_svm import KernelSVM
 from psvm.model import SVCModel
-from psvm.stats import Stats, reduce_stats
-from psvm.svc.checkpoint import make_checkpoint_config
-from psvm.threads import check_threads, rank_threads
+
+DEPRECATION = (
+    "The `probability` parameter was deprecated in scikit-learn 1.9, which will remove it "
+    "in 1.11; psvm follows. Use `CalibratedClassifierCV({name}(), ensemble=False)` "
+    "instead of `{name}(probability=True)`, or psvm-train -b 1 for LIBSVM model files"
+)
 
 
-class SVC(ClassifierMixin, BaseEstimator):
+class SVC(ClassifierMixin, KernelSVM):
     """C-Support Vector Classification trained by a distributed SMO solver.
 
     The model of :class:`sklearn.svm.SVC` (LIBSVM's C-SVC dual, one-vs-one for
@@ -60,6 +56,15 @@ class SVC(ClassifierMixin, BaseEstimator):
         Whether to eliminate bound samples during training: True uses
         ``heuristic='frequent'``, False ``'none'``; a heuristic name is also
         accepted. Ignored when ``heuristic`` is given.
+    probability : bool, default=False
+        Whether to fit LIBSVM's probability model (``-b 1``): each class pair's Platt
+        sigmoid on the decision values of a 5-fold internal cross-validation (about
+        six times the training), for :meth:`predict_proba`. The folds are drawn from
+        ``random_state`` (numpy's generator, not LIBSVM's ``rand()``).
+
+        .. deprecated:: scikit-learn 1.9
+           Passing it warns (``FutureWarning``), as scikit-learn 1.9 does; use
+           ``CalibratedClassifierCV(SVC(), ensemble=False)`` instead.
     tol : float, default=1e-3
         Stop when the maximal violation ``m - M`` is below ``tol``.
     cache_size : float, default=200
@@ -77,8 +82,9 @@ class SVC(ClassifierMixin, BaseEstimator):
         With 'ovr' and more than two classes, predict the argmax of
         :meth:`decision_function` instead of the one-vs-one vote winner.
     random_state : int, RandomState instance or None, default=None
-        Accepted for scikit-learn compatibility and otherwise unused: the
-        solver is deterministic (the same model for any number of ranks).
+        Seeds the shuffle of the probability model's internal folds (rank 0's
+        draw is used); otherwise unused: the solver is deterministic (the same
+        model for any number of ranks).
     heuristic : str, default=None
         Sample elimination policy: one of 'none', 'earliest', 'frequent',
         'percent-1', 'percent-5', 'percent-10', 'libsvm', 'streak-3',
@@ -94,8 +100,9 @@ class SVC(ClassifierMixin, BaseEstimator):
         on one node share its cores (``cores // ranks on the node`` threads
         each, at least one), so they never run more threads than cores.
         A positive int is used as given, within numba's pool
-        (``NUMBA_NUM_THREADS``); :meth:`predict` and
-        :meth:`decision_function` (local to a rank) use it too.
+        (``NUMBA_NUM_THREADS``). :meth:`predict` and :meth:`decision_function`
+        (local to a rank) use it too; by default they share the cores by the
+        count of ranks on the node that mpiexec reports.
     n_jobs : int, default=None
         The older knob: numba threads inside each rank during fit and predict
         (-1: all, -2: all but one); used only when ``n_threads`` is None.
@@ -138,6 +145,10 @@ class SVC(ClassifierMixin, BaseEstimator):
         Primal weights; 'linear' kernel only.
     n_iter_ : ndarray of shape (n_classes * (n_classes - 1) / 2,), int32
         Iterations of each binary problem.
+    probA_, probB_ : ndarray of shape (n_classes * (n_classes - 1) / 2,)
+        Platt's sigmoid of each class pair, ``1 / (1 + exp(probA_ * f + probB_))`` of
+        the pair's decision value f (LIBSVM's sign: positive for the pair's first
+        class); empty without ``probability=True``. Deprecated as in scikit-learn 1.9.
     fit_status_ : int
         0 when every problem converged, 1 when ``max_iter`` stopped one.
     shape_fit_ : tuple of int
@@ -178,6 +189,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         gamma="scale",
         coef0=0.0,
         shrinking=True,
+        probability="deprecated",
         tol=1e-3,
         cache_size=200,
         class_weight=None,
@@ -204,6 +216,7 @@ class SVC(ClassifierMixin, BaseEstimator):
         self.gamma = gamma
         self.coef0 = coef0
         self.shrinking = shrinking
+        self.probability = probability
         self.tol = tol
         self.cache_size = cache_size
         self.class_weight = class_weight
@@ -224,136 +237,79 @@ class SVC(ClassifierMixin, BaseEstimator):
         self.checkpoint_iters = checkpoint_iters
         self.resume = resume
 
-    def fit(self, X, y, sample_weight=None):
-        """Fit the SVM; collective over ``comm`` (every rank must call it).
+    def _train(self, comm, data: FitInput, params, sample_weight, stats, log, checkpoint):
+        from psvm.svc.multiclass import fit_ovo  # numba modules: on first fit
 
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training vectors: the whole set ('replicated') or this rank's rows
-            ('sharded', possibly none).
-        y : array-like of shape (n_samples,)
-            Class labels.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample multipliers of C; samples of weight 0 are left out.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator, the same on every rank.
-        """
-        check_face_params(
-            distributed=self.distributed,
-            n_jobs=self.n_jobs,
-            decision_function_shape=self.decision_function_shape,
-            random_state=self.random_state,
-        )
-        if check_threads(self.n_threads) is not None and self.n_jobs is not None:
-            raise ParameterError(
-                f"n_threads={self.n_threads!r} and n_jobs={self.n_jobs!r}: "
-                "give one of them (n_jobs is the older name)"
-            )
-        cw = self.class_weight
-        params = validate_svc_params(
-            C=self.C,
-            kernel=self.kernel,
-            degree=self.degree,
-            gamma=self.gamma,
-            coef0=self.coef0,
-            tol=self.tol,
-            cache_size=self.cache_size,
-            max_iter=self.max_iter,
-            selection=self.selection,
-            heuristic=resolve_heuristic(self.shrinking, self.heuristic),
-            reconstruction=self.reconstruction,
-            verbose=self.verbose,
-            class_weight=cw if isinstance(cw, dict) else None,
-        )
-        checkpoint = make_checkpoint_config(
-            self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
-        )
-        with (
-            fit_comm(self.comm, self.distributed) as comm,
-            comm.guard("psvm.SVC.fit"),
-            self._fit_threads(comm),
-        ):
-            self._fit(comm, params, checkpoint, X, y, sample_weight)
-        if self.fit_status_:
-            warnings.warn(
-                f"Solver terminated early (max_iter={self.max_iter}). Consider "
-                "pre-processing your data with StandardScaler or MinMaxScaler.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        return self
-
-    def _fit_threads(self, comm):
-        """The thread count of one fit: n_threads (default: the node's share), else n_jobs."""
-        if check_threads(self.n_threads) is None and self.n_jobs is not None:
-            return numba_threads(self.n_jobs)
-        return rank_threads(self.n_threads, comm)
-
-    def _fit(self, comm, params: dict, checkpoint, X, y, sample_weight) -> None:
-        import numba
-
-        from psvm.io.atomic import agree_writable
-        from psvm.svc.multiclass import fit_ovo, scale_hint  # numba modules: on first fit
-
-        agree_writable(comm, {"the checkpoint file": self.checkpoint})
-        data = fit_input(self, comm, X, y, sample_weight, self.distributed)
         k = data.classes.size
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
         params["class_weight"] = dict(enumerate(self.class_weight_.tolist()))
-        stats = Stats()
-        stats.values["n_threads"] = numba.get_num_threads()
-        log = print if self.verbose and comm.rank == 0 else None
-        shard = data.shard()
-        hint = scale_hint(comm, shard.X, params)
-        if hint is not None:
-            warnings.warn(hint, UserWarning, stacklevel=3)
-        with stats.timer("train"):
-            model, support = fit_ovo(
+        shard, codes = data.shard(), np.arange(k, dtype=np.float64)
+        model, support = fit_ovo(
+            comm,
+            shard,
+            params,
+            codes,
+            sample_weight=data.sample_weight,
+            stats=stats,
+            log=log,
+            checkpoint=checkpoint,
+        )
+        if self._probability():
+            from psvm.probability import fit_probability
+
+            seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
+            probA, probB = fit_probability(
                 comm,
                 shard,
                 params,
-                np.arange(k, dtype=np.float64),
+                codes,
+                model.gamma,
+                seed=seed,
                 sample_weight=data.sample_weight,
                 stats=stats,
                 log=log,
-                checkpoint=checkpoint,
             )
+            model.meta.update(probA=probA.tolist(), probB=probB.tolist())
         model.classes = data.classes
-        self.fit_stats_ = fit_report(reduce_stats(comm, stats), model, data)
-        self._set_model(model, support, (data.n_samples, data.n_features), data.sparse)
+        return model, support
+
+    def _probability(self) -> bool:
+        """Whether to fit the probability model; warns as scikit-learn 1.9 when given."""
+        if isinstance(self.probability, str) and self.probability == "deprecated":
+            return False
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise ParameterError(f"probability must be a bool, got {self.probability!r}")
+        warnings.warn(DEPRECATION.format(name=type(self).__name__), FutureWarning, stacklevel=5)
+        return bool(self.probability)
 
     def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
         """Fitted attributes from an SVCModel whose classes are sorted."""
-        self._model = model
-        self._gamma = model.gamma
+        super()._set_model(model, support, shape_fit, sparse)
         self.classes_ = model.classes
-        self.support_ = np.asarray(support, dtype=np.int32)
-        SV = model.support_vectors
         coef = model.dual_coef.copy()
         self.intercept_ = -model.rho.copy()
         if self.classes_.size == 2:  # sklearn's sign convention: positive means classes_[1]
             coef *= -1
             self.intercept_ *= -1
-        self.support_vectors_ = SV.copy() if sparse else SV.toarray()
         self.dual_coef_ = sp.csr_matrix(coef) if sparse else coef
         self.n_support_ = model.n_support.astype(np.int32)
         self.n_iter_ = np.asarray(model.meta.get("n_iter", [0] * len(model.rho)), dtype=np.int32)
-        self.fit_status_ = int(model.meta.get("status", 0))
-        self.shape_fit_ = tuple(int(s) for s in shape_fit)
-        self.n_features_in_ = int(shape_fit[1])
+        self._probA = np.asarray(model.meta.get("probA", []), dtype=np.float64)
+        self._probB = np.asarray(model.meta.get("probB", []), dtype=np.float64)
+
+    @property
+    def probA_(self) -> np.ndarray:
+        """Platt's A per class pair (see the class docstring); deprecated as in scikit-learn."""
+        warnings.warn(_attr_deprecation("probA_"), FutureWarning, stacklevel=2)
+        return self._probA
+
+    @property
+    def probB_(self) -> np.ndarray:
+        """Platt's B per class pair (see the class docstring); deprecated as in scikit-learn."""
+        warnings.warn(_attr_deprecation("probB_"), FutureWarning, stacklevel=2)
+        return self._probB
 
     # -- prediction ------------------------------------------------------------------------
-    def _ovo(self, X, method: str = "decision_function") -> np.ndarray:
-        """LIBSVM's one-vs-one values (or its vote) for validated X."""
-        check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        with numba_threads(check_threads(self.n_threads) or self.n_jobs):
-            return getattr(self._model, method)(X)
-
     def decision_function(self, X):
         """Signed distances to the separating hyperplanes (local to the calling rank).
 
@@ -368,7 +324,7 @@ class SVC(ClassifierMixin, BaseEstimator):
             Two classes: positive values mean ``classes_[1]``. Otherwise the
             'ovr' scores or LIBSVM's 'ovo' values, per ``decision_function_shape``.
         """
-        dec = self._ovo(X)
+        dec = self._values(X)
         if self.classes_.size == 2:
             return -dec[:, 0]
         if self.decision_function_shape == "ovr":
@@ -391,46 +347,82 @@ class SVC(ClassifierMixin, BaseEstimator):
             raise ValueError("break_ties must be False when decision_function_shape is 'ovo'")
         if self.break_ties and self.classes_.size > 2:
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
-        return self._ovo(X, "predict")
+        return self._values(X, "predict")
 
-    @property
-    def coef_(self) -> np.ndarray:
-        """Primal weights of each class pair, for ``kernel='linear'`` only."""
-        if self.kernel != "linear":
-            raise AttributeError("coef_ is only available when using a linear kernel")
-        check_is_fitted(self)
-        return linear_coef(self._model) * (-1.0 if self.classes_.size == 2 else 1.0)
+    def _check_proba(self) -> bool:
+        if isinstance(self.probability, str) or not self.probability:
+            raise AttributeError("predict_proba is not available when probability=False")
+        return True
 
-    # -- LIBSVM model files ------------------------------------------------------------------
-    def to_libsvm_model(self, path: str | os.PathLike) -> None:
-        """Write the model in LIBSVM's text format (``svm_load_model`` reads it).
+    @available_if(_check_proba)
+    def predict_proba(self, X):
+        """Probability of each class (LIBSVM's ``svm_predict_probability``; local).
 
-        Not collective: the calling process writes the file (atomically), so
-        under ``mpiexec`` call it on one rank, e.g. ``if rank == 0``. psvm's
-        extras (``support_``, ``n_iter_``...) go to comment lines LIBSVM skips.
+        Pairwise coupling of the class pairs' sigmoids (Wu, Lin and Weng's second
+        method); with two classes, the pair's sigmoid. The probability model comes
+        from internal cross-validation, so its argmax may differ from :meth:`predict`.
 
         Parameters
         ----------
-        path : str or path-like
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
-        Raises
-        ------
-        ValueError
-            If the labels are not integers (LIBSVM stores them as ints).
+        Returns
+        -------
+        T : ndarray of shape (n_samples, n_classes)
+            Columns in the order of ``classes_``.
         """
-        from psvm.io.model_file import write_model
-
         check_is_fitted(self)
-        meta = {**self._model.meta, "support": self.support_, "n_samples": self.shape_fit_[0]}
-        write_model(path, dataclasses.replace(self._model, meta=meta))
+        if self._probA.size == 0 or self._probB.size == 0:
+            raise NotFittedError(
+                "predict_proba is not available when fitted with probability=False"
+            )
+        return self._values(X, "predict_proba")[1]
 
+    @available_if(_check_proba)
+    def predict_log_proba(self, X):
+        """The log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        T : ndarray of shape (n_samples, n_classes)
+        """
+        return np.log(self.predict_proba(X))
+
+    @property
+    def coef_(self):
+        """Primal weights of each class pair, for ``kernel='linear'`` only.
+
+        Sparse when ``support_vectors_`` is, and read-only, as scikit-learn's: it is
+        computed on each access, so writing to it would change nothing.
+        """
+        if self.kernel != "linear":
+            raise AttributeError("coef_ is only available when using a linear kernel")
+        check_is_fitted(self)
+        coef = linear_coef(self._model) * (-1.0 if self.classes_.size == 2 else 1.0)
+        if sp.issparse(self.support_vectors_):
+            coef = sp.csr_matrix(coef)
+        (coef.data if sp.issparse(coef) else coef).flags.writeable = False
+        return coef
+
+    # -- LIBSVM model files ------------------------------------------------------------------
     @classmethod
-    def from_libsvm_model(cls, path: str | os.PathLike, **params) -> SVC:
+    def from_libsvm_model(
+        cls, path: str | os.PathLike, n_features: int | None = None, **params
+    ) -> SVC:
         """A fitted estimator from a LIBSVM (or psvm) C-SVC model file.
 
         Parameters
         ----------
         path : str or path-like
+        n_features : int, default=None
+            Width of the X that :meth:`predict` will get (``n_features_in_``).
+            Default: the width the file states (psvm-train), else the largest
+            SV feature index. A wider X than the training data is taken as
+            LIBSVM takes it: a feature no SV has counts in an RBF row's norm.
         **params
             Other estimator parameters (e.g. ``decision_function_shape``);
             the kernel parameters come from the file.
@@ -439,20 +431,22 @@ class SVC(ClassifierMixin, BaseEstimator):
         -------
         svc : SVC
             Sparse ``support_vectors_``; ``support_`` is -1 (unknown) unless psvm
-            wrote the file; ``n_features_in_`` is the largest SV feature index
-            unless the file states it.
-        """
-        from psvm.io.model_file import read_model
+            wrote the file.
 
-        model = read_model(path)
-        support = model.meta.pop("support", None)
-        n_samples = int(model.meta.pop("n_samples", -1))
+        Raises
+        ------
+        ValueError
+            If ``n_features`` is below the largest SV feature index.
+        """
+        model, support, n_samples = cls._read_libsvm_model(path, n_features)
         order = np.sort(model.classes)
         if not np.array_equal(order, model.classes):  # LIBSVM: labels by first appearance
             model, support = model.with_class_order(order), None
         n_sv = model.support_vectors.shape[0]
         if support is None or len(support) != n_sv:
             support = np.full(n_sv, -1)
+        if model.has_probability:  # a -b 1 model: predict_proba works
+            params.setdefault("probability", True)
         est = cls(
             kernel=model.kernel, gamma=model.gamma, coef0=model.coef0, degree=model.degree, **params
         )
@@ -460,22 +454,98 @@ class SVC(ClassifierMixin, BaseEstimator):
         est.class_weight_ = np.ones(model.n_classes)
         return est
 
-    # -- scikit-learn protocol ---------------------------------------------------------------
-    def __getstate__(self):
-        state = super().__getstate__()
-        if state.get("comm") is not None:  # an MPI handle: not meaningful in another process
-            state = {**state, "comm": None}
-        return state
 
-    def __sklearn_clone__(self):
-        if self.comm is None:
-            return super().__sklearn_clone__()
-        shallow = copy.copy(self)  # through __getstate__: comm=None
-        new = shallow.__sklearn_clone__()
-        new.comm = self.comm  # one communicator, shared by reference
-        return new
+class NuSVC(SVC):
+    """Nu-Support Vector Classification trained by the distributed SMO solver.
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
+    The model of :class:`sklearn.svm.NuSVC` (LIBSVM's nu-SVC, its Solver_NU,
+    one-vs-one), trained over the ranks of an MPI communicator as :class:`SVC`
+    is, with the same model for every number of ranks. ``nu`` replaces ``C``;
+    the other parameters and the attributes are :class:`SVC`'s. As in LIBSVM
+    and scikit-learn, ``class_weight`` does not change the nu problem
+    (``class_weight_`` is still reported) and ``selection`` is always 'second'.
+
+    Parameters
+    ----------
+    nu : float, default=0.5
+        An upper bound on the fraction of margin errors and a lower bound on
+        the fraction of support vectors; in (0, 1]. A value too large for the
+        class sizes raises LIBSVM's "specified nu is infeasible".
+
+    Examples
+    --------
+    >>> import numpy as np, psvm
+    >>> X = np.array([[-1, -1], [-2, -1], [1, 1], [2, 1]])
+    >>> psvm.NuSVC(kernel="linear").fit(X, [1, 1, 2, 2]).predict([[-0.8, -1]])
+    array([1])
+    """
+
+    _svm_type = "nu_svc"
+
+    def __init__(
+        self,
+        *,
+        nu=0.5,
+        kernel="rbf",
+        degree=3,
+        gamma="scale",
+        coef0=0.0,
+        shrinking=True,
+        probability="deprecated",
+        tol=1e-3,
+        cache_size=200,
+        class_weight=None,
+        verbose=False,
+        max_iter=-1,
+        decision_function_shape="ovr",
+        break_ties=False,
+        random_state=None,
+        heuristic=None,
+        reconstruction="single",
+        selection="second",
+        n_threads=None,
+        n_jobs=None,
+        comm=None,
+        distributed="replicated",
+        checkpoint=None,
+        checkpoint_seconds=600.0,
+        checkpoint_iters=0,
+        resume=False,
+    ):
+        super().__init__(
+            kernel=kernel,
+            degree=degree,
+            gamma=gamma,
+            coef0=coef0,
+            shrinking=shrinking,
+            probability=probability,
+            tol=tol,
+            cache_size=cache_size,
+            class_weight=class_weight,
+            verbose=verbose,
+            max_iter=max_iter,
+            decision_function_shape=decision_function_shape,
+            break_ties=break_ties,
+            random_state=random_state,
+            heuristic=heuristic,
+            reconstruction=reconstruction,
+            selection=selection,
+            n_threads=n_threads,
+            n_jobs=n_jobs,
+            comm=comm,
+            distributed=distributed,
+            checkpoint=checkpoint,
+            checkpoint_seconds=checkpoint_seconds,
+            checkpoint_iters=checkpoint_iters,
+            resume=resume,
+        )
+        del self.C
+        self.nu = nu
+
+
+def _attr_deprecation(name: str) -> str:
+    return (
+        f"Attribute `{name}` was deprecated in version 1.9 and will be removed in 1.11 as "
+        "the `probability=True` option for SVC and NuSVC was deprecated and will be removed "
+        "in 1.11 (scikit-learn's deprecation, which psvm follows)."
+    )

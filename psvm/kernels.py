@@ -530,3 +530,137 @@ def kernel_matrix(
         out,
     )
     return from_pre(kernel_id, out)
+
+
+# -- decision values: sum_s coef[p, s] K(sv_s, x) - rho[p] -------------------------------------
+
+_LANE_LIMIT = 1 << 22  # elements of the lane sums of one super-block of rows (32 MB)
+_FT_TILE = 1 << 17  # elements of a chunk of SVs, feature-major (1 MB: it stays in L2 for all rows)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _decision_row(
+    r, r0, row, k, indptr, indices, data, sq, fmap, FT, f_sq,
+    kernel_id, gamma, coef0, degree, coef, lanes,
+):  # fmt: skip
+    """Row r's kernel values against F's chunk (:func:`_block_row`, :func:`from_pre_flat`),
+    added into its lanes for every output p (:func:`_weighted_row_sums`)."""
+    row[0] = r
+    _block_row(
+        0, row, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, k
+    )
+    from_pre_flat(kernel_id, k[0])
+    for p in range(coef.shape[0]):
+        _weighted_row_sums(k, coef[p], lanes[r - r0, p : p + 1])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _decision_block(
+    r0, r1, indptr, indices, data, sq, fmap, FT, f_sq,
+    kernel_id, gamma, coef0, degree, coef, lanes,
+):  # fmt: skip
+    """lanes[r - r0, p, s % LANES] += coef[p, s] K(f_s, x_r) for rows r0..r1-1, F's chunk
+    feature-major in ``FT``; threads over rows, each with its own row of kernel values."""
+    chunk = 8
+    for c in prange((r1 - r0 + chunk - 1) // chunk):
+        row = np.empty(1, dtype=np.int64)
+        k = np.empty((1, FT.shape[1]))
+        for r in range(r0 + c * chunk, min(r1, r0 + (c + 1) * chunk)):
+            _decision_row(
+                r, r0, row, k, indptr, indices, data, sq, fmap, FT, f_sq,
+                kernel_id, gamma, coef0, degree, coef, lanes,
+            )  # fmt: skip
+    return lanes
+
+
+@njit(cache=True, nogil=True)
+def _decision_block_serial(
+    r0, r1, indptr, indices, data, sq, fmap, FT, f_sq,
+    kernel_id, gamma, coef0, degree, coef, lanes,
+):  # fmt: skip
+    """:func:`_decision_block` in this thread, for little work (one row, a small model)."""
+    row = np.empty(1, dtype=np.int64)
+    k = np.empty((1, FT.shape[1]))
+    for r in range(r0, r1):
+        _decision_row(
+            r, r0, row, k, indptr, indices, data, sq, fmap, FT, f_sq,
+            kernel_id, gamma, coef0, degree, coef, lanes,
+        )  # fmt: skip
+    return lanes
+
+
+def _feature_chunks(f_indptr: np.ndarray, f_indices: np.ndarray, limit: int) -> list:
+    """(s0, s1, used features) of F's rows s0..s1-1 whose feature-major copy has at most
+    ``limit`` elements (or 8 rows); s0 a multiple of ``LANES`` (as :func:`kernel_sums` cuts F)."""
+    chunks, n_f, s0 = [], f_indptr.size - 1, 0
+    while s0 < n_f:
+        s1 = n_f
+        while True:
+            used = np.unique(f_indices[f_indptr[s0] : f_indptr[s1]])
+            if used.size * (s1 - s0) <= limit or s1 - s0 <= LANES:
+                break
+            s1 = s0 + max(LANES, (s1 - s0) // 2 // LANES * LANES)
+        chunks.append((s0, s1, used))
+        s0 = s1
+    return chunks
+
+
+def decision_values(
+    X: sp.csr_matrix, sv: sp.csr_matrix, coef: np.ndarray, rho: np.ndarray, kparams
+) -> np.ndarray:
+    """dec[r, p] = sum_s coef[p, s] K(sv_s, x_r) - rho[p]: any LIBSVM model's decision values.
+
+    ``coef`` has one row per output (a class pair of C-SVC; the one function of
+    SVR or one-class), ``kparams`` is (kernel_id, gamma, coef0, degree). Kernel
+    values are training's (:func:`_block_row`, :func:`from_pre_flat`) and each
+    output adds them in eight lanes (s mod 8), so a row's values have the same
+    bits whatever the other rows, the blocks, the threads or the rank. As in
+    LIBSVM, a feature of x that no SV has adds nothing to a dot product but
+    counts in x's norm (rbf). Features are renumbered to those of the SVs
+    first, so indices near 2^31 cost no memory.
+    """
+    X, sv = canonical_csr(X), canonical_csr(sv)
+    coef = np.asarray(coef, dtype=np.float64)
+    rho = np.asarray(rho, dtype=np.float64)
+    n, m = X.shape[0], rho.size
+    if coef.shape != (m, sv.shape[0]) or rho.shape != (m,):
+        raise ValueError(
+            f"coef has shape {coef.shape} and rho {rho.shape} for {sv.shape[0]} support "
+            f"vectors: expected (m, {sv.shape[0]}) and (m,)"
+        )
+    dec = np.empty((n, m))
+    if n == 0 or m == 0:
+        return dec
+    kid, gamma, coef0, degree = (
+        int(kparams[0]),
+        float(kparams[1]),
+        float(kparams[2]),
+        int(kparams[3]),
+    )
+    sq, f_sq = sq_norms_of(X), sq_norms_of(sv)  # whole rows: unseen features count (LIBSVM)
+    used = np.unique(sv.indices)
+    indptr, indices, data = csr_arrays(restrict_columns(X, used))
+    f_indptr, f_indices, f_data = csr_arrays(restrict_columns(sv, used))
+    fmap = np.full(used.size, -1, dtype=np.int64)
+    chunks = _feature_chunks(f_indptr, f_indices, _FT_TILE)
+    rows_per = max(1, _LANE_LIMIT // (m * LANES))
+    for r0 in range(0, n, rows_per):
+        r1 = min(n, r0 + rows_per)
+        lanes = np.zeros((r1 - r0, m, LANES))
+        for s0, s1, u in chunks:
+            fmap[u] = np.arange(u.size)
+            FT = _feature_major(f_indptr, f_indices, f_data, s0, fmap, np.zeros((u.size, s1 - s0)))
+            c = np.ascontiguousarray(coef[:, s0:s1])
+            work = (r1 - r0) * (FT.size + c.size)
+            block = _decision_block if work >= _PARALLEL_WORK else _decision_block_serial
+            block(
+                r0, r1, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1],
+                kid, gamma, coef0, degree, c, lanes,
+            )  # fmt: skip
+            fmap[u] = -1
+        a = lanes  # the lanes added pairwise, as :func:`_lane_totals`
+        total = ((a[..., 0] + a[..., 1]) + (a[..., 2] + a[..., 3])) + (
+            (a[..., 4] + a[..., 5]) + (a[..., 6] + a[..., 7])
+        )
+        dec[r0:r1] = total - rho
+    return dec

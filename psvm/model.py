@@ -1,4 +1,4 @@
-"""The fitted C-SVC, held exactly in LIBSVM's ``svm_model`` layout.
+"""A fitted kernel SVM of any LIBSVM svm_type, held exactly in LIBSVM's ``svm_model`` layout.
 
 Keeping LIBSVM's layout (``sv_coef``, ``rho``, ``nSV``, labels in model order)
 means the text model file is a plain dump, LIBSVM can load what psvm writes,
@@ -13,16 +13,18 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from psvm._params import KERNELS
-from psvm.kernels import canonical_csr, kernel_matrix
+from psvm._params import KERNELS, SVM_TYPES
+from psvm.kernels import canonical_csr, decision_values
 
-# Bytes of kernel block per decision_function chunk: bounds memory for large X.
-_BLOCK_BYTES = 32 << 20
+# the svm_types with labels; the others have one decision value and no labels
+CLASSIFIERS = ("c_svc", "nu_svc")
+REGRESSORS = ("epsilon_svr", "nu_svr")
 
 
 @dataclass(eq=False)
 class SVCModel:
-    """A trained C-SVC in LIBSVM's one-vs-one layout.
+    """A trained SVM in LIBSVM's layout: one-vs-one for the classifiers, and for
+    one-class and the regressors one coefficient row and one rho, no labels.
 
     Parameters
     ----------
@@ -33,9 +35,11 @@ class SVCModel:
     degree : int
         Degree of the polynomial kernel.
     classes : ndarray of shape (n_classes,)
-        Labels in model order (LIBSVM's ``label`` line).
+        Labels in model order (LIBSVM's ``label`` line); empty for the types
+        without classes.
     n_support : ndarray of shape (n_classes,)
-        Number of support vectors of each class, in ``classes`` order.
+        Number of support vectors of each class, in ``classes`` order; empty
+        for the types without classes.
     support_vectors : csr_matrix of shape (total_sv, n_sv_features)
         Support vectors grouped by class in ``classes`` order; widened to
         ``n_features`` columns when that is known.
@@ -48,6 +52,8 @@ class SVCModel:
         Number of training features, when known. Wider inputs are rejected.
     meta : dict, default={}
         Extra psvm information (for example ``{"n_iter": [...]}``).
+    svm_type : str, default="c_svc"
+        LIBSVM's name of the type (:data:`SVM_TYPES`).
 
     Raises
     ------
@@ -66,6 +72,7 @@ class SVCModel:
     rho: np.ndarray
     n_features: int | None = None
     meta: dict = field(default_factory=dict)
+    svm_type: str = "c_svc"
 
     def __post_init__(self) -> None:
         self.classes = np.asarray(self.classes)
@@ -83,7 +90,12 @@ class SVCModel:
 
     @property
     def n_classes(self) -> int:
-        return int(self.classes.shape[0])
+        """LIBSVM's ``nr_class``: 2 for the types without classes."""
+        return int(self.classes.shape[0]) if self.is_classifier else 2
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.svm_type in CLASSIFIERS
 
     @property
     def kernel_id(self) -> int:
@@ -99,6 +111,11 @@ class SVCModel:
         if int(self.degree) != self.degree:
             raise ValueError(f"degree must be an integer, got {self.degree!r}")
         self.degree = int(self.degree)
+        if self.svm_type not in SVM_TYPES:
+            raise ValueError(f"svm_type must be one of {list(SVM_TYPES)}, got {self.svm_type!r}")
+        if not self.is_classifier:
+            self._validate_single()
+            return
         if self.classes.ndim != 1 or self.classes.size == 0:
             raise ValueError(f"classes must be a non-empty 1-D array, got {self.classes!r}")
         k = self.n_classes
@@ -127,6 +144,23 @@ class SVCModel:
                 f"rho has shape {self.rho.shape}, expected ({n_pairs},): one per class pair "
                 f"for {k} classes"
             )
+        self._validate_common()
+
+    def _validate_single(self) -> None:
+        """One-class and regression: no classes, one coefficient row, one rho."""
+        if self.classes.size or self.n_support.size:
+            raise ValueError(f"a {self.svm_type} model has no classes and no n_support")
+        total_sv = self.support_vectors.shape[0]
+        if self.dual_coef.shape != (1, total_sv):
+            raise ValueError(
+                f"dual_coef has shape {self.dual_coef.shape}, expected (1, {total_sv}) "
+                f"for {total_sv} support vectors"
+            )
+        if self.rho.shape != (1,):
+            raise ValueError(f"rho has shape {self.rho.shape}, expected (1,)")
+        self._validate_common()
+
+    def _validate_common(self) -> None:
         for name, arr in (
             ("dual_coef", self.dual_coef),
             ("rho", self.rho),
@@ -157,42 +191,33 @@ class SVCModel:
         Returns
         -------
         dec : ndarray of shape (n_samples, n_classes * (n_classes - 1) // 2)
-            ``sum(coef * K(x, sv)) - rho`` per pair, in ``rho`` order.
+            ``sum(coef * K(x, sv)) - rho`` per pair, in ``rho`` order (one
+            column for the types without classes).
         """
-        X = canonical_csr(X)
+        kparams = (self.kernel_id, self.gamma, self.coef0, self.degree)
+        return decision_values(X, self.support_vectors, self.pair_coef(), self.rho, kparams)
+
+    def pair_coef(self) -> np.ndarray:
+        """Coefficients of each class pair's decision function: shape (n_pairs, total_sv).
+
+        Row p, for the pair (i, j), holds ``sv_coef[j - 1]`` on class i's SVs and
+        ``sv_coef[i]`` on class j's (LIBSVM's ``svm_predict_values``), zero elsewhere.
+        """
+        if not self.is_classifier:  # one decision function: sv_coef as it is
+            return self.dual_coef
         k = self.n_classes
-        n = X.shape[0]
-        dec = np.empty((n, k * (k - 1) // 2))
-        if n == 0 or k < 2:
-            return dec
         start = np.concatenate(([0], np.cumsum(self.n_support)))
-        total_sv = int(start[-1])
-        chunk = max(1, _BLOCK_BYTES // (8 * max(total_sv, 1)))
-        for r0 in range(0, n, chunk):
-            r1 = min(n, r0 + chunk)
-            K = kernel_matrix(
-                X[r0:r1],
-                self.support_vectors,
-                self.kernel_id,
-                self.gamma,
-                self.coef0,
-                self.degree,
-            )
-            # part[c][:, t] = sum over class c's SVs of sv_coef[t] * K: one product per class.
-            part = [
-                K[:, start[c] : start[c + 1]] @ self.dual_coef[:, start[c] : start[c + 1]].T
-                for c in range(k)
-            ]
-            p = 0
-            for i in range(k):
-                for j in range(i + 1, k):
-                    # svm_predict_values: class i's SVs use sv_coef[j-1], class j's use sv_coef[i].
-                    dec[r0:r1, p] = part[i][:, j - 1] + part[j][:, i] - self.rho[p]
-                    p += 1
-        return dec
+        coef = np.zeros((k * (k - 1) // 2, self.dual_coef.shape[1]))
+        for i in range(k):
+            for j in range(i + 1, k):
+                p = _pair_index(i, j, k)
+                coef[p, start[i] : start[i + 1]] = self.dual_coef[j - 1, start[i] : start[i + 1]]
+                coef[p, start[j] : start[j + 1]] = self.dual_coef[i, start[j] : start[j + 1]]
+        return coef
 
     def predict(self, X: Any) -> np.ndarray:
-        """Labels by one-vs-one voting, as LIBSVM's ``svm_predict_values``.
+        """LIBSVM's ``svm_predict``: labels by one-vs-one voting; +1 or -1 for one-class
+        (decision value > 0); the decision value for regression.
 
         Each pair (i, j) votes for i when its decision value is > 0, else for j;
         ties go to the class that comes first in ``classes``.
@@ -204,19 +229,39 @@ class SVCModel:
         Returns
         -------
         y : ndarray of shape (n_samples,)
-            Labels from ``classes``.
+            Labels from ``classes``, +-1 (one-class) or values (regression).
         """
         dec = self.decision_function(X)
+        if self.svm_type in REGRESSORS:
+            return dec[:, 0]
+        if self.svm_type == "one_class":
+            return np.where(dec[:, 0] > 0, 1.0, -1.0)
+        return self.classes[ovo_vote(dec, self.n_classes)]
+
+    @property
+    def has_probability(self) -> bool:
+        """Whether the model holds LIBSVM's pairwise sigmoids (``probA``/``probB``, ``-b 1``)."""
+        return self.is_classifier and "probA" in self.meta and "probB" in self.meta
+
+    def predict_proba(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """LIBSVM's ``svm_predict_probability``: (labels, probabilities) of shape (n,) and
+        (n, n_classes), columns in ``classes`` order; the label is the most probable class
+        (the first on ties), which may differ from :meth:`predict`'s vote.
+
+        Raises
+        ------
+        ValueError
+            If the model has no probability information (trained without ``-b 1``).
+        """
+        from psvm.probability import pairwise_coupling
+
+        if not self.has_probability:
+            raise ValueError("Model does not support probabiliy estimates")  # svm-predict's
         k = self.n_classes
-        votes = np.zeros((dec.shape[0], k), dtype=np.int64)
-        p = 0
-        for i in range(k):
-            for j in range(i + 1, k):
-                pos = dec[:, p] > 0
-                votes[:, i] += pos
-                votes[:, j] += ~pos
-                p += 1
-        return self.classes[np.argmax(votes, axis=1)]  # argmax: first maximum wins
+        prob = pairwise_coupling(
+            self.decision_function(X), self.meta["probA"], self.meta["probB"], k
+        )
+        return self.classes[np.argmax(prob, axis=1)], prob
 
     def with_class_order(self, classes: Any) -> SVCModel:
         """The same classifier with its classes listed in the order ``classes``.
@@ -263,6 +308,17 @@ class SVCModel:
                 p = _pair_index(min(i, j), max(i, j), k)
                 rho[_pair_index(a, b, k)] = self.rho[p] if i < j else -self.rho[p]
         rows = np.concatenate([np.arange(old[c], old[c + 1]) for c in perm])
+        meta = dict(self.meta)
+        if "probA" in meta and "probB" in meta:  # a flipped pair: A the same, B negated
+            A, B = np.asarray(meta["probA"], float), np.asarray(meta["probB"], float)
+            newA, newB = np.empty_like(A), np.empty_like(B)
+            for a in range(k):
+                for b in range(a + 1, k):
+                    i, j = perm[a], perm[b]
+                    p = _pair_index(min(i, j), max(i, j), k)
+                    newA[_pair_index(a, b, k)] = A[p]
+                    newB[_pair_index(a, b, k)] = B[p] if i < j else -B[p]
+            meta["probA"], meta["probB"] = newA.tolist(), newB.tolist()
         return SVCModel(
             kernel=self.kernel,
             gamma=self.gamma,
@@ -274,7 +330,8 @@ class SVCModel:
             dual_coef=dual_coef,
             rho=rho,
             n_features=self.n_features,
-            meta=dict(self.meta),
+            meta=meta,
+            svm_type=self.svm_type,
         )
 
     @classmethod
@@ -302,6 +359,19 @@ class SVCModel:
             rho=-sign * np.asarray(svc.intercept_),
             n_features=int(svc.n_features_in_),
         )
+
+
+def ovo_vote(dec: np.ndarray, k: int) -> np.ndarray:
+    """Index of each row's winner among k classes by LIBSVM's one-vs-one vote on ``dec``
+    (pairs in ``rho`` order): (i, j) votes for i when its value is > 0, else for j; ties go
+    to the class that comes first."""
+    votes = np.zeros((dec.shape[0], k), dtype=np.int64)
+    for i in range(k):
+        for j in range(i + 1, k):
+            pos = dec[:, _pair_index(i, j, k)] > 0
+            votes[:, i] += pos
+            votes[:, j] += ~pos
+    return np.argmax(votes, axis=1)  # the first maximum wins
 
 
 def _coef_row(c: int, other: int) -> int:

@@ -35,6 +35,17 @@ def default_threads(local_ranks: int) -> int:
     return min(share, numba.config.NUMBA_NUM_THREADS)
 
 
+def launcher_local_ranks() -> int:
+    """The ranks of this job on this node as the launcher tells them (MPICH's
+    ``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``), 1 outside
+    mpiexec: for work local to a rank (predict), which cannot ask the others."""
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
 def check_threads(n, name: str = "n_threads") -> int | None:
     """``n`` as a positive int, or None for the default (None or 0); else a ParameterError."""
     if n is None:
@@ -50,14 +61,17 @@ def apply_threads(n, comm, name: str = "n_threads") -> int:
     """Set numba's thread count for this rank and return it.
 
     ``n`` None or 0: the default, :func:`default_threads` of the ranks of
-    ``comm`` on this node (a collective over ``comm``: every rank calls it).
+    ``comm`` on this node (a collective over ``comm``: every rank calls it);
+    ``comm`` None: of the launcher's count (:func:`launcher_local_ranks`).
     A positive ``n`` is used as given, capped at numba's pool. ``name`` is the
     parameter named in a validation error (``n_threads``, ``-o``).
     """
     import numba
 
     n = check_threads(n, name)
-    n = default_threads(comm.local_size()) if n is None else min(n, numba.config.NUMBA_NUM_THREADS)
+    if n is None:
+        n = default_threads(comm.local_size() if comm is not None else launcher_local_ranks())
+    n = min(n, numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(n)
     return n
 
@@ -70,5 +84,26 @@ def rank_threads(n, comm, name: str = "n_threads") -> Iterator[int]:
     old = numba.get_num_threads()
     try:
         yield apply_threads(n, comm, name)
+    finally:
+        numba.set_num_threads(old)
+
+
+@contextmanager
+def numba_threads(n_jobs) -> Iterator[None]:
+    """Run the block with ``n_jobs`` numba threads (-1: all, -2: all but one), then restore.
+
+    The older knob of :class:`psvm.SVC` (``n_jobs``); None leaves the count alone.
+    """
+    if n_jobs is None:
+        yield
+        return
+    import numba
+
+    top = numba.config.NUMBA_NUM_THREADS
+    n = n_jobs if n_jobs > 0 else top + 1 + n_jobs
+    old = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, top)))
+    try:
+        yield
     finally:
         numba.set_num_threads(old)

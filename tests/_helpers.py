@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -31,7 +32,7 @@ def run_mpi(
     ``script`` is a path, or a file name in ``tests/mpi``. A hang fails the
     calling test (``subprocess.TimeoutExpired`` kills the launcher).
     ``mpi4py_runner=False`` runs plain ``python script``, as most users do:
-    no abort by mpi4py on an unhandled exception.
+    no abort by mpi4py on an unhandled exception. This checkout's psvm is imported.
     """
     exe = mpiexec()
     if exe is None:
@@ -39,7 +40,14 @@ def run_mpi(
     if not os.path.isabs(script):
         script = os.path.join(MPI_DIR, script)
     full_env = dict(os.environ)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # this checkout's psvm first, whichever one is installed
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, full_env.get("PYTHONPATH")]))
     full_env.update(env or {})
+    # the script's folder comes first on sys.path, not the checkout: put this checkout's psvm
+    # before any installed one
+    repo = os.path.dirname(os.path.dirname(MPI_DIR))
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, full_env.get("PYTHONPATH")]))
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env.setdefault("NUMBA_NUM_THREADS", "1")
     runner = ["-m", "mpi4py"] if mpi4py_runner else []
@@ -47,3 +55,51 @@ def run_mpi(
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env=full_env, check=False
     )
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (mpiexec -> hydra proxy -> ranks), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def rank_pids(pid: int, n: int, timeout: float = 60) -> dict[int, int]:
+    """rank -> PID of the Python ranks under mpiexec ``pid`` (PMI_RANK in their environment)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ranks = {}
+        for c in descendants(pid):
+            try:
+                with open(f"/proc/{c}/environ", "rb") as f:
+                    env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+                with open(f"/proc/{c}/cmdline", "rb") as f:
+                    is_python = b"psvm.cli.train" in f.read()
+            except OSError:
+                continue
+            if is_python and b"PMI_RANK" in env:
+                ranks[int(env[b"PMI_RANK"])] = c
+        if len(ranks) == n:
+            return ranks
+        time.sleep(0.1)
+    pytest.fail("the ranks did not start")
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True

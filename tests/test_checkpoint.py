@@ -18,9 +18,8 @@ import numpy as np
 import pytest
 
 from psvm.io.model_file import read_model
-from tests._helpers import mpiexec, run_mpi
+from tests._helpers import gone, mpiexec, rank_pids, run_mpi
 from tests._svm import assert_models_equal, load_head, run_cli, write_head
-from tests.test_failing_rank import _gone, _rank_pids
 
 TRAIN = "psvm.cli.train"
 
@@ -65,7 +64,7 @@ def test_kill_9_then_resume_with_other_rank_counts(tmp_path, a9a):
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        ranks = _rank_pids(proc.pid, 2)
+        ranks = rank_pids(proc.pid, 2)
         deadline = time.monotonic() + 120
         while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -77,7 +76,7 @@ def test_kill_9_then_resume_with_other_rank_counts(tmp_path, a9a):
             proc.kill()
             proc.wait()
     deadline = time.monotonic() + 5
-    while not all(_gone(p) for p in ranks.values()) and time.monotonic() < deadline:
+    while not all(gone(p) for p in ranks.values()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not model.exists(), "training finished before the kill: the test proves nothing"
     assert sorted(os.listdir(tmp_path)) == sorted(["ref.model", "ref.ckpt", "run.ckpt"])

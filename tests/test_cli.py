@@ -178,7 +178,7 @@ def test_test_file_with_more_features_than_the_model(tmp_path):
         (["-m", "0", "f"], "cache_size must be > 0"),
         (["-e", "0", "f"], "tol must be > 0"),
         (["--heuristic", "eager", "f"], "heuristic must be one of"),
-        (["-s", "1", "f"], "C-SVC only"),
+        (["-s", "5", "f"], "svm_type must be 0, 1, 2, 3 or 4"),
         (["-x", "1", "f"], "unknown option -x"),
         ([], "expected training_set_file"),
     ],

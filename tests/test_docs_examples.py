@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from _helpers import mpiexec
 
+from tests._helpers import mpiexec
 from tests._svm import write_head
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "user_guide.md"
@@ -66,7 +66,7 @@ def test_command_runs(workdir, command):
 
 def test_shrinking_row_says_what_the_code_does():
     """The guide's `shrinking` row names the heuristic that shrinking=True selects."""
-    from psvm.faces import resolve_heuristic
+    from psvm.faces.params import resolve_heuristic
 
     row = next(line for line in TEXT.splitlines() if line.startswith("| `shrinking` |"))
     said = re.search(r"`True` means [^`|]*`'([\w-]+)'`", row)

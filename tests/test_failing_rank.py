@@ -17,8 +17,16 @@ import time
 
 import pytest
 
-from tests._helpers import mpiexec, run_mpi
+from tests._helpers import gone, mpiexec, rank_pids, run_mpi
+from tests._svm import write_head
 from tests.test_cli import GOOD
+
+
+@pytest.fixture(scope="module")
+def a9a_text(shared_data, tmp_path_factory):
+    """a9a decompressed once for the module's runs (each of which stops at its first
+    progress line, 5 s into the solve): the runs read plain text, not xz."""
+    return write_head(shared_data / "a9a.xz", tmp_path_factory.mktemp("data") / "a9a")
 
 
 def _only_input_left(folder, data):
@@ -83,56 +91,8 @@ def test_write_failure_leaves_no_partial_model(tmp_path):
     _only_input_left(tmp_path, data)  # the temporary file was removed, none renamed
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (mpiexec -> hydra proxy -> ranks), from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _rank_pids(pid: int, n: int, timeout: float = 60) -> dict[int, int]:
-    """rank -> PID of the Python ranks under mpiexec ``pid`` (PMI_RANK in their environment)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ranks = {}
-        for c in _descendants(pid):
-            try:
-                with open(f"/proc/{c}/environ", "rb") as f:
-                    env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
-                with open(f"/proc/{c}/cmdline", "rb") as f:
-                    is_python = b"psvm.cli.train" in f.read()
-            except OSError:
-                continue
-            if is_python and b"PMI_RANK" in env:
-                ranks[int(env[b"PMI_RANK"])] = c
-        if len(ranks) == n:
-            return ranks
-        time.sleep(0.1)
-    pytest.fail("the ranks did not start")
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except OSError:
-        return True
-
-
 @pytest.mark.parametrize("n, victim", [(2, 1), (3, 0)])
-def test_kill_9_of_one_rank_mid_training(tmp_path, shared_data, n, victim):
+def test_kill_9_of_one_rank_mid_training(tmp_path, a9a_text, n, victim):
     out = tmp_path / "out"
     out.mkdir()
     model = out / "a9a.model"
@@ -154,12 +114,12 @@ def test_kill_9_of_one_rank_mid_training(tmp_path, shared_data, n, victim):
         "4",
         "-g",
         "0.5",
-        str(shared_data / "a9a.xz"),
+        a9a_text,
         str(model),
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        ranks = _rank_pids(proc.pid, n)
+        ranks = rank_pids(proc.pid, n)
         training = threading.Event()  # the first progress line: the solver is running
         lines: list[bytes] = []
 
@@ -181,14 +141,14 @@ def test_kill_9_of_one_rank_mid_training(tmp_path, shared_data, n, victim):
     assert rc != 0
     assert elapsed < 10, elapsed
     deadline = time.monotonic() + 5
-    while not all(_gone(p) for p in ranks.values()) and time.monotonic() < deadline:
+    while not all(gone(p) for p in ranks.values()) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert all(_gone(p) for p in ranks.values())  # no rank left waiting in a collective
+    assert all(gone(p) for p in ranks.values())  # no rank left waiting in a collective
     assert os.listdir(out) == []  # no model, no temporary file
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, shared_data, n):
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, a9a_text, n):
     # mpiexec forwards Ctrl-C (SIGINT) to every rank, in their own process groups
     out = tmp_path / "out"
     out.mkdir()
@@ -212,7 +172,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, shared_data, n):
         "0.5",
         "--stats",
         str(out / "s.json"),
-        str(shared_data / "a9a.xz"),
+        a9a_text,
         str(out / "a9a.model"),
     ]
     proc = subprocess.Popen(

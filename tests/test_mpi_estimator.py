@@ -13,7 +13,8 @@ import sys
 
 import numpy as np
 import pytest
-from _helpers import MPI_DIR, run_mpi
+
+from tests._helpers import MPI_DIR, run_mpi
 
 SCRIPT = os.path.join(MPI_DIR, "run_estimator.py")
 TIMEOUT = 180

@@ -8,7 +8,7 @@ K_ij and the step, so ranks must also agree on the kernel's arithmetic.
 
 import json
 
-from _helpers import run_mpi
+from tests._helpers import run_mpi
 
 
 def _bits(shared_data, n: int) -> dict:

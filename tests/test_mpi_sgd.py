@@ -124,7 +124,8 @@ def test_msf_sweep_writes_csv_and_plots(tmp_path, a9a_small):
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_estimator_agrees_on_input_errors_and_frees_its_comm(n):
-    """SGDSVC(distributed='sharded'): one rank's bad rows fail every rank, none hangs."""
+    """SGDSVC(distributed='sharded'): one rank's bad rows fail every rank, none hangs; a
+    rank may pass no rows."""
     from tests._helpers import run_mpi
 
     r = run_mpi("run_sgd_estimator.py", [], n, timeout=120)
@@ -132,9 +133,16 @@ def test_estimator_agrees_on_input_errors_and_frees_its_comm(n):
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["same_model"]
     assert out["narrow"] == {"same_model": True, "n_features_in": 5, "coef_width": 5}
+    empty = out["empty rank"]  # rank 0 passed no rows: the others' rows are the data set
+    assert empty["same_model"] and empty["n_samples"] == 300 - 300 // n
+    assert empty["accuracy"] > 0.9
     errors = out["errors"]
     assert errors["nan"].startswith(f"rank {n - 1}: Input X contains NaN"), errors
     negative = f"rank {n - 1}: sample_weight must be finite and non-negative"
     assert errors["negative weight"] == negative
     assert errors["unknown label"] == f"rank {n - 1}: y holds labels [7] that are not in classes"
-    assert out["freed"] == [n] * 6  # one duplicate per fit, each freed
+    assert errors["other classes"] == (
+        f"partial_fit needs the same classes on every rank, but rank(s) [{n - 1}] differ "
+        "from rank 0 ([0, 1])"
+    )
+    assert out["freed"] == [n] * 8  # one duplicate per fit, each freed

@@ -4,13 +4,13 @@ One launch of tests/mpi/run_threads.py with two ranks on this node and numba's
 pool as large as the cores (the suite's launchers otherwise pin it to one
 thread): the library, both estimators and psvm-train must each give every
 rank ``cores // 2`` threads (1 on a 2-core box, where numba alone would run 2
-per rank), and ``-o`` must override it.
+per rank), and ``-o`` must override it; SVC.predict and psvm-predict too.
 """
 
 import json
 import os
 
-from _helpers import run_mpi
+from tests._helpers import run_mpi
 
 TIMEOUT = 180
 
@@ -31,3 +31,5 @@ def test_two_ranks_share_the_node(tmp_path):
     assert out["cli"] == [[0, share]] * 2
     assert out["cli sgd"] == [[0, share]] * 2
     assert out["cli -o 1"] == [[0, 1]] * 2
+    assert out["SVC.predict"] == [[share, cores]] * 2  # local, by mpiexec's count; restored
+    assert out["cli predict"] == [[0, share]] * 2

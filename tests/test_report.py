@@ -1,10 +1,13 @@
 """The heuristics report pipeline end to end on a tiny real data set, and its pure parts."""
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from heuristics.cli import main as psvm_report
+from heuristics.report.summary import gmean
 from heuristics.study import grid, load_records
 from psvm._params import DEFAULT_HEURISTIC, HEURISTICS
 
@@ -72,6 +75,7 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
     md = (out / "REPORT.md").read_text()
     for heading in (
         "## Conclusions",
+        "## Time against `none`, and the bound",
         "## Default heuristic",
         "## How this report was produced",
         "## Reference: scikit-learn SVC",
@@ -84,6 +88,7 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
         assert heading in md, heading
     assert study["command"] in md and f"`--heuristic {DEFAULT_HEURISTIC}" in md
     for name in (
+        "summary",
         "time",
         "iterations",
         "active",
@@ -95,6 +100,9 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
         png = out / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
         assert f"]({name}.png)" in md
+
+    # no `earliest` in this grid, so no bound: said in words, and the figure is drawn without it
+    assert "No elimination bound: it needs traced `none/single` and `earliest` runs" in md
 
     # every number in the tables is the one the JSON records give
     time_rows = _tables(md, "## Training time")["heart_scale"]
@@ -186,8 +194,6 @@ def test_data_folder_from_env_then_current_directory(tmp_path, monkeypatch):
 def test_report_on_a_users_file_sorted_by_class(tmp_path, monkeypatch):
     """Any LIBSVM file, without the shared data; --rows samples per class, so a file sorted by
     class still gives both classes (the first N rows would hold one)."""
-    from pathlib import Path
-
     monkeypatch.setenv("PSVM_SHARED_DATA", str(tmp_path / "none"))
     monkeypatch.setenv("PSVM_CACHE_DIR", str(tmp_path / "cache"))
     bundled = Path(__file__).resolve().parents[1] / "data" / "breast_cancer.train"
@@ -222,4 +228,120 @@ def test_report_on_a_users_file_sorted_by_class(tmp_path, monkeypatch):
     assert [d["name"] for d in study["datasets"]] == ["mine"] and study["seed"] == 0
     psvm = [r for r in records if r["kind"] == "psvm"]
     assert psvm and all(r["returncode"] == 0 for r in psvm)
-    assert "### mine" in (out / "REPORT.md").read_text()
+    md = (out / "REPORT.md").read_text()
+    assert "### mine" in md and "No elimination bound" in md
+
+
+COMMITTED = Path(__file__).resolve().parents[1] / "heuristics"
+
+
+def _committed_a9a(tmp_path: Path) -> Path:
+    """The committed study restricted to a9a: real records, no solver run."""
+    study = json.loads((COMMITTED / "study.json").read_text())
+    study["datasets"] = [d for d in study["datasets"] if d["name"] == "a9a"]
+    out = tmp_path / "a9a"
+    (out / "records").mkdir(parents=True)
+    (out / "study.json").write_text(json.dumps(study))
+    for path in (COMMITTED / "records").glob("a9a.*.jsonl"):
+        (out / "records" / path.name).write_text(path.read_text())
+    return out
+
+
+def _traced(records, heuristic, ranks):
+    (r,) = [
+        r
+        for r in records
+        if r["kind"] == "psvm" and r["repeat"] == 0 and r["ranks"] == ranks
+        and (r["heuristic"], r["reconstruction"], r["selection"]) == (heuristic, "single", "second")
+    ]  # fmt: skip
+    return r["stats"]
+
+
+def _cpu(records, heuristic, ranks):
+    """Median CPU seconds (of the slowest rank) of heuristic/single/second over the repeats."""
+    return np.median([
+        max(r["cpu_seconds"]) for r in records
+        if r["kind"] == "psvm" and r["ranks"] == ranks and r["selection"] == "second"
+        and (r["heuristic"], r["reconstruction"]) == (heuristic, "single")
+    ])  # fmt: skip
+
+
+def test_summary_and_bound_from_the_committed_records(tmp_path):
+    """The bound of benchmarks/elimination_bound.py, from the study's own traces: `none`'s
+    share of time before `earliest` has half of the rows out, in REPORT.md and summary.png."""
+    from matplotlib.colors import to_rgb
+    from PIL import Image
+
+    from heuristics.report import write_report
+    from heuristics.report.style import color
+    from heuristics.report.summary import bounds, build
+    from heuristics.report.versus import _per_heuristic, summary_figure, time_figure
+
+    out = _committed_a9a(tmp_path)
+    write_report(out)
+    for name in ("summary", "time", "active"):
+        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "REPORT.md").read_text()
+    study, records = load_records(out)
+    section = md.split("## Time against `none`, and the bound")[1].split("\n## ")[0]
+    assert "](summary.png)" in section and "No elimination bound" not in section
+    default = f"{DEFAULT_HEURISTIC}/single"
+    header, *body = [
+        [c.strip() for c in ln.strip("|").split("|")]
+        for ln in section.splitlines()
+        if ln.startswith("|") and not ln.startswith("|---")
+    ]
+    assert header[5] == f"saving of the default `{default}`"
+    assert [row[:2] for row in body] == [["a9a", "1"], ["a9a", "2"]]
+    for row in body:
+        P = int(row[1])
+        none, early = _traced(records, "none", P), _traced(records, "earliest", P)
+        n = none["values"]["n_samples"]
+        half = next(
+            i
+            for i, a in zip(early["traces"]["iter"], early["traces"]["active"], strict=True)
+            if a <= n / 2
+        )
+        t = none["traces"]
+        share = t["seconds"][t["iter"].index(half)] / t["seconds"][-1]  # both traced every 100
+        assert row[2:5] == [f"{half:,}", f"{share:.2f}", f"{1 - share:.0%}"]
+        saving = 1 - _cpu(records, DEFAULT_HEURISTIC, P) / _cpu(records, "none", P)
+        assert row[5] == f"{saving:.0%}" and row[6] == f"{saving / (1 - share):.0%}"
+
+    # the figures: the default named and in bold, the bound drawn only when there is one
+    rows, svc = build(study, records)
+    # every heuristic's colour survives the PNG's palette (median cut had merged thin lines)
+    pixels = np.asarray(Image.open(out / "active.png").convert("RGB"), dtype=float).reshape(-1, 3)
+    for h in {r["heuristic"] for r in rows}:
+        rgb = 255 * np.array(to_rgb(color(h)))
+        assert (np.abs(pixels - rgb).max(axis=1) <= 10).any(), f"{h}'s colour is missing"
+    labels = _per_heuristic(rows)
+    assert default in labels and len(labels) == len({lab.split("/")[0] for lab in labels})
+    for bound, expect in ((bounds(rows), True), ({}, False)):
+        fig, axes = summary_figure(study, rows, labels, bound)
+        legend = {t.get_text(): t for t in axes[0][-1].get_legend().get_texts()}
+        assert legend[f"{default} (default)"].get_fontweight() == "bold"
+        assert ("out of reach of every exact heuristic (elimination bound)" in legend) is expect
+        assert any("bound" in t.get_text() for t in axes[0][0].texts) is expect
+    fig, axes = time_figure(study, rows, svc)
+    ticks = list(axes[0][0].get_yticklabels())
+    (mine,) = [t for t in ticks if t.get_text() == f"{default} (default)"]
+    assert mine.get_fontweight() == "bold"
+    # within a group, fastest first: the geometric mean of time / none over P rises down the axis
+    exact = [t.get_text().removesuffix(" (default)") for t in ticks[1:]]
+    exact = exact[: exact.index("approximate (no reconstruction)")]
+    ratio = {lab: gmean(r["vs_none"] for r in rows if r["label"] == lab) for lab in exact}
+    assert [ratio[lab] for lab in exact] == sorted(ratio.values())
+
+
+def test_elimination_bound_without_usable_traces():
+    """No bound, not an error: missing traces, or a multiclass run whose traces restart."""
+    from heuristics.report.summary import elimination_bound
+
+    none = {"iter": [0, 100, 200], "seconds": [0.0, 1.0, 2.0]}
+    early = {"iter": [0, 100, 200], "active": [10, 5, 2]}
+    assert elimination_bound(none, early, 10) == {"half_iter": 100, "share": 0.5}
+    assert elimination_bound(none, {"iter": [0, 100, 200], "active": [10, 9, 8]}, 10)["share"] == 1
+    assert elimination_bound({}, early, 10) is None
+    restart = {"iter": [0, 100, 0, 100], "active": [10, 5, 10, 5]}
+    assert elimination_bound(none, restart, 10) is None

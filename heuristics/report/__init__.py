@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from heuristics.report.summary import build
-from heuristics.report.tables import body_sections
+from heuristics.report.tables import body_sections, bound_section
 from heuristics.report.text import conclusions, default_section
 from heuristics.study import load_records
 
@@ -52,6 +52,7 @@ def markdown(study, rows, svc, figures: dict, out: Path) -> str:
         "",
     ]
     md += [f"- {c}" for c in conclusions(study, rows, svc)] + [""]
+    md += bound_section(study, rows, figures)
     md += ["## Default heuristic", ""] + [" ".join(default_section(study, rows)), ""]
     md += body_sections(study, rows, svc, figures, out)
     return "\n".join(md).rstrip() + "\n"

@@ -6,34 +6,28 @@ listed in the study's order (second order first, ``none`` on top).
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 
-from heuristics.report.summary import config_label
-from heuristics.report.text import default_config, first_p
+from heuristics.report.style import (
+    HIGHLIGHT,
+    bold_default,
+    color,
+    default_label,
+    labelled,
+    marker,
+    pyplot,
+    save,
+)
+from heuristics.report.text import first_p
+from heuristics.report.versus import plot_summary, plot_time
 
-COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
-# one marker per heuristic, so that lines stay apart where two colours look alike
-MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">")
-
-
-def _default_label() -> str:
-    return config_label(*default_config())
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")  # series of grouped bars
 
 
 def _panels(study, n_rows: int = 1, height: float | None = None, n_conf: int = 10):
-    plt = _plt()
+    plt = pyplot()
     names = [d["name"] for d in study["datasets"]]
     h = height if height is not None else max(3.5, 0.32 * n_conf + 1.5)
     fig, axes = plt.subplots(
@@ -60,87 +54,29 @@ def _legend_below(fig, ax) -> None:
     fig._legend_space = (0.25 * rows + 0.1) / height
 
 
-def _save(plt, fig, out: Path, name: str, title: str) -> str:
-    fig.suptitle(title)
-    fig.tight_layout(rect=(0, getattr(fig, "_legend_space", 0.0), 1, 0.97))
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    try:  # a 128-colour palette keeps the committed PNGs small; Pillow comes with matplotlib
-        from PIL import Image
-
-        buf.seek(0)
-        img = (
-            Image.open(buf).convert("RGB").convert("P", palette=Image.Palette.ADAPTIVE, colors=128)
-        )
-        img.save(out / f"{name}.png", optimize=True)
-    except ImportError:
-        (out / f"{name}.png").write_bytes(buf.getvalue())
-    return f"{name}.png"
-
-
 def _col(rs: dict, labels, key):
     return [rs[lab][key] if lab in rs else None for lab in labels]
 
 
-def _hbars(ax, labels, series, xlabel, log=False, xerr=None):
-    """Grouped horizontal bars: ``series`` is [(legend, values)], one value per label."""
+def _hbars(ax, labels, series, xlabel, log=False):
+    """Grouped horizontal bars: ``series`` is [(legend, values)], one value per label; the
+    default's row named, in bold and on a band."""
     y = np.arange(len(labels))
     k = len(series)
     w = 0.8 / max(k, 1)
     for s, (name, vals) in enumerate(series):
         v = np.array([np.nan if x is None else x for x in vals], dtype=float)
-        err = None if xerr is None else xerr[s]
-        ax.barh(
-            y - 0.4 + w * (s + 0.5),
-            v,
-            height=w,
-            color=COLORS[s % len(COLORS)],
-            label=name,
-            xerr=err,
-            error_kw={"elinewidth": 0.8, "capsize": 1.5},
-        )
-    default = _default_label()  # the row a reader acts on: named and in bold
-    ax.set_yticks(y, [f"{lab} (default)" if lab == default else lab for lab in labels], fontsize=8)
-    for tick in ax.get_yticklabels():
-        if tick.get_text().endswith("(default)"):
-            tick.set_fontweight("bold")
+        ax.barh(y - 0.4 + w * (s + 0.5), v, height=w, color=COLORS[s % len(COLORS)], label=name)
+    if default_label() in labels:
+        at = labels.index(default_label())
+        ax.axhspan(at - 0.5, at + 0.5, color=HIGHLIGHT, zorder=0)
+    ax.set_yticks(y, [labelled(lab) for lab in labels], fontsize=8)
+    bold_default(ax.get_yticklabels())
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     if log:
         ax.set_xscale("symlog", linthresh=1)
     ax.grid(axis="x", alpha=0.3)
-
-
-def plot_time(study, rows, svc, out):
-    labels = _labels(rows)
-    plt, fig, axes, names = _panels(study, n_conf=len(labels))
-    for ax, d in zip(axes[0], names, strict=True):
-        series, errs = [], []
-        for P in study["ranks"]:
-            rs = {r["label"]: r for r in rows if r["dataset"] == d and r["ranks"] == P}
-            med = [rs[lab]["cpu_s"] if lab in rs else None for lab in labels]
-            lo = [med[k] - rs[lab]["cpu_min"] if lab in rs else 0 for k, lab in enumerate(labels)]
-            hi = [rs[lab]["cpu_max"] - med[k] if lab in rs else 0 for k, lab in enumerate(labels)]
-            series.append((f"psvm P={P}, CPU", med))
-            errs.append(np.array([lo, hi], dtype=float))
-        _hbars(
-            ax,
-            labels,
-            series,
-            f"CPU s of the slowest rank, median of {study['repeats']} (bars: min-max)",
-            xerr=errs,
-        )
-        for shr, style in ((False, "--"), (True, ":")):
-            s = svc.get((d, shr))
-            if s:
-                on = "on" if shr else "off"
-                ax.axvline(
-                    s["cpu"], color="red", ls=style, label=f"sklearn SVC shrinking={on}, CPU"
-                )
-        ax.set_title(d)
-    _legend_below(fig, axes[0][0])
-    return _save(plt, fig, out, "time", "Training time per configuration (lower is better)")
 
 
 def plot_iterations(study, rows, svc, out):
@@ -160,7 +96,7 @@ def plot_iterations(study, rows, svc, out):
             ax.axvline(s["n_iter"], color="red", ls=":", label="sklearn SVC (shrinking on)")
         ax.set_title(d)
     _legend_below(fig, axes[0][0])
-    return _save(plt, fig, out, "iterations", "Iterations to m - M < tol (same for every P)")
+    return save(plt, fig, out, "iterations", "Iterations to m - M < tol (same for every P)")
 
 
 def plot_active(study, rows, svc, out):
@@ -172,9 +108,7 @@ def plot_active(study, rows, svc, out):
         and r["reconstruction"] != "approximate"
     ]
     plt, fig, axes, names = _panels(study, height=4.2)
-    cmap = plt.get_cmap("tab10")
     labels = _labels(rows)
-    heuristics = list(dict.fromkeys(r["heuristic"] for r in rows))
     for ax, d in zip(axes[0], names, strict=True):
         for lab in labels:
             r = next((r for r in rows if r["dataset"] == d and r["label"] == lab), None)
@@ -182,28 +116,28 @@ def plot_active(study, rows, svc, out):
                 continue
             t = r["traces"]
             n = r["n_samples"] or max(t["active"])
-            k = heuristics.index(r["heuristic"])
-            default = lab == _default_label()
+            default = lab == default_label()
             ax.step(
                 t["iter"],
                 100.0 * np.asarray(t["active"]) / n,
                 where="post",
                 lw=3.0 if default else 1.2,
-                color="black" if r["heuristic"] == "none" else cmap(k % 10),
+                color=color(r["heuristic"]),
                 ls="-" if r["reconstruction"] == "single" else "--",
-                marker=MARKERS[k % len(MARKERS)],
+                marker=marker(r["heuristic"]),
                 markevery=0.12,
                 markersize=4,
                 zorder=3 if default else 2,
-                label=f"{lab} (default)" if default else lab,
+                label=labelled(lab),
             )
-        ax.set_xlabel("iteration (sampled by the solver: at most 500 points a solve)")
+        ax.set_xlabel("iteration (sampled trace points)")
         ax.set_ylabel("active rows [% of training rows]")
         ax.set_ylim(0, 105)
         ax.set_title(d)
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    return _save(plt, fig, out, "active", "Active-set size over the iterations (P = smallest)")
+    legend = axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    bold_default(legend.get_texts())
+    return save(plt, fig, out, "active", "Active-set size over the iterations (P = smallest)")
 
 
 def plot_elimination(study, rows, svc, out):
@@ -224,7 +158,7 @@ def plot_elimination(study, rows, svc, out):
         )
         ax.set_title(d)
     _legend_below(fig, axes[0][0])
-    return _save(plt, fig, out, "elimination", "Eliminations and false positives (revived rows)")
+    return save(plt, fig, out, "elimination", "Eliminations and false positives (revived rows)")
 
 
 def plot_reconstruction(study, rows, svc, out):
@@ -260,7 +194,7 @@ def plot_reconstruction(study, rows, svc, out):
         for ax in axes[:, col]:
             if len(ax.get_legend_handles_labels()[0]) > 1:
                 ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
-    return _save(plt, fig, out, "reconstruction", "Gradient reconstructions: count and cost")
+    return save(plt, fig, out, "reconstruction", "Gradient reconstructions: count and cost")
 
 
 def plot_imbalance(study, rows, svc, out):
@@ -276,10 +210,16 @@ def plot_imbalance(study, rows, svc, out):
             (f"rank {k}", [rs[lab]["busy_per_rank"][k] if lab in rs else None for lab in labels])
             for k in range(P)
         ]
-        _hbars(ax, labels, series, "busy time per rank [s] (kernel+select+update+reconstruct)")
+        _hbars(ax, labels, series, "busy time per rank [s]")
         ax.set_title(d)
     _legend_below(fig, axes[0][0])
-    return _save(plt, fig, out, "imbalance", f"Work per rank at P={P} (equal bars: balanced)")
+    return save(
+        plt,
+        fig,
+        out,
+        "imbalance",
+        f"Work per rank at P={P}: kernel + select + update + reconstruct (equal bars: balanced)",
+    )
 
 
 def plot_quality(study, rows, svc, out):
@@ -312,12 +252,13 @@ def plot_quality(study, rows, svc, out):
         for ax in axes[:, col]:
             if len(ax.get_legend_handles_labels()[0]) > 1:
                 ax.legend(fontsize=7, loc="lower right", framealpha=0.9)
-    return _save(plt, fig, out, "quality", "Test accuracy and objective gap")
+    return save(plt, fig, out, "quality", "Test accuracy and objective gap")
 
 
-PLOTS = {"time": plot_time, "iterations": plot_iterations, "active": plot_active,
-         "elimination": plot_elimination, "reconstruction": plot_reconstruction,
-         "imbalance": plot_imbalance, "quality": plot_quality}  # fmt: skip
+PLOTS = {"summary": plot_summary, "time": plot_time, "iterations": plot_iterations,
+         "active": plot_active, "elimination": plot_elimination,
+         "reconstruction": plot_reconstruction, "imbalance": plot_imbalance,
+         "quality": plot_quality}  # fmt: skip
 
 
 def make_plots(study, rows, svc, out) -> dict:

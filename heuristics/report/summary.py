@@ -28,6 +28,12 @@ def config_label(heuristic: str, reconstruction: str, selection: str) -> str:
     return f"{heuristic}/{reconstruction}" + ("/1st" if selection == "first" else "")
 
 
+def find(rows: list[dict], dataset: str, ranks: int, label: str) -> dict | None:
+    """The summary row of one configuration, or None."""
+    key = (dataset, ranks, label)
+    return next((r for r in rows if (r["dataset"], r["ranks"], r["label"]) == key), None)
+
+
 def summarize_psvm(records: list[dict]) -> list[dict]:
     """One row per (dataset, P, heuristic, reconstruction, selection) over its repeats."""
     groups = defaultdict(list)
@@ -191,3 +197,51 @@ def ranking(rows: list[dict], selection: str = "second") -> list[tuple[str, floa
         if h != "none"
     ]
     return sorted((o for o in out if o[1] is not None), key=lambda o: o[1])
+
+
+# -- the elimination bound (benchmarks/elimination_bound.py) ----------------
+
+
+def elimination_bound(none: dict, earliest: dict, n: int) -> dict | None:
+    """How much time any exact heuristic can save at best, from two traced runs.
+
+    ``none`` and ``earliest`` are the ``traces`` of a run without elimination and of one
+    with ``earliest`` (it tests the rule every iteration), same data, P and selection.
+    Every heuristic applies the same rule, later, so no heuristic has many fewer active rows
+    than ``earliest`` before it has eliminated half of the ``n`` rows: the share of ``none``'s
+    time spent before that iteration is about the least time / ``none`` any can reach.
+    Returns {"half_iter", "share"}, or None without usable traces (missing, or several
+    binary problems, whose iterations restart at 0).
+    """
+    try:
+        it, active = np.asarray(earliest["iter"], float), np.asarray(earliest["active"], float)
+        t_it, t_s = np.asarray(none["iter"], float), np.asarray(none["seconds"], float)
+    except (KeyError, TypeError):
+        return None
+    if min(len(it), len(t_it)) < 2 or len(it) != len(active) or len(t_it) != len(t_s):
+        return None
+    if np.any(np.diff(it) < 0) or np.any(np.diff(t_it) < 0) or not t_s[-1] > 0:
+        return None
+    out = active <= n / 2
+    half = it[np.argmax(out)] if out.any() else it[-1]
+    return {"half_iter": int(half), "share": float(np.interp(half, t_it, t_s) / t_s[-1])}
+
+
+def bounds(rows: list[dict], selection: str = "second") -> dict:
+    """(dataset, P) -> :func:`elimination_bound` from the traced ``none/single`` and
+    ``earliest`` (single, else multi) rows; pairs without both are left out."""
+    out = {}
+    traced = {
+        (r["dataset"], r["ranks"], r["heuristic"], r["reconstruction"]): r
+        for r in rows
+        if r["selection"] == selection and r["traces"]
+    }
+    for (d, P, h, rec), none in traced.items():
+        if h != "none" or rec != "single":
+            continue
+        early = traced.get((d, P, "earliest", "single")) or traced.get((d, P, "earliest", "multi"))
+        n = none["n_samples"]
+        b = elimination_bound(none["traces"], early["traces"], n) if early and n else None
+        if b is not None:
+            out[(d, P)] = b
+    return out

@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from heuristics.report.summary import bounds, config_label, find
 from heuristics.report.text import (
     PLOT_TITLES,
+    default_config,
     first_p,
     fmt,
     markdown_table,
@@ -97,6 +99,60 @@ def _produced(study) -> list[str]:
     return out
 
 
+BOUND = (
+    "The elimination bound (grey in the figure): every heuristic applies the same rule as "
+    "`earliest`, later, so until `earliest` has eliminated half of the rows none of them can "
+    "have many fewer; the share of `none`'s time spent before that iteration is about the "
+    "least time / `none` an exact heuristic can reach, even if every later iteration were "
+    "free (`benchmarks/elimination_bound.py` measures it on the full data sets). It comes from "
+    "the traces of the first repeat (wall clock); the dots are medians of CPU time."
+)
+
+
+def bound_section(study, rows, figures: dict) -> list[str]:
+    """The summary figure, and the default's saving against the most any heuristic can save."""
+    out = ["## Time against `none`, and the bound", ""] + _figure(figures, "summary")
+    got = bounds(rows)
+    if not got:
+        return out + [
+            "No elimination bound: it needs traced `none/single` and `earliest` runs with "
+            "second-order selection on a two-class problem (`--heuristics` must include "
+            "`none` and `earliest`).",
+            "",
+        ]
+    lab = config_label(*default_config())
+    body = []
+    for d in [x["name"] for x in study["datasets"]]:
+        for P in study["ranks"]:
+            b = got.get((d, P))
+            if b is None:
+                continue
+            df = find(rows, d, P, lab)
+            saving = 1 - df["vs_none"] if df and df["vs_none"] is not None else None
+            best = 1 - b["share"]
+            body.append(
+                [
+                    d,
+                    str(P),
+                    f"{b['half_iter']:,}",
+                    f"{b['share']:.2f}",
+                    f"{best:.0%}",
+                    fmt(saving, ".0%"),
+                    fmt(saving / best if saving is not None and best > 0 else None, ".0%"),
+                ]
+            )
+    header = [
+        "data",
+        "P",
+        "`earliest` has half the rows out at iteration",
+        "bound: time / `none` before it",
+        "best possible saving",
+        f"saving of the default `{lab}`",
+        "share of the possible saving",
+    ]
+    return out + [BOUND, ""] + markdown_table(header, body)
+
+
 def _svc_section(study, svc) -> list[str]:
     body = []
     for d in study["datasets"]:
@@ -149,7 +205,9 @@ def _section(title, intro, figures, names, study, rows, header, cells, only=None
 def _time(study, rows, figures) -> list[str]:
     return _section(
         "Training time against `none` and scikit-learn SVC",
-        None,
+        "The figure gives every configuration's time / `none` (same data, P and selection), "
+        "fastest first within each group, with the spread of the repeats; the tables give "
+        "the seconds and the ratios to scikit-learn SVC.",
         figures,
         ["time"],
         study,

@@ -12,7 +12,8 @@ import inspect
 from heuristics.report.summary import config_label, gmean, noise, ranking
 
 PLOT_TITLES = {
-    "time": "Training time per heuristic, against none and scikit-learn SVC",
+    "summary": "Time against none per data set and heuristic, with the elimination bound",
+    "time": "Training time per configuration against none",
     "iterations": "Iterations",
     "active": "Active-set size over the iterations",
     "elimination": "Eliminated samples and false positives",

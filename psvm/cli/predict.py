@@ -11,14 +11,15 @@ from psvm.cli._common import HelpRequested, UsageError, number, run_main, unknow
 
 USAGE = (
     "Usage: psvm-predict [options] test_file model_file output_file\noptions:\n"
-    "-b probability_estimates: only 0 is supported\n"
+    "-b probability_estimates: whether to predict probability estimates, 0 or 1 (default 0);"
+    " C-SVC and nu-SVC models trained with -b 1\n"
     "-q : quiet mode (no outputs)\n"
     "--strict-features : refuse test features the model has not seen (LIBSVM predicts with them)"
 )
 
 
 def parse_args(argv: list[str]) -> dict:
-    opts: dict = {"quiet": False, "strict": False}
+    opts: dict = {"quiet": False, "strict": False, "probability": 0}
     k = 0
     while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
         if argv[k] in ("-q", "--strict-features"):
@@ -27,8 +28,9 @@ def parse_args(argv: list[str]) -> dict:
         elif argv[k] == "-b":
             if k + 1 >= len(argv):
                 raise UsageError("option -b needs a value")
-            if number("-b", argv[k + 1], int) != 0:
-                raise UsageError("-b 1: probability estimates are not supported")
+            opts["probability"] = number("-b", argv[k + 1], int)
+            if opts["probability"] not in (0, 1):
+                raise UsageError(f"-b {argv[k + 1]}: probability_estimates must be 0 or 1")
             k += 2
         elif argv[k] in ("-h", "--help"):
             raise HelpRequested()
@@ -47,31 +49,81 @@ def _body(argv: list[str]) -> int:
     from psvm.io.atomic import agree_writable, write_atomic
     from psvm.io.linear_model_file import read_any_model
     from psvm.io.shard import load_shard
+    from psvm.threads import apply_threads
 
     opts = parse_args(argv)
     comm = world()
+    apply_threads(None, comm)  # the node's cores shared by its ranks, as psvm-train
     agree_writable(comm, {"the output file": opts["output"]})
     model, error = None, None
     try:  # LIBLINEAR's format (psvm-train --solver sgd) or LIBSVM's
         model = read_any_model(opts["model"])
     except (OSError, ValueError) as e:
         error = e
+    if error is None and opts["probability"] and not getattr(model, "has_probability", False):
+        error = ValueError("Model does not support probabiliy estimates")  # svm-predict's words
     comm.agree(error)
+    if (
+        comm.rank == 0
+        and not (opts["probability"] or opts["quiet"])
+        and getattr(model, "has_probability", False)
+    ):
+        print("Model supports probability estimates, but disabled in prediction.")  # as LIBSVM
     # by default, as LIBSVM: a feature the model never saw adds to an RBF row's norm
     width = model.n_features if opts["strict"] else None
-    shard = load_shard(comm, opts["test"], n_features=width, min_classes=0)
-    pred = model.predict(shard.X) if shard.X.shape[0] else np.empty(0)
-    pred = comm.allgatherv(np.asarray(pred, dtype=np.float64))
-    truth = comm.allgatherv(shard.y)
+    # each rank predicts the lines of its byte range; an empty file predicts nothing, as svm-predict
+    shard = load_shard(
+        comm, opts["test"], n_features=width, min_classes=0, balance=False, allow_empty=True
+    )
+    if opts["probability"]:
+        pred, prob = model.predict_proba(shard.X)
+        prob = comm.gatherv(prob.ravel())
+        head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
+    else:
+        pred = np.asarray(model.predict(shard.X) if shard.n_local else [], dtype=np.float64)
+    pred, truth = comm.gatherv(np.asarray(pred, np.float64)), comm.gatherv(shard.y)  # file order
     if comm.rank == 0:
+        if opts["probability"]:
+            text = head + _proba_lines(pred, prob.reshape(pred.size, -1))
+        else:
+            labels, which = np.unique(pred, return_inverse=True)
+            text = "".join(np.array([f"{v:.17g}\n" for v in labels], dtype=object)[which])
         with write_atomic(opts["output"]) as f:
-            f.writelines(f"{p:.17g}\n" for p in pred)
-        correct = int(np.sum(pred == truth))
-        total = truth.size
+            f.write(text)
         if not opts["quiet"]:
-            acc = 100.0 * correct / total if total else 0.0
-            print(f"Accuracy = {acc:g}% ({correct}/{total}) (classification)")
+            regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
+            print(result_lines(pred, truth, regression))
     return 0
+
+
+def _proba_lines(pred, prob) -> str:
+    """svm-predict -b 1's rows: the label, then each class's probability, all ``%g``."""
+    return "".join(
+        " ".join([f"{p:g}", *(f"{v:g}" for v in row)]) + "\n"
+        for p, row in zip(pred.tolist(), prob.tolist(), strict=True)
+    )
+
+
+def result_lines(pred, truth, regression: bool) -> str:
+    """svm-predict's summary: accuracy, or for regression the mean squared error and the
+    squared correlation coefficient (its formulas)."""
+    import numpy as np
+
+    total = truth.size
+    if not regression:
+        correct = int(np.sum(pred == truth))
+        acc = 100.0 * correct / total if total else float("nan")  # svm-predict: -nan
+        return f"Accuracy = {acc:g}% ({correct}/{total}) (classification)"
+    n = float(total)
+    sp, st = pred.sum(), truth.sum()
+    spp, stt, spt = pred @ pred, truth @ truth, pred @ truth
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mse = np.sum((pred - truth) ** 2) / n
+        r2 = (n * spt - sp * st) ** 2 / ((n * spp - sp * sp) * (n * stt - st * st))
+    return (
+        f"Mean squared error = {mse:g} (regression)\n"
+        f"Squared correlation coefficient = {r2:g} (regression)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,22 +26,29 @@ from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
 KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
+SVM_TYPE_CODES = {0: "c_svc", 1: "nu_svc", 2: "one_class", 3: "epsilon_svr", 4: "nu_svr"}
 CV_PARALLEL = {"auto": None, "folds": True, "rows": False}  # -> cross_validate's parallel
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 FLAGS = {
-    "-s": ("svm_type", int, "svm_type: 0 -- C-SVC (the only type psvm trains)"),
+    "-s": (
+        "svm_type",
+        int,
+        "svm_type: 0 C-SVC (default), 1 nu-SVC, 2 one-class SVM, 3 epsilon-SVR, 4 nu-SVR",
+    ),
     "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid"),
     "-d": ("degree", int, "degree in kernel function (default 3)"),
     "-g": ("gamma", float, "gamma in kernel function (default 1/num_features)"),
     "-r": ("coef0", float, "coef0 in kernel function (default 0)"),
-    "-c": ("C", float, "cost: the parameter C of C-SVC (default 1)"),
+    "-c": ("C", float, "cost: the parameter C of C-SVC, epsilon-SVR and nu-SVR (default 1)"),
+    "-n": ("nu", float, "nu: the parameter nu of nu-SVC, one-class SVM and nu-SVR (default 0.5)"),
+    "-p": ("epsilon", float, "epsilon: the loss's tube in epsilon-SVR (default 0.1)"),
     "-e": ("tol", float, "epsilon: tolerance of termination criterion (default 0.001)"),
     "-m": ("cache_size", float, "cachesize: kernel cache in MB per rank (default 100)"),
     "-h": ("shrinking", int, "shrinking: 0 or 1 (default 1); -h alone or --help: this usage"),
-    "-b": ("probability", int, "probability estimates: only 0 is supported"),
+    "-b": ("probability", int, "probability_estimates: train a model for them, 0 or 1 (default 0)"),
     "-v": ("n_folds", int, "n-fold cross validation mode: prints the accuracy, writes no model"),
-    "--seed": ("seed", int, "seed of -v's fold shuffle (default 0; not LIBSVM's rand())"),
+    "--seed": ("seed", int, "seed of the -v and -b 1 fold shuffles (default 0; not rand())"),
     "--cv-parallel": ("cv_parallel", str, "-v: folds, rows or auto (default; docs/cli.md)"),
     "-o": ("n_threads", int, "threads per rank (default 0: the node's cores / its ranks)"),
     "--heuristic": ("heuristic", str, "elimination heuristic (default frequent; -h 0: none)"),
@@ -75,13 +82,20 @@ def parse_args(argv: list[str]) -> dict:
     opts = parse_train_args(argv, FLAGS, advice=ADVICE)
     if opts.get("solver", "smo") != "smo":
         raise UsageError(f"--solver {opts['solver']}: must be smo or sgd")
-    if opts.get("svm_type", 0) != 0:
-        raise UsageError(f"-s {opts['svm_type']}: psvm trains C-SVC only (-s 0)")
-    if opts.get("probability", 0) != 0:
+    s = opts.get("svm_type", 0)
+    if s not in SVM_TYPE_CODES:
+        raise UsageError(f"-s {s}: svm_type must be 0, 1, 2, 3 or 4")
+    opts["svm_type"] = SVM_TYPE_CODES[s]
+    b = opts.get("probability", 0)
+    if b not in (0, 1):
+        raise UsageError(f"-b {b}: probability_estimates must be 0 or 1")
+    if b and opts["svm_type"] not in ("c_svc", "nu_svc"):
         raise UsageError(
-            "-b 1: probability estimates are not supported; use -b 0, or scikit-learn's "
-            "CalibratedClassifierCV around psvm.SVC"
+            f"-b 1 -s {s}: psvm trains probability estimates for C-SVC and nu-SVC (-s 0, 1) "
+            "only so far; use -b 0"
         )
+    if b and "n_folds" in opts:
+        raise UsageError("-b 1 with -v: the folds' predictions are votes; drop -b 1 for -v")
     if "kernel" in opts:
         if opts["kernel"] not in KERNEL_CODES:
             raise UsageError(
@@ -116,6 +130,9 @@ def svc_params(opts: dict) -> dict:
 
     with flag_named(FLAGS):  # 'option -d: degree must be >= 0, got -1'
         return validate_svc_params(
+            svm_type=opts["svm_type"],
+            nu=opts.get("nu", 0.5),
+            epsilon=opts.get("epsilon", 0.1),
             C=opts.get("C", 1.0),
             kernel=opts.get("kernel", "rbf"),
             degree=opts.get("degree", 3),
@@ -144,6 +161,7 @@ def _body(argv: list[str]) -> int:
     from psvm.stats import Stats, reduce_stats
     from psvm.svc.checkpoint import make_checkpoint_config
     from psvm.svc.multiclass import fit_ovo, scale_hint
+    from psvm.svc.single import fit_single
     from psvm.threads import apply_threads
 
     opts = parse_args(argv)
@@ -168,8 +186,10 @@ def _body(argv: list[str]) -> int:
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classes = integer_classes(comm, opts["train"], shard.classes)
-    warn_unknown_weights(comm, opts["class_weight"], classes)
+    classify, classes = opts["svm_type"] in ("c_svc", "nu_svc"), None
+    if classify:
+        classes = integer_classes(comm, opts["train"], shard.classes)
+        warn_unknown_weights(comm, opts["class_weight"], classes)
     hint = scale_hint(comm, shard.X, params)
     if hint is not None and log is not None:
         print(f"psvm-train: note: {hint}", file=sys.stderr, flush=True)
@@ -179,10 +199,26 @@ def _body(argv: list[str]) -> int:
     with stats.timer("train"):
         if cv:
             lines = _cross_validate(comm, opts, shard, params, classes, stats, log)
-        else:
+        elif classify:
             model, _ = fit_ovo(
                 comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
             )
+            if opts.get("probability"):  # LIBSVM's pairwise sigmoids, 5-fold internal CV
+                from psvm.probability import fit_probability
+
+                probA, probB = fit_probability(
+                    comm,
+                    shard,
+                    params,
+                    classes,
+                    model.gamma,
+                    seed=opts.get("seed", 0),
+                    stats=stats,
+                    log=log,
+                )
+                model.meta.update(probA=probA.tolist(), probB=probB.tolist())
+        else:
+            model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
     report = reduce_stats(comm, stats)
     if "n_iter_own" in report["counts"]:  # fold-parallel -v: every rank's folds, summed
         report["counts"]["n_iter"] = report["counts"].pop("n_iter_own")
@@ -203,14 +239,15 @@ def _body(argv: list[str]) -> int:
             write_model(opts["model"], model)
         if "stats" in opts:
             write_json(opts["stats"], report)
-        if log is not None and not cv:
+        if log is not None and classify and not cv:  # svm-train: no total for the others
             log(f"Total nSV = {model.support_vectors.shape[0]}")
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
     return 0
 
 
 def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]:
-    """-v n: LIBSVM's stratified folds, one C-SVC per fold; its result line (collective)."""
+    """-v n: LIBSVM's folds (stratified for the classifiers), one model per fold; its result
+    lines (collective)."""
     from functools import partial
 
     from psvm.cross_validation import (
@@ -218,6 +255,7 @@ def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]
         cross_validate,
         fold_parallel,
         result_lines,
+        single_fit_predict,
         svc_fit_predict,
     )
 
@@ -230,13 +268,17 @@ def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]
     if parallel is None:
         parallel = fold_parallel(comm, shard, n_folds)
     stats.values["fold_parallel"] = parallel
-    make = partial(svc_fit_predict, params=params, classes=classes, stats=stats)
+    svm_type = params["svm_type"]
+    if svm_type in ("c_svc", "nu_svc"):
+        make = partial(svc_fit_predict, params=params, classes=classes, stats=stats)
+    else:  # LIBSVM: folds at random (not stratified) for the other types
+        make, classes = partial(single_fit_predict, params=params, stats=stats), None
     seed = opts.get("seed", 0)
     target = cross_validate(comm, shard, n_folds, seed, make, classes, log=log, parallel=parallel)
     if parallel:  # each rank ran its own folds: no lockstep traces, own iteration counts
         stats.traces.clear()
         stats.counts["n_iter_own"] = stats.counts.pop("n_iter", 0)
-    return result_lines(comm, shard.y, target)
+    return result_lines(comm, shard.y, target, regression=svm_type in ("epsilon_svr", "nu_svr"))
 
 
 def _hit_rate(counts: dict) -> float:

@@ -78,7 +78,8 @@ def body(argv: list[str]) -> int:
     from psvm.io.shard import load_shard
     from psvm.sgd.model import LinearModel
     from psvm.sgd.msf import make_policy
-    from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
+    from psvm.sgd.problem import SGDState, make_problem
+    from psvm.sgd.trainer import SGDTrainer
     from psvm.stats import Stats, reduce_stats
     from psvm.threads import apply_threads
 

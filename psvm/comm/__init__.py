@@ -205,10 +205,6 @@ class Comm:
         self._tick("bcast_obj", 0, t0)
         return out
 
-    def barrier(self) -> None:
-        if self._c is not None:
-            self._c.Barrier()
-
     def agree(self, error: BaseException | None) -> None:
         """Raise the same exception on every rank if any rank has one.
 

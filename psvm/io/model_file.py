@@ -21,19 +21,19 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from psvm._params import SVM_TYPES
 from psvm.io.atomic import write_atomic
 from psvm.model import SVCModel
 
 # LIBSVM's kernel_type_table names; psvm's names are sklearn's.
 _FILE_KERNELS = {"linear": "linear", "polynomial": "poly", "rbf": "rbf", "sigmoid": "sigmoid"}
 _KERNEL_TO_FILE = {v: k for k, v in _FILE_KERNELS.items()}
-_SVM_TYPES = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
 _HEADER_KEYS = (
     "svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class",
     "total_sv", "rho", "label", "probA", "probB", "prob_density_marks", "nr_sv",
 )  # fmt: skip
-# Header fields psvm does not use but keeps in ``meta`` so a rewrite loses nothing.
-_KEPT_KEYS = ("probA", "probB")
+# Probability header fields, kept in ``meta`` (and written back in their place).
+_KEPT_KEYS = ("probA", "probB", "prob_density_marks")
 _TRAILER = "#psvm"
 _MAX_INDEX = np.iinfo(np.int32).max  # the kernels' index dtype
 
@@ -74,14 +74,15 @@ def _json_default(obj: Any) -> Any:
 
 
 def _header_lines(model: SVCModel) -> list[str]:
-    """The header exactly as LIBSVM's svm_save_model orders and formats it."""
+    """The header exactly as LIBSVM's svm_save_model orders and formats it (no ``label``
+    and ``nr_sv`` lines for the types without classes)."""
     labels = []
     for c in model.classes.tolist():
         if isinstance(c, bool) or not isinstance(c, numbers.Real) or not float(c).is_integer():
             raise ValueError(f"LIBSVM model files hold integer labels only, got label {c!r}")
         labels.append(str(int(c)))
     kernel = model.kernel
-    lines = ["svm_type c_svc", f"kernel_type {_KERNEL_TO_FILE[kernel]}"]
+    lines = [f"svm_type {model.svm_type}", f"kernel_type {_KERNEL_TO_FILE[kernel]}"]
     if kernel == "poly":
         lines.append(f"degree {model.degree}")
     if kernel in ("poly", "rbf", "sigmoid"):
@@ -92,12 +93,15 @@ def _header_lines(model: SVCModel) -> list[str]:
         f"nr_class {model.n_classes}",
         f"total_sv {model.support_vectors.shape[0]}",
         " ".join(["rho", *map(_g, model.rho.tolist())]),
-        " ".join(["label", *labels]),
     ]
+    if model.is_classifier:
+        lines.append(" ".join(["label", *labels]))
     for key in _KEPT_KEYS:
         if key in model.meta:
             lines.append(" ".join([key, *map(_g, np.atleast_1d(model.meta[key]).tolist())]))
-    lines += [" ".join(["nr_sv", *map(str, model.n_support.tolist())]), "SV"]
+    if model.is_classifier:
+        lines.append(" ".join(["nr_sv", *map(str, model.n_support.tolist())]))
+    lines.append("SV")
     return lines
 
 
@@ -193,13 +197,12 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     Returns
     -------
     model : SVCModel
-        ``probA``/``probB`` lines, which psvm does not use, are kept in ``meta``.
+        ``probA``/``probB`` (-b 1) and ``prob_density_marks`` lines are kept in ``meta``.
 
     Raises
     ------
     ModelFormatError
         On any malformed or inconsistent content, naming the file and line.
-        Only ``svm_type c_svc`` is accepted.
     """
     rd = _Reader(os.fspath(path))
     with open(rd.path, encoding="utf-8", errors="replace") as f:
@@ -208,8 +211,9 @@ def read_model(path: str | os.PathLike) -> SVCModel:
         lines.pop()
     header, sv_line = _read_header(rd, lines)
     fields = _header_fields(rd, header, sv_line)
-    k, total_sv = len(fields["classes"]), fields.pop("total_sv")
-    coef, sv = _read_svs(rd, lines, sv_line, total_sv, k - 1)
+    total_sv = fields.pop("total_sv")
+    n_coef = len(fields["classes"]) - 1 if fields["svm_type"] in ("c_svc", "nu_svc") else 1
+    coef, sv = _read_svs(rd, lines, sv_line, total_sv, n_coef)
     n_features, n_features_line = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
     if n_features is not None and n_features < sv.shape[1]:
         raise rd.error(
@@ -261,9 +265,9 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
         return parse(vals[0], line, key), line
 
     line, (svm_type,) = values("svm_type", 1)
-    if svm_type != "c_svc":
-        what = "a known" if svm_type in _SVM_TYPES else "an unknown"
-        raise rd.error(line, f"svm_type {svm_type!r} is {what} type; psvm reads c_svc only")
+    if svm_type not in SVM_TYPES:
+        raise rd.error(line, f"unknown svm_type {svm_type!r}; expected one of {list(SVM_TYPES)}")
+    classify = svm_type in ("c_svc", "nu_svc")
     line, (kernel_type,) = values("kernel_type", 1)
     if kernel_type not in _FILE_KERNELS:
         raise rd.error(
@@ -278,18 +282,28 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
         "coef0": 0.0,
         "degree": 3,
         "meta": {},
+        "svm_type": svm_type,
     }
     for key, parse in (("degree", rd.integer), ("gamma", rd.number), ("coef0", rd.number)):
         if key in header:
             out[key] = one(key, parse)[0]
     k, line = one("nr_class", rd.integer)
-    if k < 1:
-        raise rd.error(line, f"nr_class must be >= 1, got {k}")
+    if k < 1 or (not classify and k != 2):
+        expected = ">= 1" if classify else f"2 for {svm_type}"
+        raise rd.error(line, f"nr_class must be {expected}, got {k}")
     total_sv, line = one("total_sv", rd.integer)
     if total_sv < 0:
         raise rd.error(line, f"total_sv must be >= 0, got {total_sv}")
     line, vals = values("rho", k * (k - 1) // 2)
     out["rho"] = np.array([rd.number(v, line, "rho") for v in vals])
+    if not classify:
+        for key in ("label", "nr_sv"):
+            if key in header:
+                raise rd.error(header[key][0], f"{key} is for c_svc and nu_svc only")
+        out["classes"], out["n_support"] = np.zeros(0), np.zeros(0, dtype=np.int64)
+        out["total_sv"] = total_sv
+        _kept(rd, header, out)
+        return out
     line, vals = values("label", k)
     labels = [rd.integer(v, line, "label") for v in vals]
     if len(set(labels)) != k:
@@ -302,13 +316,18 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
     if sum(n_support) != total_sv:
         raise rd.error(line, f"nr_sv sums to {sum(n_support)} but total_sv is {total_sv}")
     out["n_support"], out["total_sv"] = np.array(n_support, dtype=np.int64), total_sv
+    _kept(rd, header, out)
+    return out
+
+
+def _kept(rd: _Reader, header: dict, out: dict) -> None:
+    """The probability lines, kept in ``meta`` (probA/probB: :mod:`psvm.probability`)."""
     for key in _KEPT_KEYS:
         if key in header:
             line, vals = header[key]
             out["meta"][key] = [rd.number(v, line, key) for v in vals]
-    if "prob_density_marks" in header:
+    if "prob_density_marks" in header and out["svm_type"] != "one_class":
         raise rd.error(header["prob_density_marks"][0], "prob_density_marks is for one_class only")
-    return out
 
 
 def _read_svs(

@@ -57,9 +57,6 @@ class Shard:
         Global number of features (max index, or the explicit one).
     max_row_nnz : int
         Largest nnz of any row on any rank (sizes row broadcast buffers).
-    offsets : ndarray of shape (size + 1,), int64, or None
-        First global row of every rank, then ``n_samples``: rank r holds rows
-        ``offsets[r]`` to ``offsets[r + 1] - 1``.
     classes : ndarray of float64 or None
         Distinct labels in order of first appearance in the file.
     """
@@ -70,7 +67,6 @@ class Shard:
     n_samples: int
     n_features: int
     max_row_nnz: int
-    offsets: np.ndarray | None = None
     classes: np.ndarray | None = None
 
     @property
@@ -167,6 +163,7 @@ def load_shard(
     n_features: int | None = None,
     min_classes: int = 2,
     balance: bool = True,
+    allow_empty: bool = False,
 ) -> Shard:
     """Load this rank's rows of a LIBSVM file; collective over ``comm``.
 
@@ -184,6 +181,8 @@ def load_shard(
     balance : bool, default=True
         Move rows so that ranks hold similar nnz (:func:`nnz_balanced_offsets`).
         Otherwise rows stay where their byte range put them.
+    allow_empty : bool, default=False
+        Accept a file without data lines (a test file: nothing to predict).
 
     Returns
     -------
@@ -196,7 +195,8 @@ def load_shard(
     LibsvmFormatError
         On every rank, naming the file and the global line: a bad line, a
         row whose squared norm exceeds ``MAX_SQUARED_NORM`` (values too large
-        for the kernels), an empty file, or fewer than ``min_classes`` labels.
+        for the kernels), an empty file (unless ``allow_empty``), or fewer than
+        ``min_classes`` labels.
     """
     path = os.fspath(path)
     if n_features is not None and (int(n_features) != n_features or n_features < 1):
@@ -227,7 +227,7 @@ def load_shard(
     max_index, max_row_nnz = (int(v) for v in comm.max_(local_max))
     counts = comm.allgatherv(np.array([y.size], dtype=np.int64))
     n_samples = int(counts.sum())
-    if n_samples == 0:  # agree() marks it collective: every rank raises it
+    if n_samples == 0 and not allow_empty:  # agree() marks it collective: every rank raises it
         comm.agree(LibsvmFormatError(path, None, "no data lines (empty file)"))
     classes = labels_in_order(comm, y)
     if len(classes) < min_classes:
@@ -255,7 +255,6 @@ def load_shard(
         n_samples=n_samples,
         n_features=n_feat,
         max_row_nnz=max_row_nnz,
-        offsets=offsets,
         classes=classes,
     )
 

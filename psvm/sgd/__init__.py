@@ -1,9 +1,10 @@
 """Parallel SGD linear SVM with a tuned model synchronisation frequency (MSF).
 
-``steps`` holds the numba kernels, ``trainer`` the epoch loop with its model
-averages, ``msf`` the sync-period policies, ``model`` the fitted linear model
-and its LIBLINEAR text format, ``estimator`` :class:`SGDSVC`. Submodules are
-imported lazily so that ``import psvm`` stays cheap.
+``steps`` holds the numba kernels, ``problem`` a rank's rows and model state,
+``trainer`` the epoch loop with its model averages, ``msf`` the sync-period
+policies, ``model`` the fitted linear model (its LIBLINEAR text format is in
+:mod:`psvm.io.linear_model_file`), ``estimator`` :class:`SGDSVC`. Submodules
+are imported lazily so that ``import psvm`` stays cheap.
 """
 
 __all__ = ["SGDSVC"]

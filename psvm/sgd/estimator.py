@@ -7,41 +7,23 @@ from contextlib import contextmanager
 
 import numba
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, validate_sgd_params
-from psvm.faces import (
-    InputError,
-    agree_on_input,
-    agree_replicated,
-    check_finite_rows,
-    check_sample_weight,
-    class_weight_vector,
-    fit_comm,
-    global_width,
-    widen,
-)
-from psvm.io.shard import nnz_balanced_offsets
+from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input
+from psvm.faces.params import check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
-from psvm.sgd.trainer import SGDState, SGDTrainer, make_problem
+from psvm.sgd.problem import SGDState, make_problem
+from psvm.sgd.trainer import SGDTrainer
 from psvm.stats import Stats, reduce_stats
 from psvm.threads import check_threads, rank_threads
 
 # scikit-learn's rule: the bias learns 100x slower on sparse input (fewer, larger updates).
 SPARSE_INTERCEPT_DECAY = 0.01
-
-
-def _some_weight(comm, sw: np.ndarray, sharded: bool) -> None:
-    """Raise on every rank when no sample has a positive weight (collective if sharded)."""
-    total = comm.sum_(float(sw.sum())) if sharded else float(sw.sum())
-    if total <= 0:
-        raise InputError("sample_weight is zero for every sample: nothing to learn from")
 
 
 class SGDSVC(ClassifierMixin, BaseEstimator):
@@ -185,41 +167,40 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
         with self._comm() as comm:
-            sharded = self.distributed == "sharded"
-            X, y, sw = agree_on_input(comm, sharded, self._check_input, X, y, sample_weight)
-            if not sharded:
-                agree_replicated(comm, X, y, sw)
-            X = self._agree_width(comm, X, sharded)
-            _some_weight(comm, sw, sharded)
-            classes = self._classes(comm, y)
-            self._setup(comm, X, classes)
-            self._train(comm, X, y, sw, self.max_iter, stop_on_tol=True)
+            data = fit_input(
+                self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
+            )
+            self._setup(comm, data)
+            self._train(comm, data, self.max_iter, stop_on_tol=True)
         return self
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
-        """One epoch over (X, y), continuing the model and the step-size schedule."""
-        first = not hasattr(self, "_state")
+        """One epoch over (X, y), continuing the model and the step-size schedule.
+
+        ``classes`` (all labels of the problem) is needed on the first call.
+        """
+        first = not hasattr(self, "classes_")
         with self._comm() as comm:
-            sharded = self.distributed == "sharded"
-            X, y, sw, classes = agree_on_input(
-                comm, sharded, self._check_partial_input, X, y, classes, sample_weight, first
+            data = fit_input(
+                self,
+                comm,
+                X,
+                y,
+                sample_weight,
+                self.distributed,
+                partial_fit=True,
+                classes=classes,
+                every_class_weighted=False,
             )
-            if not sharded:
-                agree_replicated(comm, X, y, sw)
             if first:
-                X = self._agree_width(comm, X, sharded)
-                self._setup(comm, X, classes)
-            _some_weight(comm, sw, sharded)
-            self._train(comm, X, y, sw, 1, stop_on_tol=False)
+                self._setup(comm, data)
+            self._train(comm, data, 1, stop_on_tol=False)
         return self
 
     @contextmanager
     def _comm(self):
-        """The Comm of one fit (:func:`psvm.faces.fit_comm`), guarded, with its threads."""
-        if self.distributed not in ("replicated", "sharded"):
-            raise ParameterError(
-                f"distributed must be 'replicated' or 'sharded', got {self.distributed!r}"
-            )
+        """The Comm of one fit (:func:`psvm.faces.params.fit_comm`), guarded, with its threads."""
+        check_distributed(self.distributed)
         check_threads(self.n_threads)
         with (
             fit_comm(self.comm, self.distributed) as comm,
@@ -228,55 +209,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         ):
             yield comm
 
-    def _check_input(self, X, y, sample_weight, *, reset=True):
-        """This rank's checks of its input; fit agrees on their errors over the ranks."""
-        if not reset:  # a sparse shard may lack the highest feature indices
-            X = widen(X, self.n_features_in_)
-        X, y = validate_data(
-            self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=reset
-        )
-        check_finite_rows(X)
-        check_classification_targets(y)
-        return X, y, check_sample_weight(sample_weight, X.shape[0])
-
-    def _agree_width(self, comm, X, sharded: bool):
-        """X widened to the global number of features, which ``n_features_in_`` records."""
-        n_features = global_width(comm, X, sharded)  # raises alike on every rank
-        self.n_features_in_ = n_features
-        return widen(X, n_features)
-
-    def _check_partial_input(self, X, y, classes, sample_weight, first: bool):
-        """_check_input plus the classes of partial_fit: given on the first call, then fixed."""
-        X, y, sw = self._check_input(X, y, sample_weight, reset=first)
-        if first:
-            if classes is None:
-                raise ValueError("classes must be passed on the first call to partial_fit.")
-            classes = np.unique(np.asarray(classes))
-            if classes.size < 2:
-                raise ValueError(f"classes must hold at least two labels, got {classes!r}")
-        else:
-            if classes is not None and not np.array_equal(np.unique(classes), self.classes_):
-                raise ValueError(
-                    f"classes {classes!r} differ from the first call's {self.classes_!r}"
-                )
-            classes = self.classes_
-        unknown = np.setdiff1d(np.unique(y), classes)
-        if unknown.size:
-            raise ValueError(f"y holds labels {unknown.tolist()} that are not in classes")
-        return X, y, sw, classes
-
-    def _classes(self, comm, y) -> np.ndarray:
-        if self.distributed == "sharded":
-            classes = np.unique(np.concatenate(comm.allgather_obj(np.unique(y))))
-        else:
-            classes = np.unique(y)
-        if classes.size < 2:
-            raise InputError(
-                f"The number of classes has to be greater than one; got {classes.size} class"
-            )
-        return classes
-
-    def _setup(self, comm, X, classes) -> None:
+    def _setup(self, comm, data: FitInput) -> None:
         """Validate parameters, draw the agreed seed, start a fresh model and MSF policy."""
         self._cfg = validate_sgd_params(
             alpha=self.alpha,
@@ -290,7 +223,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             shuffle=self.shuffle,
             average=self.average,
             fit_intercept=self.fit_intercept,
-            intercept_decay=SPARSE_INTERCEPT_DECAY if sp.issparse(X) else 1.0,
+            intercept_decay=SPARSE_INTERCEPT_DECAY if data.sparse else 1.0,
             verbose=self.verbose,
         )
         try:
@@ -299,34 +232,21 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             raise ParameterError(f"random_state: {e}") from None
         seed = int(rng.randint(np.iinfo(np.int32).max))
         seed = comm.bcast_obj(seed)
-        self.classes_ = classes
-        n_models = 1 if classes.size == 2 else classes.size
-        self._state = SGDState.zeros(n_models, X.shape[1], seed, comm.rank)
+        self.classes_ = data.classes
+        n_models = 1 if data.classes.size == 2 else data.classes.size
+        self._state = SGDState.zeros(n_models, data.n_features, seed, comm.rank)
         self._policy = make_policy(self._cfg.sync_every, self._cfg.msf_target)
         self.n_iter_ = 0
 
-    def _local_rows(self, comm, X):
-        if self.distributed == "sharded":
-            return slice(0, X.shape[0])
-        offsets = nnz_balanced_offsets(np.diff(X.indptr), comm.size)
-        return slice(int(offsets[comm.rank]), int(offsets[comm.rank + 1]))
-
-    def _class_weights(self, comm, y) -> np.ndarray:
-        classes, cw = self.classes_, self.class_weight
-        if cw == "balanced":  # from global class counts, so 'sharded' agrees with 'replicated'
-            counts = np.array([np.sum(y == c) for c in classes], dtype=np.int64)
-            if self.distributed == "sharded":
-                counts = comm.sum_(counts)
-            return counts.sum() / (classes.size * np.maximum(counts, 1))
-        return class_weight_vector(cw, classes, None)  # warns as LIBSVM of unknown labels
-
-    def _train(self, comm, X, y, sw, n_epochs, *, stop_on_tol) -> None:
-        Xc = sp.csr_matrix(X, dtype=np.float64)
-        rows = self._local_rows(comm, Xc)
-        codes = np.searchsorted(self.classes_, y)
-        cw = self._class_weights(comm, y)
+    def _train(self, comm, data: FitInput, n_epochs, *, stop_on_tol) -> None:
+        cw = class_weight_vector(self.class_weight, self.classes_, data.class_counts)
         prob = make_problem(
-            comm, Xc[rows], codes[rows], self.classes_.size, sample_weight=sw[rows], class_weight=cw
+            comm,
+            data.X,
+            data.codes,
+            self.classes_.size,
+            sample_weight=data.sample_weight,
+            class_weight=cw,
         )
         stats = Stats()
         log = print if self.verbose and comm.rank == 0 else None

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
 from psvm._params import SGDConfig
-from psvm.kernels import canonical_csr, csr_arrays
 from psvm.sgd import steps
+from psvm.sgd.problem import LocalProblem, SGDState
 from psvm.stats import Stats
 
 # Samples timed on a scratch copy of the model to measure the cost of one step.
@@ -33,130 +31,6 @@ PROBE_STEPS = 256
 PROBE_SYNCS = 5
 # Rows per block of the per-epoch shuffle (see SGDTrainer): 1 would be a full permutation.
 SHUFFLE_BLOCK = 32
-
-
-@dataclass
-class LocalProblem:
-    """One rank's rows in the kernels' dtypes, with the one-vs-rest wiring.
-
-    Model c treats class code ``pos_code[c]`` as +1 with weight ``pos_w[c]``
-    and the rest as -1 with weight ``neg_w[c]`` (scikit-learn's scheme).
-    """
-
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    codes: np.ndarray
-    sw: np.ndarray
-    n_features: int
-    n_samples: int
-    n_local_max: int
-    pos_code: np.ndarray
-    pos_w: np.ndarray
-    neg_w: np.ndarray
-    val: tuple | None = None
-    n_val: int = 0
-
-    @property
-    def n_local(self) -> int:
-        return self.codes.size
-
-    @property
-    def n_models(self) -> int:
-        return self.pos_code.size
-
-    def permuted(self, perm: np.ndarray) -> LocalProblem:
-        """The same problem with the local training rows stored in ``perm`` order."""
-        X = sp.csr_matrix(
-            (self.data, self.indices, self.indptr), shape=(self.n_local, self.n_features)
-        )[perm]
-        indptr, indices, data = csr_arrays(canonical_csr(X))
-        return LocalProblem(
-            indptr,
-            indices,
-            data,
-            self.codes[perm],
-            self.sw[perm],
-            self.n_features,
-            self.n_samples,
-            self.n_local_max,
-            self.pos_code,
-            self.pos_w,
-            self.neg_w,
-            self.val,
-            self.n_val,
-        )
-
-
-def make_problem(
-    comm, X, codes, n_classes: int, *, sample_weight=None, class_weight=None, validation=None
-) -> LocalProblem:
-    """Wire a rank's rows (class codes 0..n_classes-1) into a LocalProblem; collective.
-
-    ``class_weight`` is an array of one weight per class code; ``validation``
-    is this rank's ``(X_val, codes_val)`` (codes -1 for unseen labels).
-    """
-    indptr, indices, data = csr_arrays(canonical_csr(X))
-    codes = np.ascontiguousarray(codes, dtype=np.int64)
-    n = codes.size
-    sw = np.ones(n) if sample_weight is None else np.require(sample_weight, np.float64, ["C"])
-    cw = np.ones(n_classes) if class_weight is None else np.asarray(class_weight, np.float64)
-    if n_classes == 2:  # one model: class 1 positive (scikit-learn's coef_ convention)
-        pos_code, pos_w, neg_w = np.array([1]), cw[1:2].copy(), cw[0:1].copy()
-    else:
-        pos_code, pos_w, neg_w = np.arange(n_classes), cw.copy(), np.ones(n_classes)
-    counts = comm.sum_(np.array([n, 0 if validation is None else len(validation[1])]))
-    val = None
-    if validation is not None:
-        val = (
-            *csr_arrays(canonical_csr(validation[0])),
-            np.ascontiguousarray(validation[1], dtype=np.int64),
-        )
-    return LocalProblem(
-        indptr,
-        indices,
-        data,
-        codes,
-        sw,
-        int(X.shape[1]),
-        int(counts[0]),
-        int(comm.max_(n)),
-        pos_code.astype(np.int64),
-        pos_w,
-        neg_w,
-        val,
-        int(counts[1]),
-    )
-
-
-@dataclass
-class SGDState:
-    """Everything a rank needs to continue training (``partial_fit``, more epochs)."""
-
-    V: np.ndarray
-    scale: np.ndarray
-    b: np.ndarray
-    U: np.ndarray
-    csum: np.ndarray
-    bsum: np.ndarray
-    st: np.ndarray
-    rng: np.random.Generator
-    epoch: int = 0
-    objectives: list = field(default_factory=list)
-
-    @classmethod
-    def zeros(cls, n_models: int, n_features: int, seed: int, rank: int) -> SGDState:
-        k, d = n_models, n_features
-        return cls(
-            np.zeros((k, d)),
-            np.ones(k),
-            np.zeros(k),
-            np.zeros((k, d)),
-            np.zeros(k),
-            np.zeros(k),
-            np.zeros(steps.N_ST),
-            np.random.default_rng([int(seed), int(rank)]),
-        )
 
 
 def hyper_parameters(cfg: SGDConfig) -> np.ndarray:

@@ -46,18 +46,20 @@ from psvm.svc.columns import kernel_column
 from psvm.svc.elimination import GAP_FRACTION, NEAR_TOL, NEVER
 from psvm.svc.packets import (
     DIAG,
-    GIDX,
     KEY,
     NNZ,
+    POS,
+    RKEY,
     ROW,
     SQ,
+    Y,
     column_total,
     pack,
     pair_pre,
     pair_step,
 )
 from psvm.svc.packets import winner as winner_rank
-from psvm.svc.select import best, bids, second_order
+from psvm.svc.select import best, best_of_sign, bids, second_order, second_order_nu
 from psvm.svc.update import update_gradient
 
 # events: why :func:`run` returned
@@ -66,11 +68,12 @@ NONE = -1  # no event: the iteration goes on
 # integer controls (``ctl_i``)
 (MAX_ITER_, ITER_BUDGET, FIRST_ORDER, PERIOD, NEED, READY, OFFSET, N_SAMPLES, N_ITER, N_ACTIVE,
  ROW_WIDTH, CK_ITERS, CLOCK_DONE, HAS_DEPARTURES, TRACE_EVERY, LAST_TRACE, RANK, CLOCK_FN,
- START, N_CTL_I) = range(20)  # fmt: skip
+ START, NU, N_CTL_I) = range(21)  # fmt: skip
 # float controls (``ctl_f``)
 TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
-# outputs (``out``): the gap and the extremes at the last test
-GAP_OUT, M_OUT, MINUS_M_OUT, N_OUT = range(4)
+# outputs (``out``): the gap and the extremes at the last test (those of the rows with
+# y = -1 apart: the nu types' Solver_NU; the same values otherwise)
+GAP_OUT, M_OUT, MINUS_M_OUT, M_NEG_OUT, MINUS_M_NEG_OUT, N_OUT = range(6)
 # counters (``counts``) and sampled timers (``timers``)
 C_ELIMINATED, C_TIMED, C_TRACE, C_ROUND1, C_ROUND2, N_COUNTS = range(6)
 T_SELECT, T_COMM, T_KERNEL, T_UPDATE, N_TIMERS = range(5)
@@ -91,29 +94,36 @@ def _from_pre1(kernel_id, v):
 
 
 @njit(cache=True, nogil=True)
-def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
+def _miss(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
     """Fill slot s (a miss, or a hit on an incomplete column): carry the column over from
     the previous window if it is there, then compute the rows it still lacks, or all."""
     if not hit:
-        hit, complete = cc.carry(cache, s, np.int64(packet[GIDX]))
+        hit, complete = cc.carry(cache, s, np.int64(packet[RKEY]))
         if hit:  # a hit of the cache, which moved the column
             cache[cc.META][cc.HITS] += 1
             cache[cc.META][cc.MISSES] -= 1
             if complete:
                 return
-    _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
+    _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit)
 
 
 @njit(cache=True, nogil=True)
-def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
+def _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
     """Fill slot s's column from the packet's row: rows that rejoined the window (a hit
-    on an incomplete column), or all of them (a miss)."""
+    on an incomplete column), or all of them (a miss). With ``kpos`` (SVR: the window's
+    kernel holds each distinct row once, ``kpos`` maps window positions to it) every row
+    is computed once and the column filled from it."""
     col = cc.column(cache[cc.POOL], cache[cc.META][cc.WIDTH], s)
     nnz = np.int64(packet[NNZ])
     for p in range(nnz):
         idx[p] = np.int32(packet[ROW + p])
     val = packet[ROW + row_width : ROW + row_width + nnz]
-    if hit:
+    if kpos.size:
+        kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, part, ker[0][-1])
+        for q in range(kpos.size):
+            col[q] = part[kpos[q]]
+        cache[cc.COMPLETE][s] = True
+    elif hit:
         missing, row_nnz = cache[cc.MISSING], ker[4]
         work = 0
         for q in range(missing.size):
@@ -140,29 +150,43 @@ def _lap(timed, ctl_i, ts, timers, k, since):
 def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts):
     """SMO iterations until an event (returned); state, counters and traces updated in place.
 
-    ``win``: the window's (rows, pos, y, alpha, C, G, QD, active, streak, up,
-    low, obj, all_pos); ``loc``: the local rows (sq, indptr, indices, data)
-    for packets; ``ker``, ``kp``: the window's kernel arrays and parameters
-    (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s arrays;
-    ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1,
-    send2, recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
+    ``win``: the window's (variables, pos, y, alpha, C, G, QD, active, streak, up,
+    low, obj, all_pos, gid, vrow, kpos): its local variables, then per window position
+    their state, and their global indices and local rows (``all_pos``: the window
+    kernel's rows; ``kpos``: each position's row there, empty when they are the
+    positions); ``loc``: the local rows (sq, indptr, indices, data) for packets;
+    ``ker``, ``kp``: the window's kernel arrays and parameters
+    (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s
+    arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,
+    recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
     """
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
     event = BUDGET
+    nu = ctl_i[NU] != 0  # Solver_NU: selection, stop test and elimination per sign of y
     while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
-        event, r_i, r_j = select(
-            win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
-        )
+        if nu:
+            event, r_i, r_j = select_nu(
+                win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
+            )
+        else:
+            event, r_i, r_j = select(
+                win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
+            )
         if event != NONE:
             break
         if _ready(ctl_i, ctl_f, out[GAP_OUT]):
             shrink(win, ctl_i, out, counts)
-        event = step(
-            win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j
-        )
+        if nu:
+            event = step_nu(
+                win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j
+            )
+        else:
+            event = step(
+                win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j
+            )
         if event != NONE:
             break
         ctl_i[N_ITER] += 1
@@ -175,11 +199,12 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     need; all pick the same winners and test the events and the stop test, in order.
     Returns (event or NONE, winning rank of i, of I_low); the gap and extremes in ``out``."""
     rows, _, y, alpha, C, G, QD, act, _, up, low = win[:11]
+    gid, vrow = win[13], win[14]
     send1, recv1, send2 = bufs[0], bufs[1], bufs[2]
-    size, width, n_iter = send2.size, ctl_i[ROW_WIDTH], ctl_i[N_ITER]
+    size, width = send2.size, ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     m, i, minus_M, j = best(up, low)
-    pack(send1[:size], m, i, True, width, rows, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
+    pack(send1[:size], m, i, True, width, gid, vrow, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
     with_row = ctl_i[FIRST_ORDER] != 0  # first order: the best of I_low is j, row and all
     pack(
         send1[size : 2 * size],
@@ -187,7 +212,8 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
         j,
         with_row,
         width,
-        rows,
+        gid,
+        vrow,
         ctl_i[OFFSET],
         y,
         alpha,
@@ -196,41 +222,64 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
         QD,
         *loc,
     )
-    info = send1[2 * size :]
-    info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
-    if ctl_i[RANK] == 0 and timed:
-        info[INFO_CLOCK] = (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
-    info[INFO_ACTIVE], info[INFO_WINDOW] = ctl_i[N_ACTIVE], rows.size
-    t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
-    counts[C_ROUND1] += 1
-    if allgather(mpi, send1, recv1) != 0:
-        return MPI_ERROR, -1, -1
-    t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
-    ck = ctl_i[CK_ITERS]
-    if n_iter != ctl_i[CLOCK_DONE] and (
-        recv1[0, 2 * size + INFO_CLOCK] > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)
-    ):
-        return CLOCK, -1, -1
-    n_active = column_total(recv1, 2 * size + INFO_ACTIVE)
-    n_window = column_total(recv1, 2 * size + INFO_WINDOW)
-    if ctl_i[HAS_DEPARTURES] and n_window == ctl_i[N_SAMPLES]:
-        return ALL_BACK, -1, -1
-    if n_active < n_window and n_active <= ctl_f[RELAYOUT] * n_window:
-        return CUT, -1, -1
+    event, t = _exchange(
+        send1, recv1, 2 * size, rows.size, mpi, ctl_i, ctl_f, counts, timers, ts, timed, t
+    )
+    if event != NONE:
+        return event, -1, -1
     r_i, r_j = winner_rank(recv1, 0, True), winner_rank(recv1, size, True)
     m_all, minus_M_all = recv1[r_i, KEY], recv1[r_j, size + KEY]
     gap = m_all + minus_M_all if r_i >= 0 and r_j >= 0 else 0.0
+    out[M_OUT], out[MINUS_M_OUT] = m_all, minus_M_all
+    out[M_NEG_OUT], out[MINUS_M_NEG_OUT] = m_all, minus_M_all
+    event = _stop_test(gap, cache, ctl_i, ctl_f, out, counts, trace, ts)
+    _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+    return event, r_i, r_j
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _exchange(send1, recv1, base, window, mpi, ctl_i, ctl_f, counts, timers, ts, timed, t):
+    """Round 1's INFO block (at ``base``), the Allgather, and the events every rank reads
+    from it (checkpoint or progress clock, all rows back, a window cut): (event, time).
+    ``window``: this rank's window size."""
+    info = send1[base:]
+    info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
+    if ctl_i[RANK] == 0 and timed:
+        info[INFO_CLOCK] = (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
+    info[INFO_ACTIVE], info[INFO_WINDOW] = ctl_i[N_ACTIVE], window
+    t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+    counts[C_ROUND1] += 1
+    if allgather(mpi, send1, recv1) != 0:
+        return MPI_ERROR, t
+    t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
+    n_iter, ck = ctl_i[N_ITER], ctl_i[CK_ITERS]
+    if n_iter != ctl_i[CLOCK_DONE] and (
+        recv1[0, base + INFO_CLOCK] > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)
+    ):
+        return CLOCK, t
+    n_active = column_total(recv1, base + INFO_ACTIVE)
+    n_window = column_total(recv1, base + INFO_WINDOW)
+    if ctl_i[HAS_DEPARTURES] and n_window == ctl_i[N_SAMPLES]:
+        return ALL_BACK, t
+    if n_active < n_window and n_active <= ctl_f[RELAYOUT] * n_window:
+        return CUT, t
+    return NONE, t
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _stop_test(gap, cache, ctl_i, ctl_f, out, counts, trace, ts):
+    """Record the gap (and a trace sample when due); GAP, MAX_ITER or NONE."""
+    n_iter = ctl_i[N_ITER]
     if math.isnan(ctl_f[GAP0]):
         ctl_f[GAP0] = gap
-    out[GAP_OUT], out[M_OUT], out[MINUS_M_OUT] = gap, m_all, minus_M_all
+    out[GAP_OUT] = gap
     if n_iter % ctl_i[TRACE_EVERY] == 0 and n_iter != ctl_i[LAST_TRACE]:
         _record(trace, counts, ctl_i, cache[cc.META][cc.MISSES], gap, ts)
     if gap < ctl_f[TOL] or gap < ctl_f[NEXT_GAP] or gap != gap:  # NaN: stop, Python refuses it
-        return GAP, r_i, r_j
+        return GAP
     if n_iter >= ctl_i[MAX_ITER_]:
-        return MAX_ITER, r_i, r_j
-    _lap(timed, ctl_i, ts, timers, T_SELECT, t)
-    return NONE, r_i, r_j
+        return MAX_ITER
+    return NONE
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -257,11 +306,12 @@ def _ready(ctl_i, ctl_f, gap):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def eliminate(y, alpha, C, G, act, m, M, streak, need):
+def eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, need):
     """Clear ``act`` of the active rows that the rule selects; returns how many left.
 
     A row leaves when the rule has held at ``need`` consecutive checks
-    (``streak`` counts them per row; ``need`` = 1 acts at once).
+    (``streak`` counts them per row; ``need`` = 1 acts at once). Rows with y = -1
+    are tested against m_neg and M_neg (Solver_NU's be_shrunk; the same as m, M otherwise).
     """
     n_out = 0
     for t in range(y.size):
@@ -269,9 +319,9 @@ def eliminate(y, alpha, C, G, act, m, M, streak, need):
             continue
         v = -y[t] * G[t]
         if alpha[t] >= C[t]:
-            rule = v > m if y[t] > 0 else v < M
+            rule = v > m if y[t] > 0 else v < M_neg
         elif alpha[t] <= 0.0:
-            rule = v < M if y[t] > 0 else v > m
+            rule = v < M if y[t] > 0 else v > m_neg
         else:
             rule = False
         streak[t] = streak[t] + 1 if rule else 0
@@ -285,7 +335,8 @@ def eliminate(y, alpha, C, G, act, m, M, streak, need):
 def shrink(win, ctl_i, out, counts):
     """The policy's elimination test against the gathered extremes (LIBSVM's do_shrinking)."""
     _, _, y, alpha, C, G, _, act, streak = win[:9]
-    gone = eliminate(y, alpha, C, G, act, out[M_OUT], -out[MINUS_M_OUT], streak, ctl_i[NEED])
+    m, M, m_neg, M_neg = out[M_OUT], -out[MINUS_M_OUT], out[M_NEG_OUT], -out[MINUS_M_NEG_OUT]
+    gone = eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, ctl_i[NEED])
     ctl_i[N_ACTIVE] -= gone
     counts[C_ELIMINATED] += gone
 
@@ -294,44 +345,140 @@ def shrink(win, ctl_i, out, counts):
 def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j):
     """Column i; round 2, the partner j by the second-order gain (or I_low's best, first
     order); the two-variable step; column j; the gradient update. NONE or an event."""
-    rows, pos, y, alpha, C, G, QD, act, _, up, low, obj, all_pos = win
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow, kpos = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_i = recv1[r_i, :size]
     # the cache's arrays one by one: the tuple's would cost a look-up each, every iteration
-    s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[GIDX]), -1)
+    s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[RKEY]), -1)
     if not (hit and complete[s_i]):
-        _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit)
+        _miss(cache, ker, kp, p_i, width, all_pos, kpos, idx, part, s_i, hit)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] != 0:
         p_j = recv1[r_j, size : 2 * size]
-    else:
+    else:  # r_j becomes the rank of round 2's winner
         key, q = second_order(y, alpha, C, G, QD, act, col_i, out[M_OUT], p_i[DIAG], obj)
-        pack(send2, key, q, True, width, rows, offset, y, alpha, G, C, QD, *loc)
+        pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
         if allgather(mpi, send2, recv2) != 0:
             return MPI_ERROR
         t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
-        r2 = winner_rank(recv2, 0, False)
-        if r2 < 0:  # no violating partner for i on any rank
+        r_j = winner_rank(recv2, 0, False)
+        if r_j < 0:  # no violating partner for i on any rank
             out[GAP_OUT] = 0.0
             return NO_PAIR
-        p_j = recv2[r2]
+        p_j = recv2[r_j]
     K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-    s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[GIDX]), s_i)
+    s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[RKEY]), s_i)
     if not (hit and complete[s_j]):  # the slot of column i stays
-        _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit)
+        _miss(cache, ker, kp, p_j, width, all_pos, kpos, idx, part, s_j, hit)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
-    for g, new in ((p_i[GIDX], a_i), (p_j[GIDX], a_j)):
-        lidx = np.int64(g) - offset
-        if 0 <= lidx < pos.size:
-            alpha[pos[lidx]] = new
+    if r_i == ctl_i[RANK]:  # the owners set the new alphas (every rank has the step)
+        alpha[np.int64(p_i[POS])] = a_i
+    if r_j == ctl_i[RANK]:
+        alpha[np.int64(p_j[POS])] = a_j
+    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
+    _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
+    return NONE
+
+
+# -- Solver_NU (nu-SVC, nu-SVR): the two signs of y kept apart ---------------------------------
+@njit(cache=True, nogil=True)
+def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed):
+    """Round 1 of Solver_NU: each rank sends its best i and best of I_low for each sign of y
+    (four packets, the two i with their rows); the gap is the larger of the two signs'.
+    Returns (event or NONE, winning rank of i for y = +1, for y = -1)."""
+    rows, _, y, alpha, C, G, QD, act, _, up, low = win[:11]
+    gid, vrow = win[13], win[14]
+    send1, recv1, size = bufs[0], bufs[1], bufs[2].size
+    width, off = ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
+    for k, sign in ((0, 1.0), (2, -1.0)):
+        m, i, minus_M, j = best_of_sign(up, low, y, sign)
+        part = send1[k * size : (k + 1) * size]
+        pack(part, m, i, True, width, gid, vrow, off, y, alpha, G, C, QD, *loc)
+        part = send1[(k + 1) * size : (k + 2) * size]
+        pack(part, minus_M, j, False, width, gid, vrow, off, y, alpha, G, C, QD, *loc)
+    event, t = _exchange(
+        send1, recv1, 4 * size, rows.size, mpi, ctl_i, ctl_f, counts, timers, ts, timed, t
+    )
+    if event != NONE:
+        return event, -1, -1
+    r_p, r_n = winner_rank(recv1, 0, True), winner_rank(recv1, 2 * size, True)
+    out[M_OUT] = _key(recv1, 0, r_p)
+    out[MINUS_M_OUT] = _key(recv1, size, winner_rank(recv1, size, True))
+    out[M_NEG_OUT] = _key(recv1, 2 * size, r_n)
+    out[MINUS_M_NEG_OUT] = _key(recv1, 3 * size, winner_rank(recv1, 3 * size, True))
+    gap = max(out[M_OUT] + out[MINUS_M_OUT], out[M_NEG_OUT] + out[MINUS_M_NEG_OUT])
+    event = _stop_test(gap if gap > -np.inf else 0.0, cache, ctl_i, ctl_f, out, counts, trace, ts)
+    _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+    return event, r_p, r_n
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _key(recv, off, r):
+    """The winning packet's key (at column ``off``), -inf when no rank has a candidate."""
+    return recv[r, off + KEY] if r >= 0 else -np.inf
+
+
+@njit(cache=True, nogil=True)
+def _column(cache, ker, kp, packet, width, all_pos, kpos, idx, part, keep):
+    """The slot of ``packet``'s column, computed if missing; ``keep``'s slot stays."""
+    _, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
+    s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(packet[RKEY]), keep)
+    if not (hit and complete[s]):
+        _miss(cache, ker, kp, packet, width, all_pos, kpos, idx, part, s, hit)
+    return s
+
+
+@njit(cache=True, nogil=True)
+def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n):
+    """Solver_NU's round 2: the columns of both signs' i; j by the second-order gain against
+    the i of its own sign; i is then that one; the step and the update as :func:`step`."""
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow, kpos = win
+    _, recv1, send2, recv2, idx, part = bufs
+    pool, width_c = cache[cc.POOL], cache[cc.META][cc.WIDTH]
+    size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
+    p_p = recv1[max(r_p, 0), :size]
+    p_n = recv1[max(r_n, 0), 2 * size : 3 * size]
+    s_p = _column(cache, ker, kp, p_p, width, all_pos, kpos, idx, part, -1) if r_p >= 0 else -1
+    s_n = _column(cache, ker, kp, p_n, width, all_pos, kpos, idx, part, s_p) if r_n >= 0 else -1
+    col_p = cc.column(pool, width_c, s_p if s_p >= 0 else s_n)
+    col_n = cc.column(pool, width_c, s_n if s_n >= 0 else s_p)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    key, q = second_order_nu(
+        y, alpha, C, G, QD, act, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
+    )
+    pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
+    t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+    counts[C_ROUND2] += 1
+    if allgather(mpi, send2, recv2) != 0:
+        return MPI_ERROR
+    t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
+    r_j = winner_rank(recv2, 0, False)
+    if r_j < 0:
+        out[GAP_OUT] = 0.0
+        return NO_PAIR
+    p_j = recv2[r_j]
+    pos = p_j[Y] > 0
+    r_i, s_i = (r_p, s_p) if pos else (r_n, s_n)
+    p_i = p_p if pos else p_n
+    K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
+    a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
+    s_j = _column(cache, ker, kp, p_j, width, all_pos, kpos, idx, part, s_i)
+    col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    if r_i == ctl_i[RANK]:
+        alpha[np.int64(p_i[POS])] = a_i
+    if r_j == ctl_i[RANK]:
+        alpha[np.int64(p_j[POS])] = a_j
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE

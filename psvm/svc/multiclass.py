@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache, partial
 
 import numpy as np
@@ -20,8 +21,9 @@ from psvm.kernels import arithmetic_probe, csr_arrays, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
-from psvm.svc.solver import BinaryProblem, BinaryResult, Solver
-from psvm.svc.state import compact_features, gather_csr
+from psvm.svc.problem import BinaryProblem, BinaryResult
+from psvm.svc.solver import Solver
+from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
 
 
 class TrainingError(ValueError):
@@ -30,16 +32,28 @@ class TrainingError(ValueError):
     collective = True  # decided from globally agreed values, so raised on every rank
 
 
-def pair_summary(comm, problem: BinaryProblem, res: BinaryResult) -> str:
-    """LIBSVM's lines after a binary solve (its ``nu`` only when the two classes' C agree);
-    collective: the counts are global."""
-    alpha, C = res.alpha, problem.C
-    counts = [np.count_nonzero(alpha > 0), np.count_nonzero(alpha >= C), alpha.sum()]
+def pair_summary(
+    comm,
+    problem: BinaryProblem,
+    res: BinaryResult,
+    coef=None,
+    with_nu: bool = True,
+    note: str | None = None,
+) -> str:
+    """LIBSVM's lines after a solve (its ``nu`` only when every C_t agrees); collective: the
+    counts are global. ``coef``: the model's coefficient per row (default: alpha), whose
+    magnitude LIBSVM counts against the row's C. ``note``: the nu types' line in its place
+    (``C = 1/r``, ``epsilon = -r``)."""
+    coef = res.alpha if coef is None else np.abs(coef)
+    C = problem.C[: coef.size]
+    counts = [np.count_nonzero(coef > 0), np.count_nonzero(coef >= C), coef.sum()]
     n_sv, n_bsv, total = comm.sum_(np.array(counts, dtype=np.float64))
     c_min, c_max = comm.min_(C.min(initial=np.inf)), comm.max_(C.max(initial=-np.inf))
     lines = ["WARNING: reaching max number of iterations"] if res.status else []
     lines.append(f"optimization finished, #iter = {res.n_iter}")
-    if c_min == c_max:
+    if note is not None:
+        lines.append(note)
+    elif with_nu and c_min == c_max:
         lines.append(f"nu = {total / (c_max * problem.n_samples):f}")
     lines.append(f"obj = {res.objective:f}, rho = {res.rho:f}")
     lines.append(f"nSV = {int(n_sv)}, nBSV = {int(n_bsv)}")
@@ -103,18 +117,39 @@ def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> 
     return float(square / n - (total / n) ** 2) if n else 0.0
 
 
-def _check_finite(res: BinaryResult, pair: int, k: int) -> None:
+def check_finite(res: BinaryResult, where: str) -> None:
     """Refuse a NaN or inf result: a kernel value overflowed, and NaN fails every stop test.
 
     gap, rho and the objective are agreed values, so every rank raises alike.
     """
     if not all(np.isfinite(v) for v in (res.gap, res.rho, res.objective)):
         raise TrainingError(
-            f"the solver's values are not finite in class pair {pair + 1} of {k * (k - 1) // 2} "
+            f"the solver's values are not finite {where} "
             f"(gap m - M {res.gap:g}, rho {res.rho:g}, objective {res.objective:g}): the kernel "
             "overflows float64 on this data; scale the features (svm-scale, StandardScaler) or "
             "lower gamma, coef0 or degree"
         )
+
+
+def check_nu_feasible(comm, nu: float, C_row: np.ndarray, cls: np.ndarray, k: int) -> None:
+    """LIBSVM's svm_check_parameter for nu-SVC: every class pair needs
+    nu (n_a + n_b) / 2 <= min(n_a, n_b) (n: the classes' summed bounds; collective)."""
+    n = [comm.exact_sum(C_row[cls == c]) for c in range(k)]
+    for a in range(k):
+        for b in range(a + 1, k):
+            if nu * (n[a] + n[b]) / 2 > min(n[a], n[b]):
+                raise TrainingError("specified nu is infeasible")
+
+
+def nu_start(comm, problem: BinaryProblem, nu: float, weighted: bool) -> None:
+    """solve_nu_svc's start: each class filled in global order up to nu l / 2 (weighted:
+    half of scikit-learn's sum of nu C_t); p = 0 (collective)."""
+    total = weighted_total(comm, problem.C, nu) if weighted else nu * problem.n_samples
+    alpha = np.zeros(problem.y.size)
+    for sign in (1.0, -1.0):
+        side = problem.y == sign
+        alpha[side] = fill_start(comm, problem.C[side], total / 2)
+    problem.alpha0, problem.p = alpha, np.zeros(problem.y.size)
 
 
 def fit_ovo(
@@ -150,8 +185,13 @@ def fit_ovo(
     cls = np.full(y.size, -1, dtype=np.int64)
     for c, label in enumerate(classes):
         cls[y == label] = c
-    weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
-    C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
+    nu = cfg.svm_type == "nu_svc"
+    if nu:  # bounds 1 (times the sample weight), as LIBSVM's solve_nu_svc; no class weights
+        C_row = np.ones(y.size) if sample_weight is None else np.array(sample_weight, float)
+        check_nu_feasible(comm, cfg.nu, C_row, cls, k)
+    else:
+        weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
+        C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
     Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
     Xc_arrays = csr_arrays(Xc)
     ck = None
@@ -160,7 +200,7 @@ def fit_ovo(
         ck = Checkpoint(comm, checkpoint, identity)
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
-    rho, n_iter, objective, status, approximate = [], [], [], 0, False
+    rho, n_iter, objective, status, approximate, r = [], [], [], 0, False, []
     pair, n_pairs = -1, k * (k - 1) // 2
     for a in range(k):
         for b in range(a + 1, k):
@@ -175,6 +215,8 @@ def fit_ovo(
                 n_samples=comm.sum_(int(rows.size)),
                 max_row_nnz=shard.max_row_nnz,
             )
+            if nu:
+                nu_start(comm, problem, cfg.nu, sample_weight is not None)
             done = None if ck is None else ck.finished_pair(pair, problem.offset, rows.size)
             if done is not None:
                 res = BinaryResult(**done)
@@ -182,21 +224,25 @@ def fit_ovo(
                 name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
                 pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
                 res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
-                _check_finite(res, pair, k)
+                check_finite(res, f"in class pair {pair + 1} of {n_pairs}")
                 if ck is not None:
                     scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
                     ck.pair_solved(pair, res.alpha, scalars)
+            scale = 1.0 / res.r if nu else 1.0  # solve_nu_svc: alpha y / r, rho / r, obj / r^2
             sv = res.alpha > 0
             is_sv[rows[sv]] = True
-            ya = problem.y * res.alpha
+            ya = problem.y * res.alpha * scale
             coef[b - 1, rows[cls[rows] == a]] = ya[cls[rows] == a]
             coef[a, rows[cls[rows] == b]] = ya[cls[rows] == b]
-            rho.append(res.rho)
+            rho.append(res.rho * scale)
+            r.append(res.r)
             n_iter.append(res.n_iter)
-            objective.append(res.objective)
+            objective.append(res.objective * scale * scale)
             status = max(status, res.status)
             approximate |= res.approximate
-            summary = pair_summary(comm, problem, res)  # collective: on every rank
+            note = f"C = {scale:f}" if nu else None
+            shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
+            summary = pair_summary(comm, problem, shown, note=note)  # collective: every rank
             if log is not None:
                 log(summary)
     local = np.flatnonzero(is_sv)
@@ -206,6 +252,7 @@ def fit_ovo(
     order = np.argsort(sv_cls, kind="stable")
     sv_rows = take_rows(*gather_csr(comm, *take_rows(*csr_arrays(X), local)), order)
     model = SVCModel(
+        svm_type=cfg.svm_type,
         kernel=cfg.kernel,
         gamma=cfg.gamma,
         coef0=cfg.coef0,
@@ -218,7 +265,8 @@ def fit_ovo(
         n_features=shard.n_features,
         meta={
             "n_iter": n_iter,
-            "objective": objective,
+            "objective": objective,  # nu-SVC: LIBSVM's, over r^2
+            **({"r": r} if nu else {}),
             "status": status,
             "approximate": approximate,
             "heuristic": cfg.heuristic,

@@ -1,9 +1,11 @@
 """The fixed-size packets the ranks exchange each iteration, packed and read in numba.
 
-A packet (float64) holds a candidate's key, global index and state, then its
-sparse row: ``width`` indices, then ``width`` values (the longest row of any rank). An
-iteration packs three of them, picks three winners and takes K_ij and the
-two-variable step from two, all inside the compiled loop (:mod:`psvm.svc.engine`).
+A packet (float64) holds a candidate's key, global variable index, the global
+index of its row (the cache's key: an SVR row's two variables share one
+column), its window position and its state, then its sparse row: ``width``
+indices, then ``width`` values (the longest row of any rank). An iteration
+packs three of them, picks three winners and takes K_ij and the two-variable
+step from two, all inside the compiled loop (:mod:`psvm.svc.engine`).
 """
 
 from __future__ import annotations
@@ -14,18 +16,22 @@ from psvm.kernels import pre_kernel
 from psvm.svc.update import two_variable_step
 
 # Packet layout: header fields, then ``width`` indices, then ``width`` values.
-KEY, GIDX, Y, ALPHA, GRAD, BOUND, DIAG, SQ, NNZ, ROW = range(10)
+KEY, GIDX, RKEY, POS, Y, ALPHA, GRAD, BOUND, DIAG, SQ, NNZ, ROW = range(12)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pack(buf, key, q, with_row, width, win, offset, y, alpha, G, C, QD, sq, indptr, indices, data):
-    """Window position ``q``'s candidate (q < 0: none) with its state, and its row if asked."""
+def pack(
+    buf, key, q, with_row, width, gid, vrow, offset, y, alpha, G, C, QD, sq, indptr, indices, data
+):
+    """Window position ``q``'s candidate (q < 0: none) with its state, and its row if asked.
+
+    ``gid``: the window's global variable indices; ``vrow``: their local rows."""
     buf[KEY] = key
     if q < 0:
         buf[GIDX] = -1.0
         return
-    t = win[q]
-    buf[GIDX] = offset + t
+    t = vrow[q]
+    buf[GIDX], buf[RKEY], buf[POS] = gid[q], offset + t, q
     buf[Y], buf[ALPHA], buf[GRAD] = y[q], alpha[q], G[q]
     buf[BOUND], buf[DIAG], buf[SQ] = C[q], QD[q], sq[t]
     if with_row:

@@ -14,8 +14,9 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def violators(rows, y, alpha, C, G, m, M, out):
-    """Rows of ``rows`` that may join a violating pair given the global m and M.
+def violators(rows, y, alpha, C, G, m, M, m_neg, M_neg, out):
+    """Rows of ``rows`` that may join a violating pair given the global m and M (of the
+    rows with y = -1: m_neg, M_neg; the nu types keep the signs apart, the others not).
 
     The negation of the elimination rule: free rows, rows in I_up with
     -y_t G_t > M, rows in I_low with -y_t G_t < m. Returns the count written to ``out``.
@@ -24,9 +25,10 @@ def violators(rows, y, alpha, C, G, m, M, out):
     for q in range(rows.size):
         t = rows[q]
         v = -y[t] * G[t]
-        up = alpha[t] < C[t] if y[t] > 0 else alpha[t] > 0.0
-        low = alpha[t] > 0.0 if y[t] > 0 else alpha[t] < C[t]
-        if (up and v > M) or (low and v < m):
+        pos = y[t] > 0
+        up = alpha[t] < C[t] if pos else alpha[t] > 0.0
+        low = alpha[t] > 0.0 if pos else alpha[t] < C[t]
+        if (up and v > (M if pos else M_neg)) or (low and v < (m if pos else m_neg)):
             out[k] = t
             k += 1
     return k

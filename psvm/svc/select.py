@@ -76,6 +76,20 @@ def best(up, low):
     return m, (i if m > -np.inf else -1), minus_M, (j if minus_M > -np.inf else -1)
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def best_of_sign(up, low, y, sign):
+    """(m, i, -M, j) over the rows with y_t = sign (LIBSVM's Solver_NU keeps the two signs
+    apart); an index is -1 when its set is empty; ties go to the smaller position."""
+    m, i, minus_M, j = -np.inf, -1, -np.inf, -1
+    for t in range(y.size):
+        if y[t] == sign:
+            if up[t] > m:
+                m, i = up[t], t
+            if low[t] > minus_M:
+                minus_M, j = low[t], t
+    return m, i, minus_M, j
+
+
 @njit(cache=True, nogil=True)
 def candidates(y, alpha, C, G, act, up, low):
     """Local (m, i) over active I_up and (-M, j) over active I_low (``up``, ``low``: scratch)."""
@@ -95,6 +109,24 @@ def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
         quad = quad if quad > 0.0 else TAU
         o = -(grad_diff * grad_diff) / quad
         obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
+    """Solver_NU's j: each row is paired with the i of its own sign (column K_p or K_n,
+    extreme m_p or m_n); (objective, j) as :func:`second_order`."""
+    for t in range(y.size):
+        pos = y[t] > 0
+        low = (alpha[t] > 0.0) if pos else (alpha[t] < C[t])
+        grad_diff = (m_p if pos else m_n) + y[t] * G[t]
+        quad = (QD_p + QD[t] - 2.0 * K_p[t]) if pos else (QD_n + QD[t] - 2.0 * K_n[t])
+        quad = quad if quad > 0.0 else TAU
+        o = -(grad_diff * grad_diff) / quad
+        obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
+    if obj.size == 0:
+        return np.inf, -1
+    j = argmax_first(obj, -1.0)
+    return (obj[j], j) if obj[j] < np.inf else (np.inf, -1)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

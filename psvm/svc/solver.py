@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,9 +51,10 @@ from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
 from psvm.svc.elimination import MULTI_GAPS, make_policy
 from psvm.svc.packets import ROW
+from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.reconstruct import Departures, violators
-from psvm.svc.select import candidates
-from psvm.svc.state import bias_bounds, gather_csr
+from psvm.svc.select import best_of_sign, bids, candidates
+from psvm.svc.state import gather_csr, rho_and_r
 
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
@@ -62,30 +62,6 @@ PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
-
-
-@dataclass
-class BinaryProblem:
-    """One rank's share of a binary problem: local rows, labels +-1 and bounds C_t."""
-
-    X: tuple  # CSR arrays (indptr, indices, data) of the local rows (scipy costs per pair)
-    n_features: int
-    y: np.ndarray
-    C: np.ndarray
-    offset: int
-    n_samples: int
-    max_row_nnz: int
-
-
-@dataclass
-class BinaryResult:
-    alpha: np.ndarray  # local rows
-    rho: float
-    objective: float
-    gap: float
-    n_iter: int
-    status: int  # 0 converged, 1 stopped at max_iter
-    approximate: bool = False  # eliminated rows were never re-checked
 
 
 class Solver:
@@ -102,17 +78,24 @@ class Solver:
         pair: int = 0,
     ):
         self.comm, self.cfg = comm, config
+        # LIBSVM's Solver_NU: selection, stop test, elimination and rho per sign of y
+        self.nu = config.svm_type in ("nu_svc", "nu_svr")
         self.stats = Stats() if stats is None else stats
         self.log = log
         self.offset, self.n_samples = problem.offset, problem.n_samples
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
         self.K = LocalKernel.of_arrays(*problem.X, problem.n_features, kp)
-        # local-order state: every row's home; the window arrays are the live copies
+        # local-order state: every variable's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
         n = self.y.size
-        self.alpha = np.zeros(n)
-        self.G = -np.ones(n)
+        self.per_row, self.n_vars = problem.per_row, problem.n_samples * problem.per_row
+        self.row_of = np.arange(n, dtype=np.int64) % max(self.K.n, 1)  # variable -> local row
+        self.gid = problem.global_index()
+        self.QD = self.K.diag[self.row_of]
+        self.p = -np.ones(n) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
+        self.alpha = np.zeros(n) if problem.alpha0 is None else np.array(problem.alpha0, float)
+        self.G = self.p.copy()
         self.active = np.ones(n, dtype=bool)
         self.streak = np.zeros(n, dtype=np.int64)
         self.in_window = np.ones(n, dtype=bool)
@@ -127,12 +110,13 @@ class Solver:
             | ({self.policy.unshrink_gap} if self.policy.unshrink_gap and self.exact else set()),
             reverse=True,
         )
-        self.cache = ColumnCache(n, self.n_samples, config.cache_size)
+        self.cache = ColumnCache(n, self.n_samples, config.cache_size)  # keyed by row
         self.row_width = max(problem.max_row_nnz, 1)
         self.packet_size = size = ROW + 2 * self.row_width
+        self.info_at = (4 if self.nu else 2) * size  # round 1's packets, then its INFO block
         self.bufs = (
-            np.zeros(2 * size + E.INFO),
-            np.zeros((comm.size, 2 * size + E.INFO)),
+            np.zeros(self.info_at + E.INFO),
+            np.zeros((comm.size, self.info_at + E.INFO)),
             np.zeros(size),
             np.zeros((comm.size, size)),
             np.zeros(self.row_width, dtype=np.int32),  # a packet row's indices, as ints
@@ -143,18 +127,57 @@ class Solver:
         self.checkpoint, self.pair = checkpoint, pair
         self._controls(problem, config)
         self._set_window(np.arange(n, dtype=np.int64))
-        state = None if checkpoint is None else checkpoint.solver_state(pair, self.offset, n)
+        state = None
+        if checkpoint is not None:
+            state = checkpoint.solver_state(pair, self.per_row * self.offset, n)
         if state is not None:
-            self._restore(state)
+            self._restore({k: self._from_file(v) for k, v in state.items()})
+        elif problem.alpha0 is not None:
+            self._start_gradient()
+
+    def _to_file(self, a: np.ndarray) -> np.ndarray:
+        """Per-variable values in row-major order (a row's variables together), so the ranks'
+        pieces concatenate in global order for every P (checkpoints)."""
+        return a.reshape(self.per_row, -1).T.ravel() if self.per_row > 1 else a
+
+    def _from_file(self, a):
+        if self.per_row == 1 or not isinstance(a, np.ndarray) or a.ndim != 1:
+            return a
+        return a.reshape(-1, self.per_row).T.ravel()
+
+    def _gather_variables(self, local: np.ndarray) -> tuple[tuple, np.ndarray]:
+        """The rows of the local variables ``local`` of every rank, in global variable order
+        (an SVR shard's two variables make rank order differ from it), and the permutation
+        from rank order to it (collective): sums over them add in the same order for every P."""
+        K = self.K
+        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[local]))
+        order = np.argsort(self.comm.allgatherv(self.gid[local]), kind="stable")
+        return take_rows(*F, order), order
+
+    def _start_gradient(self) -> None:
+        """G = p + Q alpha0 for a start away from 0 (one-class, the nu types); collective.
+
+        The rows of the non-zero alphas travel (global order), and each rank sums
+        their kernel values against its rows: the same terms, in the same order, for every P.
+        """
+        nz = np.flatnonzero(self.alpha)
+        K = self.K
+        F, order = self._gather_variables(nz)
+        coef = self.comm.allgatherv(self.y[nz] * self.alpha[nz])[order]
+        if order.size and self.K.n:
+            acc = K.sums(F, coef, np.arange(K.n, dtype=np.int64))
+            self.G += self.y * acc[self.row_of]  # in place: the full window's arrays see it
 
     def _controls(self, problem: BinaryProblem, cfg: SVCConfig) -> None:
         """The engine's control arrays: settings, the policy as integers, counters, traces."""
         ci = self.ctl_i = np.zeros(E.N_CTL_I, dtype=np.int64)
         cf = self.ctl_f = np.zeros(E.N_CTL_F)
-        policy, n = self.policy, self.n_samples
+        policy = self.policy
+        n = self.n_vars
         ci[E.MAX_ITER_] = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * n)
         ci[E.ITER_BUDGET] = 1000
-        ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER
+        ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER and not self.nu  # NU: second only
+        ci[E.NU] = self.nu
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
         ci[E.START] = policy.start(n)
         ci[E.OFFSET], ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = self.offset, n, self.row_width
@@ -182,19 +205,27 @@ class Solver:
 
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
-        """Make ``rows`` (sorted local rows) the window: gather its arrays from local order."""
+        """Make ``rows`` (sorted local variables) the window: gather its arrays from local
+        order. Its kernel holds a row per variable (an SVR row twice, when both are in)."""
         self.win = rows
-        self.pos = np.full(self.y.size, -1, dtype=np.int64)  # local row -> window position
+        self.pos = np.full(self.y.size, -1, dtype=np.int64)  # local variable -> window position
         self.pos[rows] = np.arange(rows.size)
         self.in_window[:] = False
         self.in_window[rows] = True
         full = rows.size == self.y.size  # then the window arrays are the local ones
         take = (lambda a: a) if full else (lambda a: a[rows])
-        self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.K.diag)
+        self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.QD)
         self.walpha, self.wG = take(self.alpha), take(self.G)
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
-        self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, rows)
+        vrow = self.row_of[rows]
+        kpos = np.zeros(0, dtype=np.int64)  # window position -> kernel row: the same
+        if self.per_row == 1:
+            self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, vrow)
+        else:  # SVR: each distinct row once; a column is computed on them, then spread
+            distinct, kpos = np.unique(vrow, return_inverse=True)
+            self.window_kernel = LocalKernel.of_rows(self.K, distinct)
+            kpos = kpos.astype(np.int64)
         self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
         w = rows.size
         self.window_arrays = (
@@ -210,7 +241,10 @@ class Solver:
             self._up[:w],
             self._low[:w],
             self._obj[:w],
-            np.arange(w, dtype=np.int64),
+            np.arange(self.window_kernel.n, dtype=np.int64),
+            self.gid[rows],
+            vrow,
+            kpos,
         )
         self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
 
@@ -250,15 +284,15 @@ class Solver:
             return
         changed, coef = dep.changes(self.y, self.alpha)
         K = self.K
-        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, changed))
-        coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))
+        F, order = self._gather_variables(changed)
+        coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))[order]
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
         for e in np.unique(epoch):
             rows = stale[epoch == e]
             moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term
             if moved.size:
-                acc = K.sums(take_rows(*F, moved), coef[moved, e], rows)
+                acc = K.sums(take_rows(*F, moved), coef[moved, e], self.row_of[rows])
                 self.G[rows] += self.y[rows] * acc
         dep.reset(stale, self.alpha)
 
@@ -336,13 +370,13 @@ class Solver:
         """A checkpoint or a progress line is due (every rank, the same iteration)."""
         n_iter = int(self.ctl_i[E.N_ITER])
         self.ctl_i[E.CLOCK_DONE] = n_iter
-        flag = int(self.bufs[1][0, 2 * self.packet_size + E.INFO_CLOCK])
+        flag = int(self.bufs[1][0, self.info_at + E.INFO_CLOCK])
         ck = self.checkpoint
         if ck is not None and ck.due(n_iter, flag & 1):
             self._save(n_iter)
         if self.log is not None and flag & 2:
             self._last_progress = time.perf_counter()
-            active = int(self.bufs[1][:, 2 * self.packet_size + E.INFO_ACTIVE].sum())
+            active = int(self.bufs[1][:, self.info_at + E.INFO_ACTIVE].sum())
             self.log(
                 f"iter {n_iter}  m-M {self.out[E.GAP_OUT]:.4g}  active {active}"
                 f"  elapsed {self._last_progress - self._t_start:.1f}s"
@@ -403,10 +437,10 @@ class Solver:
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
-        rho = self._rho(rows)
-        sv = self.alpha != 0  # 1/2 a'Qa - e'a = 1/2 sum_t a_t (G_t - 1)
-        obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] - 1.0))
-        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate)
+        rho, r = rho_and_r(self.comm, rows, self.y, self.alpha, self.C, self.G, self.nu)
+        sv = self.alpha != 0  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
+        obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] + self.p[sv]))
+        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate, r)
 
     # -- checkpoints -------------------------------------------------------
     def _save(self, n_iter: int) -> None:
@@ -429,6 +463,7 @@ class Solver:
                 "unshrunk": self._unshrunk,
                 "departed": len(self.departures) > 0,
             }
+            arrays = {k: self._to_file(v) for k, v in arrays.items()}
             self.checkpoint.save(self.pair, arrays, scalars)
         self.stats.add("n_checkpoint")
 
@@ -481,13 +516,20 @@ class Solver:
             self._sync()
             self._refresh_stale()
             everyone = np.ones(self.y.size, dtype=bool)
-            m, _, minus_M, _ = candidates(
-                self.y, self.alpha, self.C, self.G, everyone, self._up, self._low
-            )
-            m, minus_M = self.comm.max_(np.array([m, minus_M]))
+            args = (self.y, self.alpha, self.C, self.G, everyone, self._up, self._low)
+            if self.nu:
+                bids(*args)
+                ext = [best_of_sign(self._up, self._low, self.y, s) for s in (1.0, -1.0)]
+                local = [ext[0][0], ext[0][2], ext[1][0], ext[1][2]]
+            else:
+                m, _, minus_M, _ = candidates(*args)
+                local = [m, minus_M, m, minus_M]
+            m, minus_M, m_neg, minus_M_neg = self.comm.max_(np.array(local))
             out = np.flatnonzero(~self.active)
             scratch = np.empty(out.size, dtype=np.int64)
-            n_bad = violators(out, self.y, self.alpha, self.C, self.G, m, -minus_M, scratch)
+            n_bad = violators(
+                out, self.y, self.alpha, self.C, self.G, m, -minus_M, m_neg, -minus_M_neg, scratch
+            )
             st.add("n_false_positive", n_bad)  # eliminated rows that violate after all
             back = out if all_rows else scratch[:n_bad]
             self.active[back] = True
@@ -499,13 +541,5 @@ class Solver:
                 self.wact[self.pos[back]] = True
                 self.wstreak[self.pos[back]] = 0
                 self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
-        return float(m + minus_M)
-
-    def _rho(self, rows: np.ndarray) -> float:
-        """LIBSVM's bias: mean of y_t G_t over free vectors, else the midpoint."""
-        ub, lb = bias_bounds(rows, self.y, self.alpha, self.C, self.G)
-        ub, lb = self.comm.min_(ub), self.comm.max_(lb)
-        y, a, C, G = (v[rows] for v in (self.y, self.alpha, self.C, self.G))
-        free = (a > 0) & (a < C)
-        nf = self.comm.sum_(int(np.count_nonzero(free)))
-        return self.comm.exact_sum(y[free] * G[free]) / nf if nf > 0 else float((ub + lb) / 2)
+        gap = max(m + minus_M, m_neg + minus_M_neg)
+        return float(gap) if gap > -np.inf else 0.0

@@ -32,6 +32,31 @@ def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     return restrict_columns(X, used)
 
 
+def weighted_total(comm, C: np.ndarray, nu: float) -> float:
+    """scikit-learn's sum of nu * C_t, added row by row in global order (collective)."""
+    total = 0.0
+    for c in comm.allgatherv(np.ascontiguousarray(C, dtype=np.float64)):
+        total += nu * c
+    return total
+
+
+def fill_start(comm, C: np.ndarray, total: float) -> np.ndarray:
+    """This rank's starting alphas: the rows in global order, each filled up to its bound
+    C_t until ``total`` is used (LIBSVM's start of one-class and the nu types).
+
+    The bounds travel whole (8 bytes a row), so every P fills the same way.
+    """
+    bounds = comm.allgatherv(np.ascontiguousarray(C, dtype=np.float64))
+    offset = comm.exscan_sum(C.size)
+    alpha = np.zeros(bounds.size)
+    for t, c in enumerate(bounds):
+        if total <= 0:
+            break
+        alpha[t] = min(c, total)
+        total -= alpha[t]
+    return alpha[offset : offset + C.size]
+
+
 @njit(cache=True, nogil=True)
 def bias_bounds(rows, y, alpha, C, G):
     """LIBSVM's bounds on rho over ``rows``' bound vectors: (ub, lb) of y_t G_t."""
@@ -50,3 +75,28 @@ def bias_bounds(rows, y, alpha, C, G):
             else:
                 lb = max(lb, yg)
     return ub, lb
+
+
+def rho_and_r(comm, rows, y, alpha, C, G, nu: bool) -> tuple[float, float]:
+    """LIBSVM's bias over ``rows`` and Solver_NU's r (0 unless ``nu``); collective.
+
+    Solver_NU takes each sign of y apart and averages G itself: rho = (r1 - r2) / 2,
+    r = (r1 + r2) / 2.
+    """
+    if not nu:
+        return _side(comm, rows, y, alpha, C, G), 0.0
+    ones = np.ones(y.size)
+    r1 = _side(comm, rows[y[rows] > 0], ones, alpha, C, G)
+    r2 = _side(comm, rows[y[rows] < 0], ones, alpha, C, G)
+    return (r1 - r2) / 2, (r1 + r2) / 2
+
+
+def _side(comm, rows, y, alpha, C, G) -> float:
+    """Mean of y_t G_t over the free variables of ``rows`` (all ranks, summed exactly), else
+    the midpoint of LIBSVM's bounds from the bound ones."""
+    ub, lb = bias_bounds(rows, y, alpha, C, G)
+    ub, lb = comm.min_(ub), comm.max_(lb)
+    a, c, g = alpha[rows], C[rows], G[rows]
+    free = (a > 0) & (a < c)
+    nf = comm.sum_(int(np.count_nonzero(free)))
+    return comm.exact_sum(y[rows][free] * g[free]) / nf if nf > 0 else float((ub + lb) / 2)

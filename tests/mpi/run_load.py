@@ -32,7 +32,6 @@ def describe(comm, shard):
         "indices_dtype": str(X.indices.dtype),
         "data_dtype": str(X.data.dtype),
         "y_size": int(shard.y.size),
-        "offsets": shard.offsets.tolist(),
         "n_samples": shard.n_samples,
         "n_features": shard.n_features,
         "max_row_nnz": shard.max_row_nnz,
@@ -73,7 +72,7 @@ def main():
             msg = f"{type(e).__name__}: {e}"
             if not opts.catch:
                 print(f"rank {comm.rank}: {msg}", file=sys.stderr, flush=True)
-                comm.barrier()  # every rank has printed before anyone exits
+                comm.allgather_obj(None)  # every rank has printed before anyone exits
                 sys.exit(1)
             results.append({"ok": False, "errors": comm.allgather_obj(msg)})
             continue

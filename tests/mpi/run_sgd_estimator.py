@@ -4,10 +4,11 @@ Usage: mpiexec -n P python -m mpi4py run_sgd_estimator.py
 
 Cases: a good sharded fit (every rank must end with the same model); a sparse
 sharded fit whose last rank lacks the highest feature (same model, global
-width); a NaN in the last rank's rows (fit), a negative sample weight there
-(fit) and a label outside ``classes`` on the last rank (partial_fit): every
-rank must raise the same ValueError instead of waiting in a collective. Every
-fit duplicates the communicator and must free it. Rank 0 prints one JSON line.
+width); a fit in which rank 0 passes no rows; a NaN in the last rank's rows
+(fit), a negative sample weight there (fit), a label outside ``classes`` on
+the last rank and other ``classes`` there (partial_fit): every rank must raise
+the same ValueError instead of waiting in a collective. Every fit duplicates
+the communicator and must free it. Rank 0 prints one JSON line.
 """
 
 import json
@@ -31,9 +32,11 @@ def main():
         free(self)
 
     Comm.free = counting_free
-    X, y = make_blobs(n_samples=300, centers=2, n_features=5, random_state=0, cluster_std=2.0)
+    X_full, y_full = make_blobs(
+        n_samples=300, centers=2, n_features=5, random_state=0, cluster_std=2.0
+    )
     rows = np.array_split(np.arange(300), comm.size)[comm.rank]
-    X, y = X[rows], y[rows]
+    X, y = X_full[rows], y_full[rows]
     last = comm.rank == comm.size - 1
 
     def sgd():
@@ -50,6 +53,13 @@ def main():
         "n_features_in": narrow.n_features_in_,
         "coef_width": coef[0].shape[1],
     }
+    empty = sgd().fit(X[:0], y[:0]) if comm.rank == 0 else sgd().fit(X, y)
+    coef = comm.allgather_obj(empty.coef_)
+    out["empty rank"] = {
+        "same_model": all(np.array_equal(c, coef[0]) for c in coef),
+        "n_samples": empty.fit_stats_["values"]["n_samples"],
+        "accuracy": empty.score(X_full, y_full),
+    }
     X_nan, y_bad, sw = X.copy(), y.copy(), np.ones(y.size)
     if last:
         X_nan[0, 0], y_bad[0], sw[0] = np.nan, 7, -1.0
@@ -57,6 +67,7 @@ def main():
         "nan": lambda: sgd().fit(X_nan, y),
         "negative weight": lambda: sgd().fit(X, y, sample_weight=sw),
         "unknown label": lambda: sgd().partial_fit(X, y_bad, classes=[0, 1]),
+        "other classes": lambda: sgd().partial_fit(X, y, classes=[0, 1, 2] if last else [0, 1]),
     }
     for name, call in cases.items():
         try:

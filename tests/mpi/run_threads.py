@@ -4,8 +4,10 @@ Usage: mpiexec -n P python -m mpi4py run_threads.py DIR
 
 Cases: the ranks on this node (a shared-memory split) and the default count
 applied; psvm.SVC and psvm.SGDSVC fits (the count during the fit, and
-numba's count restored afterwards); psvm-train (smo and sgd) in this process
-by default and with ``-o 1``, which leave the count set. ``DIR`` receives a
+numba's count restored afterwards); psvm.SVC.predict, local to a rank (the
+count while the decision values are computed, then numba's restored);
+psvm-train (smo and sgd) in this process by default and with ``-o 1``, and
+psvm-predict, which leave the count set. ``DIR`` receives a
 small training file. Before every case each rank sets numba's whole pool, so
 a case that applies nothing shows it. Rank 0 prints one JSON line: per case,
 every rank's count.
@@ -19,7 +21,8 @@ import numba
 from sklearn.datasets import make_blobs
 
 import psvm
-from psvm.cli import train
+import psvm.model
+from psvm.cli import predict, train
 from psvm.comm import world
 from psvm.threads import apply_threads
 
@@ -35,7 +38,7 @@ def main(folder: str) -> None:
             for row, label in zip(X, y, strict=True):
                 feats = " ".join(f"{j + 1}:{v:.6g}" for j, v in enumerate(row))
                 f.write(f"{2 * label - 1} {feats}\n")
-    comm.barrier()
+    comm.allgather_obj(None)  # the file is written before any rank reads it
 
     def every_rank(value) -> list:
         return comm.allgather_obj(value)
@@ -43,12 +46,25 @@ def main(folder: str) -> None:
     out = {"top": every_rank(TOP), "local_size": every_rank(comm.local_size())}
     numba.set_num_threads(TOP)
     out["default"] = every_rank([apply_threads(None, comm), numba.get_num_threads()])
+    fitted = {}
     for cls in (psvm.SVC, psvm.SGDSVC):
         numba.set_num_threads(TOP)
-        est = cls().fit(X, y)  # replicated: every rank passes the whole set
+        est = fitted[cls] = cls().fit(X, y)  # replicated: every rank passes the whole set
         out[cls.__name__] = every_rank(
             [est.fit_stats_["values"]["n_threads"], numba.get_num_threads()]
         )
+    seen = []
+    compiled = psvm.model.decision_values
+
+    def counting(*args):
+        seen.append(numba.get_num_threads())
+        return compiled(*args)
+
+    psvm.model.decision_values = counting
+    numba.set_num_threads(TOP)
+    fitted[psvm.SVC].predict(X)
+    out["SVC.predict"] = every_rank([seen[-1], numba.get_num_threads()])
+    psvm.model.decision_values = compiled
     model = os.path.join(folder, "blobs.model")
     for name, argv in {
         "cli": ["-q", data, model],
@@ -58,6 +74,9 @@ def main(folder: str) -> None:
         numba.set_num_threads(TOP)
         code = train.main(argv)
         out[name] = every_rank([code, numba.get_num_threads()])
+    numba.set_num_threads(TOP)
+    code = predict.main(["-q", data, model, os.path.join(folder, "blobs.out")])
+    out["cli predict"] = every_rank([code, numba.get_num_threads()])
     if comm.rank == 0:
         print(json.dumps(out))
 

@@ -12,7 +12,8 @@ from psvm.stats import Stats
 from psvm.svc import solver as solver_module
 from psvm.svc.elimination import POLICIES, make_policy
 from psvm.svc.engine import eliminate
-from psvm.svc.solver import BinaryProblem, Solver
+from psvm.svc.problem import BinaryProblem
+from psvm.svc.solver import Solver
 from tests._svm import fit_model, load_head, pair_objectives
 
 
@@ -66,7 +67,7 @@ def test_rule_eliminates_only_bound_non_violators():
     v = -y * G
     act = np.ones(7, dtype=bool)
     act[0] = False  # an inactive row is left alone (the rule would select it)
-    n_out = eliminate(y, alpha, C, G, act, 1.0, -1.0, np.zeros(7, np.int64), 1)
+    n_out = eliminate(y, alpha, C, G, act, 1.0, -1.0, 1.0, -1.0, np.zeros(7, np.int64), 1)
     up_only = ((y > 0) & (alpha <= 0)) | ((y < 0) & (alpha >= C))
     low_only = ((y < 0) & (alpha <= 0)) | ((y > 0) & (alpha >= C))
     rule = (up_only & (v < -1)) | (low_only & (v > 1))
@@ -74,18 +75,32 @@ def test_rule_eliminates_only_bound_non_violators():
     assert set(np.flatnonzero(~act)) == set(np.flatnonzero(rule)) and n_out == rule[1:].sum()
 
 
+def test_nu_rule_tests_each_sign_against_its_own_extremes():
+    """Solver_NU's be_shrunk: a row with y = -1 is tested against m_neg and M_neg only."""
+    y = np.array([1.0, -1.0])
+    alpha, C = np.zeros(2), np.ones(2)  # both at 0: y = +1 in I_up only, y = -1 in I_low only
+    G = np.array([0.5, 0.5])  # v = -y G = [-0.5, 0.5]
+    act = np.ones(2, dtype=bool)
+    # with the +1 side's M = 0 row 0 goes (v < M); row 1 stays while 0.5 <= m_neg = 1
+    assert eliminate(y, alpha, C, G, act, 2.0, 0.0, 1.0, -3.0, np.zeros(2, np.int64), 1) == 1
+    assert list(act) == [False, True]
+    act[:] = True  # with m_neg = 0.2 row 1 goes too (v > m_neg); the +1 extremes keep row 0
+    assert eliminate(y, alpha, C, G, act, 2.0, -3.0, 0.2, -3.0, np.zeros(2, np.int64), 1) == 1
+    assert list(act) == [True, False]
+
+
 def test_streak_needs_consecutive_hits():
     y, alpha, C, G = np.ones(1), np.zeros(1), np.ones(1), np.array([2.0])
     act, streak = np.ones(1, dtype=bool), np.zeros(1, np.int64)
-    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 0
-    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 0
+    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, 1.0, -1.0, streak, 3) == 0
+    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, 1.0, -1.0, streak, 3) == 0
     G[0] = -5.0  # the rule fails once: the streak restarts
-    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 0
+    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, 1.0, -1.0, streak, 3) == 0
     G[0] = 2.0
     for _ in range(2):
-        assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 0
+        assert eliminate(y, alpha, C, G, act, 1.0, -1.0, 1.0, -1.0, streak, 3) == 0
     assert act[0]
-    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, streak, 3) == 1 and not act[0]
+    assert eliminate(y, alpha, C, G, act, 1.0, -1.0, 1.0, -1.0, streak, 3) == 1 and not act[0]
 
 
 SETS = {"a9a": ("a9a.xz", "a9a.t.xz", 1.0, 0.05, 123),

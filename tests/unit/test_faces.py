@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from psvm.comm import Comm
-from psvm.faces import input_digest
+from psvm.faces.agreement import input_digest
 
 
 def _digest(X, y, sw=None):

@@ -186,7 +186,9 @@ def test_read_libsvm_error_names_file_and_line(content, seed):
         (["-w1", "-2"], "class_weight[1.0] must be > 0"),
         (["-h", "2"], "shrinking must be 0 or 1"),
         (["-h", "0", "--heuristic", "lazy"], "contradicts"),
-        (["-b", "1"], "probability"),
+        (["-b", "2"], "probability_estimates must be 0 or 1"),
+        (["-s", "3", "-b", "1"], "C-SVC and nu-SVC"),
+        (["-v", "5", "-b", "1"], "-b 1 with -v"),
         (["--solver", "qp"], "--solver qp"),
     ],
 )

@@ -43,7 +43,8 @@ def packet(K, i):
         i,
         True,
         W,
-        rows,
+        rows,  # global variable indices
+        rows,  # their local rows
         0,
         ones,
         ones,
@@ -181,3 +182,25 @@ def test_kernel_matrix_cut_to_the_support_vector_features(name):
     B = sp.random(4, 5000, density=0.002, format="csr", random_state=5)
     K = kernel_matrix(A, B, KERNELS[name], PARAMS["gamma"], PARAMS["coef0"], PARAMS["degree"])
     np.testing.assert_allclose(K, REFERENCE[name](A, B), atol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_decision_values_are_weighted_kernel_sums(data, name):
+    """dec = coef K(SV, X)' - rho for several outputs, against scikit-learn's kernels; a
+    feature no SV has counts in the RBF norm (LIBSVM), and indices near 2^31 cost nothing."""
+    rng = np.random.default_rng(3)
+    big = 2_000_000_000
+    SV = sp.csr_matrix((data[:9].data, data[:9].indices, data[:9].indptr), shape=(9, big))
+    X = sp.hstack([data, sp.csr_matrix(rng.normal(size=(40, 1)))]).tocsr()  # feature 25: no SV
+    X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(40, big))
+    coef, rho = rng.normal(size=(3, 9)), rng.normal(size=3)
+    got = pk.decision_values(X, SV, coef, rho, kparams(name))
+    ref = REFERENCE[name](X[:, :26].toarray(), SV[:, :26].toarray()) @ coef.T - rho
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(
+        pk.decision_values(X[:0], SV, coef, rho, kparams(name)).shape, [0, 3]
+    )
+    no_sv = pk.decision_values(X, SV[:0], coef[:, :0], rho, kparams(name))
+    np.testing.assert_array_equal(no_sv, np.tile(-rho, (40, 1)))
+    with pytest.raises(ValueError, match=r"coef has shape \(3, 8\).*expected \(m, 9\)"):
+        pk.decision_values(X, SV, coef[:, :8], rho, kparams(name))

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from libsvm import svmutil
 from sklearn.svm import SVC
 
-import psvm.model
+import psvm
 from psvm.io.model_file import read_model, write_model
 from psvm.model import SVCModel
 
@@ -141,12 +141,28 @@ def test_binary_zero_decision_goes_to_second_class():
     assert model.predict(sp.csr_matrix((1, 2))).tolist() == [-1]
 
 
-def test_chunked_decision_equals_one_block(usps, libsvm_file, monkeypatch):
-    X = usps[1]
+def test_decision_bits_do_not_depend_on_blocks_or_threads(usps, libsvm_file, monkeypatch):
+    """Each row's decision values are the same bits alone, in any block of rows, with any
+    chunk of SVs and thread count: so every rank of psvm-predict writes the same labels."""
+    import numba
+
+    import psvm.kernels as pk
+
+    X = usps[1][:300]
     model = read_model(libsvm_file("usps", "rbf"))
     full = model.decision_function(X)
-    monkeypatch.setattr(psvm.model, "_BLOCK_BYTES", 8 * model.support_vectors.shape[0] * 7)
-    np.testing.assert_allclose(model.decision_function(X), full, rtol=1e-13, atol=1e-13)
+    rows = np.vstack([model.decision_function(X[r : r + 1]) for r in (0, 17, 299)])
+    np.testing.assert_array_equal(rows, full[[0, 17, 299]])
+    old = numba.get_num_threads()
+    monkeypatch.setattr(pk, "_FT_TILE", 3000)  # SV chunks of 8 rows: 256 features each
+    monkeypatch.setattr(pk, "_LANE_LIMIT", 45 * 8 * 7)  # lanes of 7 rows at a time
+    monkeypatch.setattr(pk, "_PARALLEL_WORK", 0)  # the parallel path even for small blocks
+    try:
+        for threads in (1, numba.config.NUMBA_NUM_THREADS):
+            numba.set_num_threads(threads)
+            np.testing.assert_array_equal(model.decision_function(X), full)
+    finally:
+        numba.set_num_threads(old)
     assert model.decision_function(X[:0]).shape == (0, 45)
 
 
@@ -233,3 +249,26 @@ def test_degree_5_model_decision_values_within_1e12_of_libsvm(tmp_path):
     _, _, dec = svmutil.svm_predict(np.zeros(X.shape[0]), X, svmutil.svm_load_model(path), "-q")
     dec = np.asarray(dec)
     assert np.abs(model.decision_function(X) - dec).max() <= 1e-12 * np.abs(dec).max()
+
+
+@pytest.mark.parametrize("problem", ["a9a", "usps"])
+def test_decision_values_equal_libsvm_on_real_data(problem, usps, shared_data, tmp_path):
+    """LIBSVM's own model, predicted by LIBSVM and by psvm's compiled path: the same labels,
+    and decision values within the rounding of sums of thousands of terms."""
+    from tests._svm import libsvm_problem
+
+    if problem == "a9a":  # 1,316 SVs
+        y, X = libsvm_problem(shared_data / "a9a.xz", tmp_path / "a9a", 3000)
+        y_test, X_test = libsvm_problem(shared_data / "a9a.t.xz", tmp_path / "a9a.t", 2000)
+        opts = "-t 2 -c 1 -g 0.0081 -q"
+    else:  # ten classes, 45 pairs
+        y, X = usps[0][:400], usps[1][:400]
+        y_test, X_test = usps[0][400:], usps[1][400:]
+        opts = "-t 2 -c 10 -g 0.005 -q"
+    path = str(tmp_path / f"{problem}.model")
+    svmutil.svm_save_model(path, svmutil.svm_train(y, X, opts))
+    labels, _, dec = svmutil.svm_predict(y_test, X_test, svmutil.svm_load_model(path), "-q")
+    model = read_model(path)
+    np.testing.assert_array_equal(model.predict(X_test), labels)
+    scale = np.abs(model.dual_coef).sum(axis=1).max()  # a bound on the sum of |terms|
+    np.testing.assert_allclose(model.decision_function(X_test), dec, rtol=0, atol=1e-13 * scale)

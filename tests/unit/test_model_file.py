@@ -195,9 +195,9 @@ def _at(key):
         ),
         (lambda ls: _replace_key(ls, "rho", "rho nan"), _at("rho"), "non-finite value 'nan'"),
         (
-            lambda ls: _replace_key(ls, "svm_type", "svm_type nu_svc"),
+            lambda ls: _replace_key(ls, "svm_type", "svm_type nu_svm"),
             _at("svm_type"),
-            "svm_type 'nu_svc' is a known type; psvm reads c_svc only",
+            "unknown svm_type 'nu_svm'; expected one of",
         ),
         (
             lambda ls: _replace_key(ls, "label", "label 1 1"),
@@ -302,3 +302,37 @@ def test_failed_write_leaves_old_file_and_no_temp(heart_file, tmp_path, monkeypa
     assert path.read_bytes() == before
     write_model(path, model)  # and a later write succeeds
     np.testing.assert_array_equal(read_model(path).rho, model.rho)
+
+
+def test_single_types_round_trip_and_errors(tmp_path):
+    """One-class and the regressors: no label/nr_sv lines, one coefficient, one rho."""
+    sv = sp.csr_matrix(np.array([[0.5, 0.0], [0.0, -1.0]]))
+    for svm_type in ("one_class", "epsilon_svr", "nu_svr"):
+        model = SVCModel(
+            svm_type=svm_type,
+            kernel="rbf",
+            gamma=0.5,
+            coef0=0.0,
+            degree=3,
+            classes=np.zeros(0),
+            n_support=np.zeros(0, dtype=np.int64),
+            support_vectors=sv,
+            dual_coef=np.array([[0.25, -0.75]]),
+            rho=np.array([0.125]),
+            n_features=2,
+        )
+        path = tmp_path / f"{svm_type}.model"
+        write_model(path, model)
+        text = path.read_text()
+        assert text.startswith(f"svm_type {svm_type}\n") and "\nlabel" not in text
+        back = read_model(path)
+        assert back.svm_type == svm_type and back.dual_coef.tolist() == [[0.25, -0.75]]
+        np.testing.assert_array_equal(back.decision_function(sv), model.decision_function(sv))
+    lines = text.splitlines()
+    bad = tmp_path / "bad.model"
+    bad.write_text("\n".join([*lines[:5], "label 1 -1", *lines[5:]]) + "\n")
+    with pytest.raises(ModelFormatError, match=r"bad.model:6: label is for c_svc and nu_svc"):
+        read_model(bad)
+    bad.write_text("\n".join(line.replace("nr_class 2", "nr_class 3") for line in lines) + "\n")
+    with pytest.raises(ModelFormatError, match="nr_class must be 2 for nu_svr, got 3"):
+        read_model(bad)

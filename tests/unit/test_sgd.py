@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import psvm
 from psvm._params import SGD_SCHEDULES, ParameterError, validate_sgd_params
 from psvm.comm import Comm
 from psvm.io.linear_model_file import is_linear_model_file, read_linear_model, write_linear_model
@@ -14,7 +15,8 @@ from psvm.sgd import steps
 from psvm.sgd.estimator import SGDSVC
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import AutoMSF, FixedPeriod, make_policy
-from psvm.sgd.trainer import SGDState, block_order
+from psvm.sgd.problem import SGDState
+from psvm.sgd.trainer import block_order
 
 # -- a plain numpy reference of the SGD steps ------------------------------------------
 
@@ -292,7 +294,7 @@ def test_parameter_errors_name_the_parameter():
         SGDSVC(distributed="both").fit(X, y)
     with pytest.raises(ValueError, match="class_weight"):
         SGDSVC(class_weight="heavy").fit(X, y)
-    with pytest.raises(ValueError, match="greater than one"):
+    with pytest.raises(ValueError, match=r"greater than one; got 1 class \(0.0\)$"):
         SGDSVC().fit(X, np.zeros(50))
     assert validate_sgd_params(sync_every=8, average=False).average == 0
 
@@ -305,6 +307,27 @@ def test_class_weight_of_a_missing_class_warns_as_libsvm():
     ref = SGDSVC(random_state=0, class_weight={1: 2.0}).fit(X, y)
     np.testing.assert_array_equal(ours.coef_, ref.coef_)
     np.testing.assert_array_equal(ours.intercept_, ref.intercept_)
+
+
+def test_weight_and_class_rules_of_the_shared_input_path():
+    """psvm.SVC's input path with SGD's two rules: zero weights, and partial_fit's classes."""
+    X, y = blobs(60)
+    with pytest.raises(ValueError, match="zero for every sample: nothing to learn from"):
+        SGDSVC().fit(X, y, sample_weight=np.zeros(60))
+    # SGD steps over rows of weight 0: a class without weight is no error (psvm.SVC's is)
+    est = SGDSVC(random_state=0).fit(X, y, sample_weight=(y == 1).astype(float))
+    assert est.classes_.tolist() == [0, 1] and (est.predict(X[y == 1]) == 1).all()
+    with pytest.raises(ValueError, match=r"positive sample_weight belong to one class \(1\)"):
+        psvm.SVC().fit(X, y, sample_weight=(y == 1).astype(float))
+    # a partial_fit batch may lack a class of classes, 'balanced' weights too
+    zeros = y == 0
+    est = SGDSVC(class_weight="balanced", random_state=0)
+    est.partial_fit(X[zeros], y[zeros], classes=[1, 0])
+    assert est.classes_.tolist() == [0, 1] and est.n_iter_ == 1
+    with pytest.raises(ValueError, match=r"classes \[0, 2\] differ from the first call's"):
+        est.partial_fit(X, y, classes=[0, 2])
+    with pytest.raises(ValueError, match="classes must hold at least two labels"):
+        SGDSVC().partial_fit(X, y, classes=[0])
 
 
 def test_estimator_defaults_are_the_config_defaults():

@@ -97,7 +97,6 @@ def test_load_shard_serial_equals_read(balance, shared_data):
     assert isinstance(shard, Shard)
     assert (shard.offset, shard.n_samples, shard.n_features) == (0, 270, 13)
     assert shard.max_row_nnz == int(np.diff(X.indptr).max())
-    np.testing.assert_array_equal(shard.offsets, [0, 270])
     np.testing.assert_array_equal(shard.classes, [1, -1])
     assert (shard.X != X).nnz == 0 and np.array_equal(shard.y, y)
     assert shard.X.indices.dtype == np.int32 and shard.X.data.dtype == np.float64

@@ -170,3 +170,18 @@ def test_o_flag_error_names_it_before_reading_files(tmp_path, capsys, solver):
     assert train.main([*solver, "-q", "-o", "-2", str(missing)]) == 1
     err = capsys.readouterr().err
     assert "-o must be a positive integer" in err and "missing" not in err
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [({}, 1), ({"MPI_LOCALNRANKS": "3"}, 3), ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2"}, 2)],
+)
+def test_local_work_counts_the_ranks_mpiexec_reports(monkeypatch, cores, env, expected):
+    """predict is local to a rank: it cannot ask the others, mpiexec's environment tells."""
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    assert threads.launcher_local_ranks() == expected
+    cores(6 * TOP)
+    assert threads.apply_threads(None, None) == min(TOP, 6 * TOP // expected)

@@ -1,0 +1,220 @@
+"""What the ranks agree on before a fit: errors in their input, and the whole training set.
+
+Under ``mpiexec`` every rank calls ``fit``. Input errors are found locally and
+agreed (``comm.agree``) before the solver's first collective, so every rank
+raises the same error; then one small allgather tells every rank the global
+shape, labels and class counts (and, replicated, an exact hash of the input).
+Errors decided from those gathered values are :class:`InputError`: every rank
+raises them alike, so the face's ``Comm.guard`` lets them through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class InputError(ValueError):
+    """Bad fit input, decided from values every rank holds alike (after an allgather)."""
+
+    collective = True  # every rank raises it: Comm.guard lets it through
+
+
+def agree_on_input(comm, sharded: bool, check: Callable, /, *args, **kwargs):
+    """``check(*args, **kwargs)`` on every rank, its ValueError or TypeError agreed (collective).
+
+    Every rank raises the lowest failing rank's error before any other
+    collective; with 'sharded' input the ranks check different rows, so the
+    message names that rank. (scikit-learn's checks raise TypeError for some
+    bad input, e.g. a string for X.)
+    """
+    error = result = None
+    try:
+        result = check(*args, **kwargs)
+    except (ValueError, TypeError) as e:
+        error = e if comm.size == 1 or not sharded else type(e)(f"rank {comm.rank}: {e}")
+    comm.agree(error)
+    return result
+
+
+def input_digest(X: sp.csr_matrix, codes: np.ndarray, sample_weight: np.ndarray) -> str:
+    """An exact hash of (X, y, sample_weight): equal iff replicated ranks hold the same input.
+
+    X is canonical CSR; explicit zeros do not count. ``codes`` are the labels'
+    indices into the (separately compared) sorted labels.
+    """
+    if X.nnz and not X.data.all():
+        X = X.copy()
+        X.eliminate_zeros()
+    h = hashlib.blake2b(np.array(X.shape, dtype=np.int64).tobytes(), digest_size=16)
+    for a, dtype in (
+        (X.indptr, np.int64),
+        (X.indices, np.int64),
+        (X.data, np.float64),
+        (codes, np.int64),
+        (sample_weight, np.float64),
+    ):
+        for k in range(0, a.size, 1 << 20):  # in pieces: no full copy of a converted array
+            h.update(np.ascontiguousarray(a[k : k + (1 << 20)], dtype=dtype).tobytes())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+class RankInput(NamedTuple):
+    """What one rank tells the others about its input (one allgather)."""
+
+    shape: tuple[int, int]
+    sparse: bool
+    labels: np.ndarray  # sorted distinct labels of its y
+    counts: np.ndarray  # rows of each of those labels
+    positive: np.ndarray  # labels with a sample of positive weight
+    max_row_nnz: int
+    digest: str  # input_digest, replicated input on several ranks only
+    classes: np.ndarray | None  # partial_fit's classes
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """The facts of the whole training set, the same on every rank."""
+
+    classes: np.ndarray  # sorted labels over all ranks (partial_fit: its classes)
+    class_counts: np.ndarray  # rows of each class over all ranks
+    n_samples: int
+    n_features: int
+    rows_before: int  # rows of the ranks before this one ('sharded'; 0 when 'replicated')
+    max_row_nnz: int
+
+
+def agree_on_training_set(
+    comm,
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    sample_weight: np.ndarray,
+    *,
+    sparse: bool,
+    sharded: bool,
+    classes: np.ndarray | None = None,
+    every_class_weighted: bool = True,
+    labelled: bool = True,
+) -> TrainingSet:
+    """The global facts of the checked input (X canonical CSR); collective: one allgather.
+
+    Raises :class:`InputError` on every rank alike: replicated copies that
+    differ, dense shards of other widths, no rows at all, and the class rules
+    of :func:`check_classes`. ``classes``: partial_fit's labels, then the same
+    on every rank; None: the labels of y over all ranks. Not ``labelled`` (regression,
+    novelty): no classes, and y's bits go into the digest.
+    """
+    if labelled:
+        labels, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+        positive = np.unique(y[sample_weight > 0])
+    else:
+        labels, counts = np.zeros(0), np.zeros(0, dtype=np.int64)
+        codes = np.ascontiguousarray(y, dtype=np.float64).view(np.int64)
+        positive = np.ones(int(np.any(sample_weight > 0)))
+    mine = RankInput(
+        shape=X.shape,
+        sparse=sparse,
+        labels=labels,
+        counts=counts,
+        positive=positive,
+        max_row_nnz=int(np.diff(X.indptr).max(initial=0)),
+        digest=input_digest(X, codes, sample_weight) if not sharded and comm.size > 1 else "",
+        classes=classes,
+    )
+    ranks = comm.allgather_obj(mine) if comm.size > 1 else [mine]
+    if not sharded:
+        same_everywhere(ranks)
+    given = classes is not None
+    if given:
+        same_classes(ranks)
+    n_features = max(r.shape[1] for r in ranks)
+    if any(r.shape[1] != n_features and not r.sparse for r in ranks):
+        raise InputError(
+            f"dense X must have the same number of features on every rank, got "
+            f"{[r.shape[1] for r in ranks]}"
+        )
+    rows = [r.shape[0] for r in ranks] if sharded else [X.shape[0]]
+    if sum(rows) == 0:
+        raise InputError("Found array with 0 sample(s) on every rank: fit needs at least one")
+    parts = ranks if sharded else [mine]
+    if not given:  # (a rank without rows has labels of another dtype: leave them out)
+        classes = np.unique(np.concatenate([r.labels for r in parts if r.labels.size] or [[]]))
+    class_counts = np.zeros(classes.size, dtype=np.int64)
+    for r in parts:
+        class_counts[np.searchsorted(classes, r.labels)] += r.counts
+    positive = np.unique(np.concatenate([r.positive for r in parts if r.positive.size] or [[]]))
+    check_classes(classes, positive, given=given or not labelled, every=every_class_weighted)
+    return TrainingSet(
+        classes=classes,
+        class_counts=class_counts,
+        n_samples=sum(rows),
+        n_features=n_features,
+        rows_before=sum(rows[: comm.rank]) if sharded else 0,
+        max_row_nnz=max(r.max_row_nnz for r in ranks),
+    )
+
+
+def same_everywhere(ranks: list[RankInput]) -> None:
+    """InputError unless every rank's shape, labels and digest equal rank 0's, exactly."""
+    first = ranks[0]
+    differ = [
+        k
+        for k, r in enumerate(ranks)
+        if r.shape != first.shape
+        or r.digest != first.digest
+        or not np.array_equal(r.labels, first.labels)
+    ]
+    if differ:
+        raise InputError(
+            "distributed='replicated' needs the same X, y and sample_weight on every rank, but "
+            f"rank(s) {differ} differ from rank 0 (shapes {[r.shape for r in ranks]}); pass "
+            "distributed='sharded' to give each rank its own rows"
+        )
+
+
+def same_classes(ranks: list[RankInput]) -> None:
+    """InputError unless every rank passed partial_fit rank 0's classes."""
+    first = ranks[0].classes
+    differ = [k for k, r in enumerate(ranks) if not np.array_equal(r.classes, first)]
+    if differ:
+        raise InputError(
+            f"partial_fit needs the same classes on every rank, but rank(s) {differ} differ "
+            f"from rank 0 ({first.tolist()})"
+        )
+
+
+def check_classes(classes: np.ndarray, positive: np.ndarray, *, given: bool, every: bool) -> None:
+    """The class rules, as InputError: some sample of positive weight; unless the classes are
+    ``given`` (partial_fit), two classes at least; with ``every``, a sample of positive weight
+    in every class (LIBSVM leaves zero-weight samples out, so a class without one is gone)."""
+    if positive.size == 0:
+        reason = "nothing to learn from"
+        if every:
+            reason = "at least two classes need samples of positive weight"
+        raise InputError(f"sample_weight is zero for every sample: {reason}")
+    if given:
+        return
+    if classes.size < 2:
+        raise InputError(
+            "The number of classes has to be greater than one; "
+            f"got 1 class ({classes.tolist()[0]!r})"
+        )
+    if not every:
+        return
+    if positive.size < 2:
+        raise InputError(
+            f"all samples with positive sample_weight belong to one class "
+            f"({positive.tolist()[0]!r}); at least two classes are needed"
+        )
+    if positive.size < classes.size:
+        missing = np.setdiff1d(classes, positive).tolist()
+        raise InputError(
+            f"class {missing} has no sample with positive sample_weight; "
+            "remove its samples or give them a weight"
+        )

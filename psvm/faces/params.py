@@ -1,0 +1,83 @@
+"""Parameters only the faces see: the data layout, the communicator, the shape of outputs.
+
+The solvers take validated configs (:mod:`psvm._params`); these parameters
+choose where and how a fit runs, so the faces check them before it starts.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError
+from psvm.comm import Comm, mpi_worker, world
+
+DISTRIBUTED = ("replicated", "sharded")
+
+
+def resolve_heuristic(shrinking, heuristic) -> str:
+    """``heuristic`` when given, else from ``shrinking``: True -> the default, False -> 'none'."""
+    if heuristic is not None:
+        return heuristic  # checked against HEURISTICS by validate_svc_params
+    if isinstance(shrinking, (bool, np.bool_)):
+        return DEFAULT_HEURISTIC if shrinking else "none"
+    if isinstance(shrinking, str) and shrinking in HEURISTICS:
+        return shrinking
+    raise ParameterError(
+        f"shrinking must be a bool or one of {list(HEURISTICS)}, got {shrinking!r}"
+    )
+
+
+def check_distributed(distributed) -> None:
+    if distributed not in DISTRIBUTED:
+        raise ParameterError(f"distributed must be one of {list(DISTRIBUTED)}, got {distributed!r}")
+
+
+def check_face_params(*, distributed, decision_function_shape, n_jobs, random_state) -> None:
+    """Parameters the solver never sees; each error names the parameter."""
+    check_distributed(distributed)
+    if decision_function_shape not in ("ovo", "ovr"):
+        raise ParameterError(
+            f"decision_function_shape must be 'ovo' or 'ovr', got {decision_function_shape!r}"
+        )
+    if n_jobs is not None and (
+        isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0
+    ):
+        raise ParameterError(f"n_jobs must be None or a non-zero int, got {n_jobs!r}")
+    try:
+        check_random_state(random_state)
+    except ValueError:
+        raise ParameterError(
+            f"random_state must be None, an int or a numpy RandomState, got {random_state!r}"
+        ) from None
+
+
+@contextmanager
+def fit_comm(comm, distributed: str = "replicated") -> Iterator[Comm]:
+    """The Comm of one fit: the world for None, else a duplicate of ``comm``, freed afterwards.
+
+    In a worker process of a rank (joblib's ``n_jobs``, multiprocessing) the
+    fit runs as one process, ``comm`` or not: it cannot join the MPI job.
+    Replicated data is the whole set there; sharded data would be one rank's
+    rows only, so it is refused.
+    """
+    if mpi_worker():
+        if distributed == "sharded":
+            raise ParameterError(
+                "distributed='sharded' in a worker process of an MPI job (joblib n_jobs, "
+                "multiprocessing): the worker cannot join the job and holds one rank's rows "
+                "only; use n_jobs=1, or replicated data"
+            )
+        comm = None
+    if comm is None:
+        yield world()
+        return
+    dup = Comm(comm)
+    try:
+        yield dup
+    finally:
+        dup.free()

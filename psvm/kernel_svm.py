@@ -1,0 +1,295 @@
+"""What psvm's kernel SVM estimators share: the collective fit, threads, pickling and
+LIBSVM model files. :class:`psvm.SVC`, :class:`psvm.SVR` and :class:`psvm.OneClassSVM`
+add their parameters, their solver call and their fitted attributes."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import numbers
+import os
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.extmath import safe_sparse_dot
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from psvm._params import ParameterError, validate_svc_params
+from psvm.faces.fit_input import FitInput, fit_input
+from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
+from psvm.faces.results import fit_report
+from psvm.model import SVCModel
+from psvm.stats import Stats, reduce_stats
+from psvm.svc.checkpoint import make_checkpoint_config
+from psvm.threads import check_threads, numba_threads, rank_threads
+
+
+class KernelSVM(BaseEstimator):
+    """Base of the kernel SVM estimators (not for direct use).
+
+    Subclasses set ``_svm_type`` (LIBSVM's name) and ``_task`` (what y holds,
+    :data:`psvm.faces.fit_input.TASKS`) and implement :meth:`_train` and
+    :meth:`_set_model`.
+    """
+
+    _svm_type = "c_svc"
+    _task = "classification"
+
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit the model; collective over ``comm`` (every rank must call it).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training vectors: the whole set ('replicated') or this rank's rows
+            ('sharded', possibly none).
+        y : array-like of shape (n_samples,)
+            Class labels or targets (ignored by :class:`psvm.OneClassSVM`).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample multipliers of the bound C_t.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator, the same on every rank.
+        """
+        check_face_params(
+            distributed=self.distributed,
+            n_jobs=self.n_jobs,
+            decision_function_shape=getattr(self, "decision_function_shape", "ovr"),
+            random_state=getattr(self, "random_state", None),
+        )
+        if check_threads(self.n_threads) is not None and self.n_jobs is not None:
+            raise ParameterError(
+                f"n_threads={self.n_threads!r} and n_jobs={self.n_jobs!r}: "
+                "give one of them (n_jobs is the older name)"
+            )
+        cw = getattr(self, "class_weight", None)
+        params = validate_svc_params(
+            svm_type=self._svm_type,
+            C=getattr(self, "C", 1.0),
+            nu=getattr(self, "nu", 0.5),
+            epsilon=getattr(self, "epsilon", 0.1),
+            kernel=self.kernel,
+            degree=self.degree,
+            gamma=self.gamma,
+            coef0=self.coef0,
+            tol=self.tol,
+            cache_size=self.cache_size,
+            max_iter=self.max_iter,
+            selection=self.selection,
+            heuristic=resolve_heuristic(self.shrinking, self.heuristic),
+            reconstruction=self.reconstruction,
+            verbose=self.verbose,
+            class_weight=cw if isinstance(cw, dict) else None,
+        )
+        checkpoint = make_checkpoint_config(
+            self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
+        )
+        with (
+            fit_comm(self.comm, self.distributed) as comm,
+            comm.guard(f"psvm.{type(self).__name__}.fit"),
+            self._threads(comm),
+        ):
+            self._fit(comm, params, checkpoint, X, y, sample_weight)
+        if self.fit_status_:
+            warnings.warn(
+                f"Solver terminated early (max_iter={self.max_iter}). Consider "
+                "pre-processing your data with StandardScaler or MinMaxScaler.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def _threads(self, comm):
+        """The thread count of one fit, or of a prediction (``comm`` None): n_threads (default:
+        the node's share), else n_jobs."""
+        if check_threads(self.n_threads) is None and self.n_jobs is not None:
+            return numba_threads(self.n_jobs)
+        return rank_threads(self.n_threads, comm)
+
+    def _fit(self, comm, params: dict, checkpoint, X, y, sample_weight) -> None:
+        import numba
+
+        from psvm.io.atomic import agree_writable
+        from psvm.svc.multiclass import scale_hint  # numba modules: on first fit
+
+        agree_writable(comm, {"the checkpoint file": self.checkpoint})
+        labelled = self._task == "classification"  # else no classes to weigh
+        data = fit_input(
+            self,
+            comm,
+            X,
+            y,
+            sample_weight,
+            self.distributed,
+            task=self._task,
+            every_class_weighted=labelled,
+        )
+        stats = Stats()
+        stats.values["n_threads"] = numba.get_num_threads()
+        log = print if self.verbose and comm.rank == 0 else None
+        hint = scale_hint(comm, data.X, params)
+        if hint is not None:
+            warnings.warn(hint, UserWarning, stacklevel=3)
+        given = None if sample_weight is None else data.sample_weight
+        with stats.timer("train"):
+            model, support = self._train(comm, data, params, given, stats, log, checkpoint)
+        self.fit_stats_ = fit_report(reduce_stats(comm, stats), model, data)
+        self._set_model(model, support, (data.n_samples, data.n_features), data.sparse)
+
+    def _train(self, comm, data: FitInput, params, sample_weight, stats, log, checkpoint):
+        """The solver call: (model, global indices of the support vectors)."""
+        from psvm.svc.single import fit_single
+
+        return fit_single(
+            comm,
+            data.shard(),
+            params,
+            sample_weight=sample_weight,
+            stats=stats,
+            log=log,
+            checkpoint=checkpoint,
+        )
+
+    def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
+        """The fitted attributes every type has (scikit-learn's names and layout)."""
+        self._model = model
+        self._gamma = model.gamma
+        self.support_ = np.asarray(support, dtype=np.int32)
+        SV = model.support_vectors
+        self.support_vectors_ = SV.copy() if sparse else SV.toarray()
+        self.fit_status_ = int(model.meta.get("status", 0))
+        self.shape_fit_ = tuple(int(s) for s in shape_fit)
+        self.n_features_in_ = int(shape_fit[1])
+
+    def _values(self, X, method: str = "decision_function") -> np.ndarray:
+        """The model's decision values (or predictions) for validated X (local to a rank)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        with self._threads(None):  # local: the node's share by the launcher's rank count
+            return getattr(self._model, method)(X)
+
+    # -- LIBSVM model files ------------------------------------------------------------------
+    def to_libsvm_model(self, path: str | os.PathLike) -> None:
+        """Write the model in LIBSVM's text format (``svm_load_model`` reads it).
+
+        Not collective: the calling process writes the file (atomically), so
+        under ``mpiexec`` call it on one rank, e.g. ``if rank == 0``. psvm's
+        extras (``support_``, ``n_iter_``...) go to comment lines LIBSVM skips.
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Raises
+        ------
+        ValueError
+            If the labels are not integers (LIBSVM stores them as ints).
+        """
+        from psvm.io.model_file import write_model
+
+        check_is_fitted(self)
+        meta = {**self._model.meta, "support": self.support_, "n_samples": self.shape_fit_[0]}
+        write_model(path, dataclasses.replace(self._model, meta=meta))
+
+    @classmethod
+    def _read_libsvm_model(
+        cls, path: str | os.PathLike, n_features: int | None = None
+    ) -> tuple[SVCModel, np.ndarray, int]:
+        """(model, support or None, n_samples or -1) from a model file of this type, for
+        inputs of ``n_features`` columns if given."""
+        from psvm.io.model_file import read_model
+
+        model = read_model(path)
+        if n_features is not None:
+            model = _with_width(model, n_features)
+        if model.svm_type != cls._svm_type:
+            raise ValueError(
+                f"{os.fspath(path)}: svm_type {model.svm_type!r}; {cls.__name__} reads "
+                f"{cls._svm_type!r} models"
+            )
+        support = model.meta.pop("support", None)
+        n_samples = int(model.meta.pop("n_samples", -1))
+        return model, support, n_samples
+
+    # -- scikit-learn protocol ---------------------------------------------------------------
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("comm") is not None:  # an MPI handle: not meaningful in another process
+            state = {**state, "comm": None}
+        return state
+
+    def __sklearn_clone__(self):
+        if self.comm is None:
+            return super().__sklearn_clone__()
+        shallow = copy.copy(self)  # through __getstate__: comm=None
+        new = shallow.__sklearn_clone__()
+        new.comm = self.comm  # one communicator, shared by reference
+        return new
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class SingleModelSVM(KernelSVM):
+    """The types with one decision value: one-class and the regressors."""
+
+    def _set_model(self, model: SVCModel, support, shape_fit, sparse: bool) -> None:
+        super()._set_model(model, support, shape_fit, sparse)
+        coef = model.dual_coef.copy()
+        self.dual_coef_ = sp.csr_matrix(coef) if sparse else coef
+        self.intercept_ = -model.rho.copy()
+        self.n_support_ = np.array([model.support_vectors.shape[0]], dtype=np.int32)
+        self.n_iter_ = int(model.meta.get("n_iter", [0])[0])
+
+    @classmethod
+    def from_libsvm_model(cls, path: str | os.PathLike, n_features: int | None = None, **params):
+        """A fitted estimator from a LIBSVM (or psvm) model file of this type.
+
+        ``n_features`` as :meth:`psvm.SVC.from_libsvm_model`; ``support_`` is -1
+        (unknown) unless psvm wrote the file.
+        """
+        model, support, n_samples = cls._read_libsvm_model(path, n_features)
+        n_sv = model.support_vectors.shape[0]
+        if support is None or len(support) != n_sv:
+            support = np.full(n_sv, -1)
+        kernel = dict(kernel=model.kernel, gamma=model.gamma, coef0=model.coef0)
+        est = cls(**kernel, degree=model.degree, **params)
+        n_features = model.n_features or model.support_vectors.shape[1]
+        est._set_model(model, support, (n_samples, n_features), sparse=True)
+        return est
+
+    @property
+    def coef_(self):
+        """Primal weights of shape (1, n_features), for ``kernel='linear'`` only.
+
+        Sparse when ``support_vectors_`` is, and read-only, as scikit-learn's: it
+        is computed on each access, so writing to it would change nothing.
+        """
+        if self.kernel != "linear":
+            raise AttributeError("coef_ is only available when using a linear kernel")
+        check_is_fitted(self)
+        coef = safe_sparse_dot(self.dual_coef_, self.support_vectors_)
+        (coef.data if sp.issparse(coef) else coef).flags.writeable = False
+        return coef
+
+
+def _with_width(model: SVCModel, n_features) -> SVCModel:
+    """``model`` for inputs of ``n_features`` columns (narrower than the file's: no SV uses the
+    columns cut; wider: LIBSVM's decision values, unseen features in the RBF norm)."""
+    sv = model.support_vectors
+    used = int(sv.indices.max()) + 1 if sv.nnz else 0
+    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral):
+        raise ValueError(f"n_features must be an integer, got {n_features!r}")
+    if n_features < max(used, 1):
+        raise ValueError(
+            f"n_features={n_features} is less than the largest support vector feature index {used}"
+        )
+    sv = sp.csr_matrix((sv.data, sv.indices, sv.indptr), shape=(sv.shape[0], int(n_features)))
+    return dataclasses.replace(model, support_vectors=sv, n_features=int(n_features))

@@ -1,0 +1,276 @@
+"""Probability estimates, as LIBSVM's ``-b 1``: Platt's sigmoid per class pair, fitted on
+decision values of a 5-fold internal cross-validation, and pairwise coupling.
+
+Transcribed from LIBSVM 3.24's svm.cpp (``sigmoid_train``, ``sigmoid_predict``,
+``multiclass_probability``, ``svm_binary_svc_probability``, ``svm_predict_probability``).
+One difference: the folds' shuffle is numpy's seeded generator (as ``-v``'s), not C's
+``rand()``, so psvm's probA/probB differ from LIBSVM's by what other folds give; with the
+same folds they agree (tests/unit/test_probability.py). Each fold is one distributed
+training over all ranks' rows (collective), so probA/probB have the same bits for every P.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+N_FOLDS = 5  # LIBSVM's nr_fold for probability estimates
+MIN_PROB = 1e-7  # svm_predict_probability's clip of the pairwise probabilities
+
+
+def sigmoid_train(dec: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """LIBSVM's ``sigmoid_train`` (Platt's method as improved by Lin, Lin and Weng): A, B
+    minimising the log loss of ``1 / (1 + exp(A f + B))`` on the prior-corrected targets,
+    by Newton's method with backtracking. ``labels`` > 0 is the positive class."""
+    return _sigmoid_train(np.ascontiguousarray(dec, np.float64), np.asarray(labels) > 0)
+
+
+@njit(cache=True, nogil=True)
+def _sigmoid_train(dec, pos):
+    n = dec.size
+    prior1 = 0.0
+    for i in range(n):
+        prior1 += 1.0 if pos[i] else 0.0
+    prior0 = n - prior1
+    max_iter, min_step, sigma, eps = 100, 1e-10, 1e-12, 1e-5
+    hi, lo = (prior1 + 1.0) / (prior1 + 2.0), 1.0 / (prior0 + 2.0)
+    t = np.empty(n)
+    A, B = 0.0, math.log((prior0 + 1.0) / (prior1 + 1.0))
+    fval = 0.0
+    for i in range(n):
+        t[i] = hi if pos[i] else lo
+        f = dec[i] * A + B
+        if f >= 0:
+            fval += t[i] * f + math.log(1 + math.exp(-f))
+        else:
+            fval += (t[i] - 1) * f + math.log(1 + math.exp(f))
+    for _ in range(max_iter):
+        h11, h22, h21, g1, g2 = sigma, sigma, 0.0, 0.0, 0.0
+        for i in range(n):
+            f = dec[i] * A + B
+            if f >= 0:
+                p = math.exp(-f) / (1.0 + math.exp(-f))
+                q = 1.0 / (1.0 + math.exp(-f))
+            else:
+                p = 1.0 / (1.0 + math.exp(f))
+                q = math.exp(f) / (1.0 + math.exp(f))
+            d2 = p * q
+            h11 += dec[i] * dec[i] * d2
+            h22 += d2
+            h21 += dec[i] * d2
+            d1 = t[i] - p
+            g1 += dec[i] * d1
+            g2 += d1
+        if abs(g1) < eps and abs(g2) < eps:
+            break
+        det = h11 * h22 - h21 * h21
+        dA = -(h22 * g1 - h21 * g2) / det
+        dB = -(-h21 * g1 + h11 * g2) / det
+        gd = g1 * dA + g2 * dB
+        step = 1.0
+        while step >= min_step:
+            newA, newB = A + step * dA, B + step * dB
+            newf = 0.0
+            for i in range(n):
+                f = dec[i] * newA + newB
+                if f >= 0:
+                    newf += t[i] * f + math.log(1 + math.exp(-f))
+                else:
+                    newf += (t[i] - 1) * f + math.log(1 + math.exp(f))
+            if newf < fval + 0.0001 * step * gd:
+                A, B, fval = newA, newB, newf
+                break
+            step = step / 2.0
+        if step < min_step:  # LIBSVM: "Line search fails in two-class probability estimates"
+            break
+    return A, B
+
+
+def sigmoid_predict(dec: np.ndarray, A: float, B: float) -> np.ndarray:
+    """LIBSVM's ``sigmoid_predict``: 1 / (1 + exp(A f + B)), written to avoid cancellation."""
+    f = np.asarray(dec, dtype=np.float64) * A + B
+    e = np.exp(-np.abs(f))
+    return np.where(f >= 0, e / (1.0 + e), 1.0 / (1.0 + np.exp(np.minimum(f, 0.0))))
+
+
+@njit(cache=True, nogil=True)
+def _coupling(r, p):
+    """LIBSVM's ``multiclass_probability`` (method 2 of Wu, Lin and Weng) for one row:
+    r[i, j] = P(i | i or j), out p (sums to 1)."""
+    k = r.shape[0]
+    max_iter, eps = max(100, k), 0.005 / k
+    Q = np.empty((k, k))
+    Qp = np.empty(k)
+    for t in range(k):
+        p[t] = 1.0 / k
+        Q[t, t] = 0.0
+        for j in range(t):
+            Q[t, t] += r[j, t] * r[j, t]
+            Q[t, j] = Q[j, t]
+        for j in range(t + 1, k):
+            Q[t, t] += r[j, t] * r[j, t]
+            Q[t, j] = -r[j, t] * r[t, j]
+    for _ in range(max_iter):
+        pQp = 0.0
+        for t in range(k):
+            Qp[t] = 0.0
+            for j in range(k):
+                Qp[t] += Q[t, j] * p[j]
+            pQp += p[t] * Qp[t]
+        max_error = 0.0
+        for t in range(k):
+            max_error = max(max_error, abs(Qp[t] - pQp))
+        if max_error < eps:
+            break
+        for t in range(k):
+            diff = (-Qp[t] + pQp) / Q[t, t]
+            p[t] += diff
+            pQp = (pQp + diff * (diff * Q[t, t] + 2 * Qp[t])) / (1 + diff) / (1 + diff)
+            for j in range(k):
+                Qp[j] = (Qp[j] + diff * Q[t, j]) / (1 + diff)
+                p[j] /= 1 + diff
+
+
+@njit(cache=True, nogil=True)
+def _couple_rows(pairwise, k, out):
+    r = np.empty((k, k))
+    for row in range(pairwise.shape[0]):
+        if k == 2:  # LIBSVM 3.24: the pair's probability as it is, no coupling iterations
+            out[row, 0] = pairwise[row, 0]
+            out[row, 1] = 1 - pairwise[row, 0]
+            continue
+        q = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                r[i, j] = pairwise[row, q]
+                r[j, i] = 1 - pairwise[row, q]
+                q += 1
+        _coupling(r, out[row])
+
+
+def pairwise_coupling(dec: np.ndarray, probA, probB, k: int) -> np.ndarray:
+    """LIBSVM's ``svm_predict_probability``: class probabilities (n, k) from one-vs-one
+    decision values (n, k (k - 1) / 2), in the model's class order. Two classes take the
+    sigmoid as it is (LIBSVM 3.24; scikit-learn's older copy couples them too, which moves
+    them by up to about 0.003)."""
+    A, B = np.asarray(probA, dtype=np.float64), np.asarray(probB, dtype=np.float64)
+    pairwise = np.clip(sigmoid_predict(dec, A, B), MIN_PROB, 1 - MIN_PROB)
+    out = np.empty((dec.shape[0], k))
+    _couple_rows(np.ascontiguousarray(pairwise), k, out)
+    return out
+
+
+# -- training: the internal cross-validation -----------------------------------------------
+
+
+def internal_folds(rng: np.random.Generator, n: int) -> np.ndarray:
+    """The fold of each of n rows: a shuffle cut into 5 runs, LIBSVM's rule
+    (run i holds positions i n / 5 up to (i + 1) n / 5 of the shuffle)."""
+    return perm_folds(rng.permutation(n))
+
+
+def perm_folds(perm: np.ndarray) -> np.ndarray:
+    """The folds of a given shuffle ``perm`` (row perm[j] sits at position j)."""
+    n = perm.size
+    starts = np.arange(N_FOLDS + 1) * n // N_FOLDS
+    folds = np.empty(n, dtype=np.int64)
+    folds[perm] = np.searchsorted(starts, np.arange(n), side="right") - 1
+    return folds
+
+
+def fit_probability(
+    comm,
+    shard,
+    params: dict,
+    classes: np.ndarray,
+    gamma: float,
+    *,
+    seed=0,
+    perms: list | None = None,
+    sample_weight: np.ndarray | None = None,
+    stats=None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """probA and probB of every class pair, as LIBSVM's ``svm_binary_svc_probability``
+    (collective; the same bits on every rank and for every P).
+
+    For the pair (a, b), its rows (a: +1, b: -1) are cut into 5 folds; each fold's decision
+    values come from C-SVC or nu-SVC trained on the other four with bounds Cp and Cn (the
+    pair's weighted C), and :func:`sigmoid_train` fits them. ``gamma``: the full training
+    set's, resolved (a fold's own 'scale' would differ). ``seed``: of rank 0's shuffle, one
+    generator drawn pair after pair; ``perms``: each pair's shuffle instead (tests).
+    """
+    k = len(classes)
+    rng = np.random.default_rng(seed) if comm.rank == 0 and perms is None else None
+    cls = np.full(shard.y.size, -1, dtype=np.int64)
+    for c, label in enumerate(classes):
+        cls[shard.y == label] = c
+    keep = np.ones(shard.y.size, bool) if sample_weight is None else sample_weight > 0
+    C = params["C"]
+    weight = [C * params["class_weight"].get(label, 1.0) for label in classes]
+    probA, probB, pair = [], [], 0
+    for a in range(k):
+        for b in range(a + 1, k):
+            rows = np.flatnonzero(((cls == a) | (cls == b)) & keep)
+            pos, n = _pair_positions(comm, cls[rows] == a)
+            if perms is not None:
+                folds = perm_folds(np.asarray(perms[pair]))
+            else:
+                folds = comm.bcast_obj(internal_folds(rng, n) if comm.rank == 0 else None)
+            cw = {1.0: weight[a], -1.0: weight[b]}
+            sub = {**params, "gamma": gamma, "C": 1.0, "class_weight": cw}
+            y = np.where(cls[rows] == a, 1.0, -1.0)
+            sw = None if sample_weight is None else sample_weight[rows]
+            dec = _cv_decision_values(comm, shard, rows, y, folds[pos], sub, sw, stats, log)
+            A, B = sigmoid_train(
+                comm.allgatherv(dec), comm.allgatherv(y)
+            )  # global order: same bits for any P
+            probA.append(A)
+            probB.append(B)
+            pair += 1
+    return np.array(probA), np.array(probB)
+
+
+def _pair_positions(comm, first: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each local row's position in LIBSVM's pair problem (the first class's rows, then the
+    second's, each in global order), and the pair's size (collective)."""
+    n_first, n_local = int(first.sum()), first.size
+    n_a = comm.sum_(n_first)
+    pos = np.empty(n_local, dtype=np.int64)
+    pos[first] = comm.exscan_sum(n_first) + np.arange(n_first)
+    pos[~first] = n_a + comm.exscan_sum(n_local - n_first) + np.arange(n_local - n_first)
+    return pos, n_a + comm.sum_(n_local - n_first)
+
+
+def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats, log):
+    """Decision values (positive: +1) of a pair's local rows, each from the model trained
+    without its fold; a fold whose training rows hold one class gets that class's sign."""
+    from psvm.io.shard import Shard
+    from psvm.svc.multiclass import fit_ovo
+
+    dec = np.zeros(rows.size)
+    for f in range(N_FOLDS):
+        train, test = np.flatnonzero(mine != f), np.flatnonzero(mine == f)
+        n_pos, n_neg = comm.sum_(np.array([np.sum(y[train] > 0), np.sum(y[train] < 0)]))
+        if n_pos == 0 or n_neg == 0:  # LIBSVM: +1, -1, or 0 with no training rows at all
+            dec[test] = 1.0 if n_pos else (-1.0 if n_neg else 0.0)
+            continue
+        fold = Shard(
+            X=shard.X[rows[train]],
+            y=y[train],
+            offset=comm.exscan_sum(train.size),
+            n_samples=comm.sum_(int(train.size)),
+            n_features=shard.n_features,
+            max_row_nnz=shard.max_row_nnz,
+            classes=np.array([1.0, -1.0]),
+        )
+        sw = None if sample_weight is None else sample_weight[train]
+        model, _ = fit_ovo(
+            comm, fold, params, np.array([1.0, -1.0]), sample_weight=sw, stats=stats, log=log
+        )
+        if test.size:
+            dec[test] = model.decision_function(shard.X[rows[test]])[:, 0]
+    return dec

@@ -1,0 +1,138 @@
+"""The svm_types solved once over all rows: one-class, epsilon-SVR and nu-SVR (LIBSVM's
+``solve_one_class``, ``solve_epsilon_svr`` and ``solve_nu_svr``), on the distributed engine.
+
+Each sets up LIBSVM's general problem (DESIGN.md section 8) over the sharded
+rows, solves it, and gathers the support vectors in global row order, so
+every rank ends with the same :class:`~psvm.model.SVCModel`:
+
+- one-class: p = 0, y = +1, 0 <= a_t <= 1 (times the row's weight), e'a = nu l,
+  starting with the first rows at their bound as LIBSVM does;
+- epsilon-SVR: 2l variables (a, a*) over l rows, p = (eps - z, eps + z),
+  y = (+1, -1); the model's coefficient is a - a*;
+- nu-SVR: the same variables, p = (-z, +z), Solver_NU, a_t = a*_t filled up to
+  C nu l / 2 at the start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from psvm._params import SVCConfig, make_svc_config
+from psvm.kernels import csr_arrays, take_rows
+from psvm.model import SVCModel
+from psvm.stats import Stats
+from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
+from psvm.svc.multiclass import (
+    TrainingError,
+    check_finite,
+    check_same_arithmetic,
+    global_variance,
+    pair_summary,
+)
+from psvm.svc.problem import BinaryProblem
+from psvm.svc.solver import Solver
+from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
+
+
+def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool):
+    """The general problem of ``cfg.svm_type`` over this rank's rows."""
+    if cfg.svm_type not in ("one_class", "epsilon_svr", "nu_svr"):
+        raise ValueError(f"fit_single trains one_class, epsilon_svr and nu_svr, not {cfg.svm_type}")
+    n = shard.y.size
+    common = dict(
+        X=csr_arrays(Xc),
+        n_features=Xc.shape[1],
+        offset=shard.offset,
+        n_samples=shard.n_samples,
+        max_row_nnz=shard.max_row_nnz,
+    )
+    if cfg.svm_type == "one_class":
+        C = weight
+        total = weighted_total(comm, C, cfg.nu) if weighted else cfg.nu * shard.n_samples
+        alpha0 = fill_start(comm, C, total)
+        return BinaryProblem(y=np.ones(n), C=C, p=np.zeros(n), alpha0=alpha0, **common)
+    z, C = shard.y.astype(np.float64), cfg.C * weight
+    y2 = np.concatenate((np.ones(n), -np.ones(n)))
+    if cfg.svm_type == "epsilon_svr":
+        p = np.concatenate((cfg.epsilon - z, cfg.epsilon + z))
+        return BinaryProblem(y=y2, C=np.concatenate((C, C)), p=p, per_row=2, **common)
+    half = fill_start(comm, C, cfg.C * cfg.nu * shard.n_samples / 2)  # nu-SVR, as LIBSVM
+    return BinaryProblem(
+        y=y2,
+        C=np.concatenate((C, C)),
+        p=np.concatenate((-z, z)),
+        alpha0=np.concatenate((half, half)),
+        per_row=2,
+        **common,
+    )
+
+
+def fit_single(
+    comm,
+    shard,
+    params: dict,
+    *,
+    sample_weight: np.ndarray | None = None,
+    stats: Stats | None = None,
+    log: Callable[[str], None] | None = None,
+    checkpoint: CheckpointConfig | None = None,
+) -> tuple[SVCModel, np.ndarray]:
+    """Train one-class, epsilon-SVR or nu-SVR on a shard; collective, same model on every rank.
+
+    Returns the model and the global row indices of its support vectors.
+    ``params`` are validated parameters (:func:`psvm._params.validate_svc_params`).
+    """
+    stats = Stats() if stats is None else stats
+    if shard.n_samples == 0:
+        raise TrainingError("training data has no rows")
+    if comm.size > 1:
+        check_same_arithmetic(comm)
+    X = shard.X
+    cfg = make_svc_config(
+        params, shard.n_features, global_variance(comm, X, shard.n_samples, shard.n_features)
+    )
+    n = shard.y.size
+    weighted = sample_weight is not None
+    weight = np.ones(n) if not weighted else np.asarray(sample_weight, dtype=np.float64)
+    Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
+    problem = _problem(comm, cfg, Xc, shard, weight, weighted)
+    ck = None
+    if checkpoint is not None:
+        identity = fingerprint(comm, shard, problem.C, cfg, [], params["gamma"])
+        ck = Checkpoint(comm, checkpoint, identity)
+    res = Solver(comm, problem, cfg, stats, log, ck).solve()
+    check_finite(res, f"in the {cfg.svm_type} problem")
+    coef = res.alpha[:n] - res.alpha[n:] if problem.per_row == 2 else res.alpha
+    note = f"epsilon = {-res.r:f}" if cfg.svm_type == "nu_svr" else None  # as solve_nu_svr
+    with_nu = cfg.svm_type == "epsilon_svr"
+    summary = pair_summary(comm, problem, res, coef, with_nu=with_nu, note=note)
+    if log is not None:
+        log(summary)
+    local = np.flatnonzero(coef != 0)
+    sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)
+    sv_rows = gather_csr(comm, *take_rows(*csr_arrays(X), local))
+    model = SVCModel(
+        svm_type=cfg.svm_type,
+        kernel=cfg.kernel,
+        gamma=cfg.gamma,
+        coef0=cfg.coef0,
+        degree=cfg.degree,
+        classes=np.zeros(0),
+        n_support=np.zeros(0, dtype=np.int64),
+        support_vectors=sp.csr_matrix(sv_rows[::-1], shape=(sv_gidx.size, shard.n_features)),
+        dual_coef=comm.allgatherv(coef[local])[None, :],
+        rho=np.array([res.rho]),
+        n_features=shard.n_features,
+        meta={
+            "n_iter": [res.n_iter],
+            "objective": [res.objective],
+            "status": res.status,
+            "approximate": res.approximate,
+            "heuristic": cfg.heuristic,
+            "reconstruction": cfg.reconstruction,
+        },
+    )
+    return model, sv_gidx

@@ -1,0 +1,103 @@
+"""nu-SVC, one-class, epsilon-SVR and nu-SVR under mpiexec: the same model, bit for bit,
+for every P (#17)."""
+
+import json
+
+import pytest
+
+from tests._helpers import run_mpi
+from tests._svm import run_cli, write_head
+
+TRAIN = "psvm.cli.train"
+
+
+def _fits(shared_data, n: int) -> dict:
+    r = run_mpi("run_svm_types.py", ["--shared-data", shared_data], n, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_estimators_same_bits_for_every_p(shared_data):
+    one = _fits(shared_data, 1)
+    assert one["svr-replicated"] == one["svr-sharded"]
+    for n in (2, 3):
+        assert _fits(shared_data, n) == one, n
+
+
+@pytest.mark.parametrize("svm_type", ["1", "2", "3", "4"])
+def test_cli_model_files_same_bits_for_every_p(shared_data, tmp_path, svm_type):
+    src = shared_data / ("heart_scale.xz" if svm_type == "1" else "abalone_scale.xz")
+    # the regressors on the whole file: its cuts and reconstructions sum over an SVR shard's
+    # variables, whose rank order is not their global order
+    data = write_head(src, tmp_path / "train", None if svm_type in "34" else 500)
+    tiny = write_head(src, tmp_path / "tiny", 3 if svm_type != "1" else 270)
+    files = {}
+    for n, path in ((1, data), (2, data), (3, data), (1, tiny), (5, tiny)):
+        model = tmp_path / f"{n}-{path.rsplit('/', 1)[-1]}.model"
+        r = run_cli(TRAIN, ["-s", svm_type, "-n", "0.2", "-q", "-g", "0.5", path, model], n)
+        assert r.returncode == 0, r.stderr[-3000:]
+        files[n, path] = model.read_bytes()
+    assert files[2, data] == files[1, data] and files[3, data] == files[1, data]
+    assert files[5, tiny] == files[1, tiny]  # more ranks than rows
+    kind = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")[int(svm_type)]
+    assert files[1, data].startswith(b"svm_type " + kind.encode())
+    classes = b"\nlabel " in files[1, data] and b"\nnr_sv " in files[1, data]
+    assert classes == (svm_type == "1")
+
+
+def test_cli_parameter_errors_on_every_rank(shared_data, tmp_path):
+    data = write_head(shared_data / "abalone_scale.xz", tmp_path / "train", 50)
+    for flags, message in (
+        (["-s", "2", "-n", "1.5"], "option -n: nu must be <= 1, got 1.5"),
+        (["-s", "3", "-p", "-1"], "option -p: epsilon must be >= 0, got -1.0"),
+        (["-s", "5"], "-s 5: svm_type must be 0, 1, 2, 3 or 4"),
+        (["-s", "1", "-n", "0.99"], "specified nu is infeasible"),
+    ):
+        r = run_cli(TRAIN, [*flags, data, tmp_path / "m"], 2, timeout=120)
+        assert r.returncode != 0 and message in r.stderr, (flags, r.stderr[-2000:])
+        assert not (tmp_path / "m").exists()
+
+
+def test_predict_regression_under_mpiexec(shared_data, tmp_path):
+    """psvm-predict on an epsilon-SVR model: the same file for every P, svm-predict's lines."""
+    import numpy as np
+    from libsvm.svmutil import svm_load_model, svm_predict, svm_read_problem
+
+    data = write_head(shared_data / "cpusmall_scale.xz", tmp_path / "train", 800)
+    model = tmp_path / "m.model"
+    r = run_cli(TRAIN, ["-s", "3", "-q", "-c", "10", data, model], 2)
+    assert r.returncode == 0, r.stderr[-2000:]
+    outs = {}
+    for n in (1, 3):
+        out = tmp_path / f"out{n}"
+        r = run_cli("psvm.cli.predict", [data, model, out], n)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs[n] = (out.read_bytes(), r.stdout)
+    assert outs[3] == outs[1]
+    y, x = svm_read_problem(data)
+    ref, (_, mse, scc), _ = svm_predict(y, x, svm_load_model(str(model)), "-q")
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "out1"), ref, rtol=1e-12, atol=1e-12)
+    assert outs[1][1].splitlines() == [
+        f"Mean squared error = {mse:g} (regression)",
+        f"Squared correlation coefficient = {scc:g} (regression)",
+    ]
+
+
+@pytest.mark.parametrize("svm_type", ["2", "3", "4"])
+def test_cross_validation_of_every_type(shared_data, tmp_path, svm_type):
+    """-v 5: LIBSVM's result lines for the type, the same for every P."""
+    data = write_head(shared_data / "abalone_scale.xz", tmp_path / "train", 600)
+    outs = []
+    for n in (1, 2, 3):
+        r = run_cli(TRAIN, ["-s", svm_type, "-q", "-v", "5", "-g", "0.5", data], n)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append(r.stdout)
+    assert outs[1] == outs[0] and outs[2] == outs[0]
+    lines = outs[0].splitlines()
+    if svm_type == "2":
+        assert len(lines) == 1 and lines[0].startswith("Cross Validation Accuracy = ")
+    else:
+        assert lines[0].startswith("Cross Validation Mean squared error = ")
+        assert lines[1].startswith("Cross Validation Squared correlation coefficient = ")
+        mse = float(lines[0].split("= ")[1])
+        assert 5.0 < mse < 10.0, mse  # LIBSVM's -v 5 on these rows: 7.14 (-s 3), 7.13 (-s 4)
