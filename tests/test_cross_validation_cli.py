@@ -115,7 +115,7 @@ def test_help_prints_the_usage_once(module, flag):
 @pytest.mark.parametrize(
     "module, argv, message",
     [
-        (TRAIN, ["-n", "0.5", "f"], "unknown option -n: nu belongs to nu-SVC"),
+        (TRAIN, ["-u", "0", "f"], "unknown option -u: that is ThunderSVM's GPU id"),
         (TRAIN, ["--max_iter", "5", "f"], "unknown option --max_iter: did you mean --max-iter?"),
         (TRAIN, ["-x", "1", "f"], "unknown option -x: psvm-train --help lists the options"),
         (TRAIN, ["--solver", "sgd", "-v", "5", "f"], "runs on the kernel solver (--solver smo)"),
