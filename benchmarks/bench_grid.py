@@ -77,7 +77,8 @@ def main() -> None:
     before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         wrapper = Path(tmp) / "psvm-train-mpi"
-        cmd = [mpiexec(), "-n", str(args.ranks), sys.executable, "-m", "psvm.cli.train"]
+        cmd = [sys.executable, "-m", "psvm.cli.train"]
+        cmd = [mpiexec(), "-n", str(args.ranks), *cmd] if args.ranks > 1 else cmd
         cmd += ["-o", str(args.threads)] if args.threads else []
         wrapper.write_text("#!/bin/sh\nexec " + shlex.join(cmd) + ' "$@"\n')
         wrapper.chmod(0o755)
@@ -100,7 +101,7 @@ def main() -> None:
         f"# load average before {before[0]:.2f}, after {after[0]:.2f} (1 min)",
         "| side | wall s | best C | best gamma | best rate % |",
         "| --- | ---: | ---: | ---: | ---: |",
-        "| psvm-train, mpiexec -n {} | {:.1f} | {:g} | {:g} | {:g} |".format(
+        "| psvm-train, {} rank(s) | {:.1f} | {:g} | {:g} | {:g} |".format(
             args.ranks, ours["wall"], *ours["best"]
         ),
         "| LIBSVM svm-train | {:.1f} | {:g} | {:g} | {:g} |".format(

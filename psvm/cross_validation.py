@@ -40,8 +40,8 @@ def fold_ids(y: np.ndarray, n_folds: int, seed: int, classes=None) -> np.ndarray
     With ``classes`` (classification, in LIBSVM's class order) and ``n_folds < len(y)``,
     the folds are stratified: each class's rows are shuffled and cut into ``n_folds``
     runs, run i holding positions ``i * count // n_folds`` up to ``(i + 1) * count //
-    n_folds``. Otherwise (regression, or one row per fold) all rows are shuffled and cut
-    the same way. Requires ``2 <= n_folds <= len(y)``.
+    n_folds``. Otherwise (``classes=None``: regression and one-class, as LIBSVM; or one row
+    per fold) all rows are shuffled and cut the same way. Requires ``2 <= n_folds <= len(y)``.
     """
     y = np.asarray(y)
     rng = np.random.default_rng(seed)
@@ -90,7 +90,7 @@ def cross_validate(
     if parallel is None:
         parallel = fold_parallel(comm, shard, n_folds)
     if parallel:
-        return _fold_parallel(comm, shard, folds, make_fit_predict, log)
+        return _fold_parallel(comm, shard, folds, n_folds, make_fit_predict, log)
     mine = folds[shard.offset : shard.offset + shard.n_local]
     fit_predict = make_fit_predict(comm, shard, log)
     target = np.empty(shard.n_local)
@@ -100,7 +100,7 @@ def cross_validate(
     return target
 
 
-def _fold_parallel(comm, shard, folds, make_fit_predict, log) -> np.ndarray:
+def _fold_parallel(comm, shard, folds, n_folds, make_fit_predict, log) -> np.ndarray:
     """Every row on every rank; rank r trains folds r, r + P, ... alone; predictions and
     lines gathered. An error agreed over ranks stops them all alike."""
     from psvm.comm import alone
@@ -124,7 +124,7 @@ def _fold_parallel(comm, shard, folds, make_fit_predict, log) -> np.ndarray:
     pred = np.empty(my_folds.size)
     error = None
     try:
-        for k in range(comm.rank, int(folds.max()) + 1, comm.size):
+        for k in range(comm.rank, n_folds, comm.size):
             lines[k] = []
             fit_predict = make_fit_predict(alone(comm), whole, lines[k].append)
             test = folds == k

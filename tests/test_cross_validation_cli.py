@@ -115,12 +115,13 @@ def test_help_prints_the_usage_once(module, flag):
 @pytest.mark.parametrize(
     "module, argv, message",
     [
-        (TRAIN, ["-n", "0.5", "f"], "unknown option -n: nu belongs to nu-SVC"),
+        (TRAIN, ["-u", "0", "f"], "unknown option -u: that is ThunderSVM's GPU id"),
         (TRAIN, ["--max_iter", "5", "f"], "unknown option --max_iter: did you mean --max-iter?"),
         (TRAIN, ["-x", "1", "f"], "unknown option -x: psvm-train --help lists the options"),
         (TRAIN, ["--solver", "sgd", "-v", "5", "f"], "runs on the kernel solver (--solver smo)"),
         (TRAIN, ["-t", "4", "f"], "precomputed kernels, -t 4, are not supported"),
         (TRAIN, ["-v", "5", "--checkpoint", "c", "f"], "drop --checkpoint"),
+        (TRAIN, ["--cv-parallel", "x", "f"], "--cv-parallel x: must be auto, folds or rows"),
         (PREDICT, ["--strict", "t", "m", "o"], "did you mean --strict-features?"),
     ],
 )

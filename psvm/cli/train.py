@@ -65,12 +65,10 @@ FLAGS = {
     "-wi": ("class_weight", WEIGHTS, "set the parameter C of class i to weight*C (default 1)"),
     "-q": ("quiet", SWITCH, "quiet mode (no outputs)"),
 }
-# what to use instead of LIBSVM options psvm-train lacks (unknown options get a near flag)
+# what to use instead of options of related tools psvm-train lacks (others get a near flag)
 ADVICE = {
-    "-n": "nu belongs to nu-SVC, one-class and nu-SVR (-s 1, 2, 4); psvm-train trains C-SVC "
-    "(-s 0): set its cost with -c",
-    "-p": "epsilon of the loss belongs to epsilon-SVR (-s 3); psvm-train trains C-SVC (-s 0); "
-    "the stopping tolerance is -e",
+    "-u": "that is ThunderSVM's GPU id; psvm runs on CPU cores: more ranks with mpiexec -n P, "
+    "threads per rank with -o",
 }
 USAGE = (
     usage("Usage: psvm-train [options] training_set_file [model_file]", FLAGS) + "\n\n" + SGD_USAGE
