@@ -74,7 +74,9 @@ def test_unexpected_error_on_one_of_three_ranks_ends_the_job(tmp_path, face, err
         assert r.stderr.count("interrupted") == 1, r.stderr
         assert f"{prog}: rank {rank}: interrupted" in r.stderr and "Traceback" not in r.stderr
     else:
-        assert r.returncode == 1, r.stderr
+        # MPI_Abort's 1; on a loaded machine mpiexec may reap a rank it killed first and
+        # report that rank's SIGKILL (9) instead (seen once in a full run at load 5)
+        assert r.returncode in (1, 9), r.stderr
         assert r.stderr.count("unexpected error") == 1, r.stderr
         assert f"{prog}: rank {rank}: unexpected error" in r.stderr
         assert f"{error}: injected {error}" in r.stderr
