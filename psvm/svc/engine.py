@@ -68,7 +68,7 @@ NONE = -1  # no event: the iteration goes on
 # integer controls (``ctl_i``)
 (MAX_ITER_, ITER_BUDGET, FIRST_ORDER, PERIOD, NEED, READY, OFFSET, N_SAMPLES, N_ITER, N_ACTIVE,
  ROW_WIDTH, CK_ITERS, CLOCK_DONE, HAS_DEPARTURES, TRACE_EVERY, LAST_TRACE, RANK, CLOCK_FN,
- START, NU, N_CTL_I) = range(21)  # fmt: skip
+ START, N_CTL_I) = range(20)  # fmt: skip
 # float controls (``ctl_f``)
 TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
 # outputs (``out``): the gap and the extremes at the last test (those of the rows with
@@ -163,34 +163,49 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
     event = BUDGET
-    nu = ctl_i[NU] != 0  # Solver_NU: selection, stop test and elimination per sign of y
     while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
-        if nu:
-            event, r_i, r_j = select_nu(
-                win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
-            )
-        else:
-            event, r_i, r_j = select(
-                win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
-            )
+        event, r_i, r_j = select(
+            win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
+        )
         if event != NONE:
             break
         if _ready(ctl_i, ctl_f, out[GAP_OUT]):
             shrink(win, ctl_i, out, counts)
-        if nu:
-            event = step_nu(
-                win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j
-            )
-        else:
-            event = step(
-                win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j
-            )
+        event = step(
+            win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j
+        )
         if event != NONE:
             break
         ctl_i[N_ITER] += 1
     return BUDGET if event == NONE else event  # the loop ran out of its budget
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def run_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts):
+    """:func:`run` for the nu types (Solver_NU: selection and step per sign of y). A loop of
+    its own, so that the other types never compile the nu path (seconds at first use)."""
+    bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
+    entry = ctl_i[N_ITER]
+    event = BUDGET
+    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
+        timed = ctl_i[N_ITER] % TIMED_EVERY == 0
+        counts[C_TIMED] += timed
+        event, r_p, r_n = select_nu(
+            win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
+        )
+        if event != NONE:
+            break
+        if _ready(ctl_i, ctl_f, out[GAP_OUT]):
+            shrink(win, ctl_i, out, counts)
+        event = step_nu(
+            win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n
+        )
+        if event != NONE:
+            break
+        ctl_i[N_ITER] += 1
+    return BUDGET if event == NONE else event
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -177,7 +177,6 @@ class Solver:
         ci[E.MAX_ITER_] = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * n)
         ci[E.ITER_BUDGET] = 1000
         ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER and not self.nu  # NU: second only
-        ci[E.NU] = self.nu
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
         ci[E.START] = policy.start(n)
         ci[E.OFFSET], ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = self.offset, n, self.row_width
@@ -338,7 +337,7 @@ class Solver:
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
         t0 = time.perf_counter()
-        event = E.run(
+        event = (E.run_nu if self.nu else E.run)(
             self.window_arrays,
             self.K.packet_arrays(),
             self.kernel_arrays,
