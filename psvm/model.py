@@ -241,6 +241,8 @@ class SVCModel:
     @property
     def has_probability(self) -> bool:
         """Whether the model holds LIBSVM's pairwise sigmoids (``probA``/``probB``, ``-b 1``)."""
+        if self.svm_type in REGRESSORS:  # svm_svr_probability's sigma, in probA
+            return "probA" in self.meta
         return self.is_classifier and "probA" in self.meta and "probB" in self.meta
 
     def predict_proba(self, X: Any) -> tuple[np.ndarray, np.ndarray]:

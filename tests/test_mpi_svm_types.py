@@ -101,3 +101,30 @@ def test_cross_validation_of_every_type(shared_data, tmp_path, svm_type):
         assert lines[1].startswith("Cross Validation Squared correlation coefficient = ")
         mse = float(lines[0].split("= ")[1])
         assert 5.0 < mse < 10.0, mse  # LIBSVM's -v 5 on these rows: 7.14 (-s 3), 7.13 (-s 4)
+
+
+@pytest.mark.parametrize("svm_type", ["3", "4"])
+def test_regression_probability_model(shared_data, tmp_path, svm_type):
+    """-b 1 for the regressors: svm_svr_probability's Laplace sigma in probA, the same bits
+    for every P, close to LIBSVM's (other folds), and svm-predict -b 1's line."""
+    from libsvm.svmutil import svm_load_model, svm_read_problem, svm_train
+
+    data = write_head(shared_data / "abalone_scale.xz", tmp_path / "train", 500)
+    files = []
+    for n in (1, 2, 3):
+        model = tmp_path / f"m{n}"
+        r = run_cli(TRAIN, ["-s", svm_type, "-b", "1", "-q", data, model], n)
+        assert r.returncode == 0, r.stderr[-2000:]
+        files.append(model.read_bytes())
+    assert files[1] == files[0] and files[2] == files[0]
+    sigma = svm_load_model(str(tmp_path / "m1")).get_svr_probability()  # LIBSVM reads it
+    y, x = svm_read_problem(data)
+    ref = svm_train(y, x, f"-s {svm_type} -b 1 -q").get_svr_probability()
+    assert abs(sigma - ref) <= 0.05 * ref, (sigma, ref)
+    r = run_cli("psvm.cli.predict", ["-b", "1", data, tmp_path / "m1", tmp_path / "out"], 2)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines()[1] == (
+        f"z: Laplace distribution e^(-|z|/sigma)/(2sigma),sigma={sigma:g}"
+    )
+    r = run_cli(TRAIN, ["-s", "2", "-b", "1", data, tmp_path / "oc"], 2)
+    assert r.returncode != 0 and "no probability model for one-class" in r.stderr

@@ -42,6 +42,13 @@ class HelpRequested(UsageError):
 HELP = "--help"  # -h too, where no option -h takes its value (svm-train's -h is shrinking)
 
 
+# svm-train's and svm-predict's line for a regressor's probability model (then sigma)
+LAPLACE = (
+    "Prob. model for test data: target value = predicted value + z,\n"
+    "z: Laplace distribution e^(-|z|/sigma)/(2sigma),sigma"
+)
+
+
 def number(flag: str, text: str, kind=float):
     """Parse strictly: ``-c abc`` is an error, not LIBSVM's silent 0."""
     try:

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import sys
 
-from psvm.cli._common import HelpRequested, UsageError, number, run_main, unknown_option
+from psvm.cli._common import (
+    LAPLACE,
+    HelpRequested,
+    UsageError,
+    number,
+    run_main,
+    unknown_option,
+)
 
 USAGE = (
     "Usage: psvm-predict [options] test_file model_file output_file\noptions:\n"
@@ -75,7 +82,11 @@ def _body(argv: list[str]) -> int:
     shard = load_shard(
         comm, opts["test"], n_features=width, min_classes=0, balance=False, allow_empty=True
     )
-    if opts["probability"]:
+    regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
+    if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line
+        if comm.rank == 0 and not opts["quiet"]:
+            print(f"{LAPLACE}={float(model.meta['probA'][0]):g}")
+    if opts["probability"] and not regression:
         pred, prob = model.predict_proba(shard.X)
         prob = comm.gatherv(prob.ravel())
         head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
@@ -83,7 +94,7 @@ def _body(argv: list[str]) -> int:
         pred = np.asarray(model.predict(shard.X) if shard.n_local else [], dtype=np.float64)
     pred, truth = comm.gatherv(np.asarray(pred, np.float64)), comm.gatherv(shard.y)  # file order
     if comm.rank == 0:
-        if opts["probability"]:
+        if opts["probability"] and not regression:
             text = head + _proba_lines(pred, prob.reshape(pred.size, -1))
         else:
             labels, which = np.unique(pred, return_inverse=True)
@@ -91,7 +102,6 @@ def _body(argv: list[str]) -> int:
         with write_atomic(opts["output"]) as f:
             f.write(text)
         if not opts["quiet"]:
-            regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
             print(result_lines(pred, truth, regression))
     return 0
 

@@ -9,6 +9,7 @@ import sys
 import time
 
 from psvm.cli._common import (
+    LAPLACE,
     SWITCH,
     WEIGHTS,
     UsageError,
@@ -87,10 +88,10 @@ def parse_args(argv: list[str]) -> dict:
     b = opts.get("probability", 0)
     if b not in (0, 1):
         raise UsageError(f"-b {b}: probability_estimates must be 0 or 1")
-    if b and opts["svm_type"] not in ("c_svc", "nu_svc"):
+    if b and opts["svm_type"] == "one_class":
         raise UsageError(
-            f"-b 1 -s {s}: psvm trains probability estimates for C-SVC and nu-SVC (-s 0, 1) "
-            "only so far; use -b 0"
+            f"-b 1 -s {s}: psvm has no probability model for one-class SVM (LIBSVM 3.3x's "
+            "density marks) yet; use -b 0"
         )
     if b and "n_folds" in opts:
         raise UsageError("-b 1 with -v: the folds' predictions are votes; drop -b 1 for -v")
@@ -217,6 +218,15 @@ def _body(argv: list[str]) -> int:
                 model.meta.update(probA=probA.tolist(), probB=probB.tolist())
         else:
             model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
+            if opts.get("probability"):  # svm_svr_probability: a Laplace sigma, 5-fold CV
+                from psvm.svc.platt import fit_svr_sigma
+
+                sigma = fit_svr_sigma(
+                    comm, shard, params, model.gamma, seed=opts.get("seed", 0), stats=stats
+                )
+                model.meta["probA"] = [sigma]
+                if log is not None:
+                    log(f"{LAPLACE}= {sigma:g}")  # svm-train's spacing
     report = reduce_stats(comm, stats)
     if "n_iter_own" in report["counts"]:  # fold-parallel -v: every rank's folds, summed
         report["counts"]["n_iter"] = report["counts"].pop("n_iter_own")

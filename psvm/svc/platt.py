@@ -124,3 +124,23 @@ def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats
         if test.size:
             dec[test] = model.decision_function(shard.X[rows[test]])[:, 0]
     return dec
+
+
+def fit_svr_sigma(comm, shard, params: dict, gamma: float, *, seed: int = 0, stats=None) -> float:
+    """LIBSVM's ``svm_svr_probability``: sigma of the Laplace noise model of a regressor, the
+    mean absolute residual of a 5-fold cross-validation after dropping residuals beyond 5
+    standard deviations (of a Laplace with that mean: sqrt(2) mae). Collective; the sums are
+    correctly rounded, so sigma has the same bits for every P."""
+    from functools import partial
+
+    from psvm.cross_validation import cross_validate, single_fit_predict
+
+    fixed = {**params, "gamma": gamma}  # the whole set's gamma in every fold, as LIBSVM
+    make = partial(single_fit_predict, params=fixed, stats=stats)
+    # every rank on every fold, as fit_probability: the folds' statistics stay in lockstep
+    residual = np.abs(shard.y - cross_validate(comm, shard, N_FOLDS, seed, make, parallel=False))
+    n = shard.n_samples
+    mae = comm.exact_sum(residual) / n
+    outlier = residual > 5 * np.sqrt(2 * mae * mae)
+    kept = n - comm.sum_(int(np.count_nonzero(outlier)))
+    return comm.exact_sum(residual[~outlier]) / kept
