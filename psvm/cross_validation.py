@@ -167,6 +167,23 @@ def result_lines(comm, y_local: np.ndarray, target: np.ndarray, regression: bool
     ]
 
 
+def training_shard(comm, shard, train: np.ndarray, classes=None):
+    """The shard of a fold's training rows (mask ``train`` of this rank's rows), global order
+    kept (collective: the ranks' counts)."""
+    from psvm.io.shard import Shard
+
+    rows = np.flatnonzero(train)
+    return Shard(
+        X=shard.X[rows],
+        y=shard.y[rows],
+        offset=comm.exscan_sum(rows.size),
+        n_samples=comm.sum_(int(rows.size)),
+        n_features=shard.n_features,
+        max_row_nnz=shard.max_row_nnz,
+        classes=classes,
+    )
+
+
 def svc_fit_predict(
     comm, shard, log=None, *, params: dict, classes: np.ndarray, stats=None
 ) -> FitPredict:
@@ -175,7 +192,6 @@ def svc_fit_predict(
     A fold's classes keep ``classes``' order; a training set of one class predicts it, as
     LIBSVM's one-class model does. ``log`` gets LIBSVM's lines of each fold.
     """
-    from psvm.io.shard import Shard
     from psvm.svc.multiclass import fit_ovo
 
     def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
@@ -184,16 +200,7 @@ def svc_fit_predict(
         present = np.asarray(classes)[counts > 0]
         if present.size == 1:
             return np.full(np.count_nonzero(test), present[0], dtype=np.float64)
-        rows = np.flatnonzero(train)
-        fold = Shard(
-            X=shard.X[rows],
-            y=y,
-            offset=comm.exscan_sum(rows.size),
-            n_samples=comm.sum_(int(rows.size)),
-            n_features=shard.n_features,
-            max_row_nnz=shard.max_row_nnz,
-            classes=present,
-        )
+        fold = training_shard(comm, shard, train, classes=present)
         model, _ = fit_ovo(comm, fold, params, present, stats=stats, log=log)
         if log is not None:
             log(f"Total nSV = {model.support_vectors.shape[0]}")
@@ -206,20 +213,12 @@ def svc_fit_predict(
 def single_fit_predict(comm, shard, log=None, *, params: dict, stats=None) -> FitPredict:
     """``fit_predict`` of one-class, epsilon-SVR and nu-SVR over ``shard``
     (:func:`psvm.svc.single.fit_single`): +-1 or the predicted values of the test rows."""
-    from psvm.io.shard import Shard
     from psvm.svc.single import fit_single
 
     def fit_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
-        rows = np.flatnonzero(train)
-        fold = Shard(
-            X=shard.X[rows],
-            y=shard.y[train],
-            offset=comm.exscan_sum(rows.size),
-            n_samples=comm.sum_(int(rows.size)),
-            n_features=shard.n_features,
-            max_row_nnz=shard.max_row_nnz,
+        model, _ = fit_single(
+            comm, training_shard(comm, shard, train), params, stats=stats, log=log
         )
-        model, _ = fit_single(comm, fold, params, stats=stats, log=log)
         X_test = shard.X[np.flatnonzero(test)]
         return model.predict(X_test) if X_test.shape[0] else np.empty(0)
 

@@ -319,21 +319,9 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
             return self.classes_[np.argmax(self.decision_function(X), axis=1)]
         return self._values(X, "predict")
 
-    @property
-    def coef_(self):
-        """Primal weights of each class pair, for ``kernel='linear'`` only.
-
-        Sparse when ``support_vectors_`` is, and read-only, as scikit-learn's: it is
-        computed on each access, so writing to it would change nothing.
-        """
-        if self.kernel != "linear":
-            raise AttributeError("coef_ is only available when using a linear kernel")
-        check_is_fitted(self)
-        coef = linear_coef(self._model) * (-1.0 if self.classes_.size == 2 else 1.0)
-        if sp.issparse(self.support_vectors_):
-            coef = sp.csr_matrix(coef)
-        (coef.data if sp.issparse(coef) else coef).flags.writeable = False
-        return coef
+    def _primal(self):
+        """Primal weights of each class pair (scikit-learn's sign for two classes)."""
+        return linear_coef(self._model) * (-1.0 if self.classes_.size == 2 else 1.0)
 
     # -- LIBSVM model files ------------------------------------------------------------------
     @classmethod

@@ -173,6 +173,22 @@ class KernelSVM(BaseEstimator):
         with self._threads(None):  # local: the node's share by the launcher's rank count
             return getattr(self._model, method)(X)
 
+    @property
+    def coef_(self):
+        """Primal weights, for ``kernel='linear'`` only.
+
+        Sparse when ``support_vectors_`` is, and read-only, as scikit-learn's: it
+        is computed on each access, so writing to it would change nothing.
+        """
+        if self.kernel != "linear":
+            raise AttributeError("coef_ is only available when using a linear kernel")
+        check_is_fitted(self)
+        coef = self._primal()
+        if sp.issparse(self.support_vectors_) and not sp.issparse(coef):
+            coef = sp.csr_matrix(coef)
+        (coef.data if sp.issparse(coef) else coef).flags.writeable = False
+        return coef
+
     # -- LIBSVM model files ------------------------------------------------------------------
     def to_libsvm_model(self, path: str | os.PathLike) -> None:
         """Write the model in LIBSVM's text format (``svm_load_model`` reads it).
@@ -265,19 +281,9 @@ class SingleModelSVM(KernelSVM):
         est._set_model(model, support, (n_samples, n_features), sparse=True)
         return est
 
-    @property
-    def coef_(self):
-        """Primal weights of shape (1, n_features), for ``kernel='linear'`` only.
-
-        Sparse when ``support_vectors_`` is, and read-only, as scikit-learn's: it
-        is computed on each access, so writing to it would change nothing.
-        """
-        if self.kernel != "linear":
-            raise AttributeError("coef_ is only available when using a linear kernel")
-        check_is_fitted(self)
-        coef = safe_sparse_dot(self.dual_coef_, self.support_vectors_)
-        (coef.data if sp.issparse(coef) else coef).flags.writeable = False
-        return coef
+    def _primal(self):
+        """w = sum_i coef_i x_i (linear kernel): one row."""
+        return safe_sparse_dot(self.dual_coef_, self.support_vectors_)
 
 
 def _with_width(model: SVCModel, n_features) -> SVCModel:

@@ -152,6 +152,22 @@ def nu_start(comm, problem: BinaryProblem, nu: float, weighted: bool) -> None:
     problem.alpha0, problem.p = alpha, np.zeros(problem.y.size)
 
 
+def solver_config(comm, shard, params: dict) -> SVCConfig:
+    """The solver's settings for ``shard`` (gamma resolved over all ranks), after checking
+    that the ranks compute kernels with the same bits (collective)."""
+    if comm.size > 1:
+        check_same_arithmetic(comm)
+    x_var = global_variance(comm, shard.X, shard.n_samples, shard.n_features)
+    return make_svc_config(params, shard.n_features, x_var)
+
+
+def open_checkpoint(comm, config, shard, C_row, cfg, classes, gamma) -> Checkpoint | None:
+    """The run's checkpoint (None without ``config``), identified by its data and settings."""
+    if config is None:
+        return None
+    return Checkpoint(comm, config, fingerprint(comm, shard, C_row, cfg, classes, gamma))
+
+
 def fit_ovo(
     comm,
     shard,
@@ -177,11 +193,7 @@ def fit_ovo(
     k = len(classes)
     if k < 2:
         raise TrainingError(f"training data has only one class (label {classes[0]:g})")
-    if comm.size > 1:
-        check_same_arithmetic(comm)
-    cfg: SVCConfig = make_svc_config(
-        params, shard.n_features, global_variance(comm, X, shard.n_samples, shard.n_features)
-    )
+    cfg = solver_config(comm, shard, params)
     cls = np.full(y.size, -1, dtype=np.int64)
     for c, label in enumerate(classes):
         cls[y == label] = c
@@ -194,10 +206,7 @@ def fit_ovo(
         C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
     Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
     Xc_arrays = csr_arrays(Xc)
-    ck = None
-    if checkpoint is not None:
-        identity = fingerprint(comm, shard, C_row, cfg, classes, params["gamma"])
-        ck = Checkpoint(comm, checkpoint, identity)
+    ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
     rho, n_iter, objective, status, approximate, r = [], [], [], 0, False, []

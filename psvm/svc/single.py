@@ -20,17 +20,17 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from psvm._params import SVCConfig, make_svc_config
+from psvm._params import SVCConfig
 from psvm.kernels import csr_arrays, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
-from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
+from psvm.svc.checkpoint import CheckpointConfig
 from psvm.svc.multiclass import (
     TrainingError,
     check_finite,
-    check_same_arithmetic,
-    global_variance,
+    open_checkpoint,
     pair_summary,
+    solver_config,
 )
 from psvm.svc.problem import BinaryProblem
 from psvm.svc.solver import Solver
@@ -88,21 +88,13 @@ def fit_single(
     stats = Stats() if stats is None else stats
     if shard.n_samples == 0:
         raise TrainingError("training data has no rows")
-    if comm.size > 1:
-        check_same_arithmetic(comm)
-    X = shard.X
-    cfg = make_svc_config(
-        params, shard.n_features, global_variance(comm, X, shard.n_samples, shard.n_features)
-    )
-    n = shard.y.size
+    cfg = solver_config(comm, shard, params)
+    X, n = shard.X, shard.y.size
     weighted = sample_weight is not None
     weight = np.ones(n) if not weighted else np.asarray(sample_weight, dtype=np.float64)
     Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
     problem = _problem(comm, cfg, Xc, shard, weight, weighted)
-    ck = None
-    if checkpoint is not None:
-        identity = fingerprint(comm, shard, problem.C, cfg, [], params["gamma"])
-        ck = Checkpoint(comm, checkpoint, identity)
+    ck = open_checkpoint(comm, checkpoint, shard, problem.C, cfg, [], params["gamma"])
     res = Solver(comm, problem, cfg, stats, log, ck).solve()
     check_finite(res, f"in the {cfg.svm_type} problem")
     coef = res.alpha[:n] - res.alpha[n:] if problem.per_row == 2 else res.alpha

@@ -152,6 +152,8 @@ class Solver:
         K = self.K
         F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[local]))
         order = np.argsort(self.comm.allgatherv(self.gid[local]), kind="stable")
+        if self.per_row == 1:  # rank order is global order: nothing to move
+            return F, order
         return take_rows(*F, order), order
 
     def _start_gradient(self) -> None:
