@@ -145,16 +145,20 @@ class Solver:
             return a
         return a.reshape(-1, self.per_row).T.ravel()
 
-    def _gather_variables(self, local: np.ndarray) -> tuple[tuple, np.ndarray]:
-        """The rows of the local variables ``local`` of every rank, in global variable order
-        (an SVR shard's two variables make rank order differ from it), and the permutation
-        from rank order to it (collective): sums over them add in the same order for every P."""
-        K = self.K
-        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[local]))
-        order = np.argsort(self.comm.allgatherv(self.gid[local]), kind="stable")
-        if self.per_row == 1:  # rank order is global order: nothing to move
-            return F, order
-        return take_rows(*F, order), order
+    def _gather_rows(self, local: np.ndarray, coef: np.ndarray) -> tuple[tuple, np.ndarray]:
+        """The rows of the local variables ``local`` of every rank, each once, in global row
+        order, and ``coef`` (a row per variable, a column per sum) added per row: an SVR row's
+        two variables share x, so its kernel values are computed once (collective). Sums over
+        them add the same terms in the same order for every P."""
+        rows = self.row_of[local]
+        if self.per_row > 1:  # a row's first variable, then its second (``local`` is sorted)
+            rows, inv = np.unique(rows, return_inverse=True)
+            acc = np.zeros((rows.size, coef.shape[1]))
+            np.add.at(acc, inv, coef)
+            coef = acc
+        K, width = self.K, coef.shape[1]
+        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, rows))
+        return F, self.comm.allgatherv(np.ascontiguousarray(coef).ravel()).reshape(-1, width)
 
     def _start_gradient(self) -> None:
         """G = p + Q alpha0 for a start away from 0 (one-class, the nu types); collective.
@@ -163,11 +167,11 @@ class Solver:
         their kernel values against its rows: the same terms, in the same order, for every P.
         """
         nz = np.flatnonzero(self.alpha)
-        K = self.K
-        F, order = self._gather_variables(nz)
-        coef = self.comm.allgatherv(self.y[nz] * self.alpha[nz])[order]
-        if order.size and self.K.n:
-            acc = K.sums(F, coef, np.arange(K.n, dtype=np.int64))
+        F, coef = self._gather_rows(nz, (self.y[nz] * self.alpha[nz])[:, None])
+        moved = np.flatnonzero(coef[:, 0])  # nu-SVR: a row's a and a* cancel at the start
+        if moved.size and self.K.n:
+            K = self.K
+            acc = K.sums(take_rows(*F, moved), coef[moved, 0], np.arange(K.n, dtype=np.int64))
             self.G += self.y * acc[self.row_of]  # in place: the full window's arrays see it
 
     def _controls(self, problem: BinaryProblem, cfg: SVCConfig) -> None:
@@ -284,17 +288,16 @@ class Solver:
         if not len(dep):
             return
         changed, coef = dep.changes(self.y, self.alpha)
-        K = self.K
-        F, order = self._gather_variables(changed)
-        coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))[order]
+        F, coef = self._gather_rows(changed, coef)
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
         for e in np.unique(epoch):
-            rows = stale[epoch == e]
+            var = stale[epoch == e]
             moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term
             if moved.size:
-                acc = K.sums(take_rows(*F, moved), coef[moved, e], self.row_of[rows])
-                self.G[rows] += self.y[rows] * acc
+                rows, inv = np.unique(self.row_of[var], return_inverse=True)
+                acc = self.K.sums(take_rows(*F, moved), coef[moved, e], rows)
+                self.G[var] += self.y[var] * acc[inv]
         dep.reset(stale, self.alpha)
 
     # -- the loop ----------------------------------------------------------
