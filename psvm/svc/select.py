@@ -112,9 +112,8 @@ def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
-    """Solver_NU's j: each row is paired with the i of its own sign (column K_p or K_n,
-    extreme m_p or m_n); (objective, j) as :func:`second_order`."""
+def _second_order_objectives_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
+    """:func:`_second_order_objectives` pairing each row with the i of its own sign."""
     for t in range(y.size):
         pos = y[t] > 0
         low = (alpha[t] > 0.0) if pos else (alpha[t] < C[t])
@@ -123,6 +122,25 @@ def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj
         quad = quad if quad > 0.0 else TAU
         o = -(grad_diff * grad_diff) / quad
         obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
+    """Solver_NU's j: each row is paired with the i of its own sign (column K_p or K_n,
+    extreme m_p or m_n); (objective, j) as :func:`second_order`."""
+    h = K_p.size
+    for k in range(0, y.size, max(h, 1)):  # the window's part of each variable of a row
+        e = k + h
+        _second_order_objectives_nu(
+            y[k:e], alpha[k:e], C[k:e], G[k:e], QD[k:e], act[k:e], K_p, K_n, m_p, m_n, QD_p,
+            QD_n, obj[k:e],
+        )  # fmt: skip
+    return _lowest(obj)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _lowest(obj):
+    """(objective, j) of the first smallest objective; (inf, -1) when none is finite."""
     if obj.size == 0:
         return np.inf, -1
     j = argmax_first(obj, -1.0)
@@ -131,9 +149,15 @@ def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj
 
 @njit(cache=True, nogil=True, _nrt=False)
 def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
-    """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies."""
-    _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj)
-    if obj.size == 0:
-        return np.inf, -1
-    j = argmax_first(obj, -1.0)
-    return (obj[j], j) if obj[j] < np.inf else (np.inf, -1)
+    """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies.
+
+    ``K_i`` holds a value per kernel row of the window; with two variables per row
+    (SVR) the window holds each row's first variables, then its second ones, in
+    the same row order, so both parts read it."""
+    h = K_i.size
+    for k in range(0, y.size, max(h, 1)):
+        e = k + h
+        _second_order_objectives(
+            y[k:e], alpha[k:e], C[k:e], G[k:e], QD[k:e], act[k:e], K_i, m, QD_i, obj[k:e]
+        )
+    return _lowest(obj)

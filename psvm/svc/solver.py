@@ -110,7 +110,7 @@ class Solver:
             | ({self.policy.unshrink_gap} if self.policy.unshrink_gap and self.exact else set()),
             reverse=True,
         )
-        self.cache = ColumnCache(n, self.n_samples, config.cache_size)  # keyed by row
+        self.cache = ColumnCache(self.K.n, self.n_samples, config.cache_size)  # keyed by row
         self.row_width = max(problem.max_row_nnz, 1)
         self.packet_size = size = ROW + 2 * self.row_width
         self.info_at = (4 if self.nu else 2) * size  # round 1's packets, then its INFO block
@@ -184,7 +184,7 @@ class Solver:
         ci[E.ITER_BUDGET] = 1000
         ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER and not self.nu  # NU: second only
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
-        ci[E.START] = policy.start(n)
+        ci[E.START], ci[E.PER_ROW] = policy.start(n), self.per_row
         ci[E.OFFSET], ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = self.offset, n, self.row_width
         ci[E.CK_ITERS] = 0 if self.checkpoint is None else self.checkpoint.cfg.iters
         ci[E.CLOCK_DONE], ci[E.LAST_TRACE] = 0, -1  # no checkpoint at the starting iteration
@@ -210,8 +210,10 @@ class Solver:
 
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
-        """Make ``rows`` (sorted local variables) the window: gather its arrays from local
-        order. Its kernel holds a row per variable (an SVR row twice, when both are in)."""
+        """Make ``rows`` (sorted local variables; with two per row, both of each row) the
+        window: gather its arrays from local order. Its kernel holds each row once: an SVR
+        window is its rows' first variables, then their second ones, in the same order,
+        and both halves read one column (as LIBSVM's ``SVR_Q``)."""
         self.win = rows
         self.pos = np.full(self.y.size, -1, dtype=np.int64)  # local variable -> window position
         self.pos[rows] = np.arange(rows.size)
@@ -224,14 +226,9 @@ class Solver:
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
         vrow = self.row_of[rows]
-        kpos = np.zeros(0, dtype=np.int64)  # window position -> kernel row: the same
-        if self.per_row == 1:
-            self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, vrow)
-        else:  # SVR: each distinct row once; a column is computed on them, then spread
-            distinct, kpos = np.unique(vrow, return_inverse=True)
-            self.window_kernel = LocalKernel.of_rows(self.K, distinct)
-            kpos = kpos.astype(np.int64)
-        self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+        k_rows = vrow[: rows.size // self.per_row]
+        self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, k_rows)
+        self._count_active()
         w = rows.size
         self.window_arrays = (
             rows,
@@ -249,9 +246,22 @@ class Solver:
             np.arange(self.window_kernel.n, dtype=np.int64),
             self.gid[rows],
             vrow,
-            kpos,
         )
         self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
+
+    def _pairs(self, mask: np.ndarray) -> np.ndarray:
+        """``mask`` (over local variables or window positions) closed over rows: with two
+        variables per row, a row's both variables when either is set."""
+        if self.per_row == 1:
+            return mask
+        h = mask.size // 2
+        row = mask[:h] | mask[h:]
+        return np.concatenate((row, row))
+
+    def _count_active(self) -> None:
+        """The engine's counts of the window's active variables and of those a cut keeps."""
+        self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+        self.ctl_i[E.N_KEEP] = np.count_nonzero(self._pairs(self.wact))
 
     @property
     def n_active(self) -> int:
@@ -268,18 +278,19 @@ class Solver:
         """Make ``rows`` the window (state synced first); cached columns move with it."""
         old = self.pos
         self._set_window(rows)
-        self.cache.relayout(old[rows])
+        self.cache.relayout(old[rows[: rows.size // self.per_row]])  # by kernel row
         self.stats.add("n_relayout")
 
     def _shrink_window(self) -> None:
         """Cut the window to its active rows; the others go stale with an exact G (collective)."""
         self._sync()
+        keep = self._pairs(self.wact)
         if self.exact:
             if len(self.departures) >= MAX_DEPARTURES:  # bounds the snapshots' memory
                 with self.stats.timer("reconstruct"):
                     self._refresh_stale()
-            self.departures.leave(self.win[~self.wact], self.alpha)
-        self._relayout(self.win[self.wact])
+            self.departures.leave(self.win[~keep], self.alpha)
+        self._relayout(self.win[keep])
 
     def _refresh_stale(self) -> None:
         """Bring G of the stale rows up to date with the variables changed since they left
@@ -475,7 +486,7 @@ class Solver:
         self.alpha[:], self.G[:] = s["alpha"], s["G"]
         self.active[:] = s["active"] != 0
         self.streak[:] = s["streak"]
-        self._relayout(np.flatnonzero(s["window"] != 0))
+        self._relayout(np.flatnonzero(self._pairs(s["window"] != 0)))
         if s.get("departed"):  # stale rows were saved up to date, as the saving run left them
             self.departures.reset(np.flatnonzero(~self.in_window), self.alpha)
             self.ctl_i[E.HAS_DEPARTURES] = 1
@@ -540,10 +551,10 @@ class Solver:
             self.streak[back] = 0
             if not self.in_window[back].all():
                 self.in_window[back] = True
-                self._relayout(np.flatnonzero(self.in_window))
+                self._relayout(np.flatnonzero(self._pairs(self.in_window)))
             else:  # all in the window already: just the flags
                 self.wact[self.pos[back]] = True
                 self.wstreak[self.pos[back]] = 0
-                self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+                self._count_active()
         gap = max(m + minus_M, m_neg + minus_M_neg)
         return float(gap) if gap > -np.inf else 0.0
