@@ -345,11 +345,13 @@ def eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, need):
 @njit(cache=True, nogil=True, _nrt=False)
 def shrink(win, ctl_i, out, counts):
     """The policy's elimination test against the gathered extremes (LIBSVM's do_shrinking)."""
-    _, _, y, alpha, C, G, _, act, streak = win[:9]
+    _, _, y, alpha, C, G, _, act, streak, up, low = win[:11]
     m, M, m_neg, M_neg = out[M_OUT], -out[MINUS_M_OUT], out[M_NEG_OUT], -out[MINUS_M_NEG_OUT]
     gone = eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, ctl_i[NEED])
     ctl_i[N_ACTIVE] -= gone
     counts[C_ELIMINATED] += gone
+    if gone:  # the rows that left bid no more (second_order reads the bids)
+        bids(y, alpha, C, G, act, up, low)
     if ctl_i[PER_ROW] == 1:
         ctl_i[N_KEEP] = ctl_i[N_ACTIVE]
     elif gone:
@@ -385,7 +387,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     if ctl_i[FIRST_ORDER] != 0:
         p_j = recv1[r_j, size : 2 * size]
     else:  # r_j becomes the rank of round 2's winner
-        key, q = second_order(y, alpha, C, G, QD, act, col_i, out[M_OUT], p_i[DIAG], obj)
+        key, q = second_order(low, QD, col_i, out[M_OUT], p_i[DIAG], obj)
         pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
@@ -479,7 +481,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     col_n = cc.column(pool, width_c, s_n if s_n >= 0 else s_p)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     key, q = second_order_nu(
-        y, alpha, C, G, QD, act, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
+        y, low, QD, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
     )
     pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
