@@ -427,7 +427,7 @@ def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, tra
     width, off = ctl_i[ROW_WIDTH], ctl_i[OFFSET]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     for k, sign in ((0, 1.0), (2, -1.0)):
-        m, i, minus_M, j = best_of_sign(up, low, y, sign)
+        m, i, minus_M, j = _best_of_sign(up, low, y, sign, ctl_i[PER_ROW])
         part = send1[k * size : (k + 1) * size]
         pack(part, m, i, True, width, gid, vrow, off, y, alpha, G, C, QD, *loc)
         part = send1[(k + 1) * size : (k + 2) * size]
@@ -446,6 +446,18 @@ def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, tra
     event = _stop_test(gap if gap > -np.inf else 0.0, cache, ctl_i, ctl_f, out, counts, trace, ts)
     _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     return event, r_p, r_n
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _best_of_sign(up, low, y, sign, per_row):
+    """:func:`psvm.svc.select.best_of_sign`; with two variables per row (nu-SVR) the
+    window's halves are the two signs, so the vectorised :func:`best` over one half."""
+    if per_row == 1:
+        return best_of_sign(up, low, y, sign)
+    h = y.size // 2
+    lo = 0 if sign > 0 else h
+    m, i, minus_M, j = best(up[lo : lo + h], low[lo : lo + h])
+    return m, i + lo if i >= 0 else -1, minus_M, j + lo if j >= 0 else -1
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -165,17 +165,30 @@ def second_order(low, QD, K_i, m, QD_i, obj):
 @njit(cache=True, nogil=True, _nrt=False)
 def second_order_nu(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
     """Solver_NU's j: each row is paired with the i of its own sign (column K_p or K_n,
-    extreme m_p or m_n); (objective, j) as :func:`second_order`."""
+    extreme m_p or m_n); (objective, j) as :func:`second_order`. With two variables per
+    row (nu-SVR) each half of the window is one sign: the plain objectives of that sign."""
     h = max(K_p.size, 1)
+    halves = low.size > h
     bm, bb = -np.inf, 0
     for off in range(0, low.size, h):
+        pos = y[off] > 0 if low.size else True
         for lo in range(off, off + h, BLOCK):
             hi, k = min(lo + BLOCK, off + h), lo - off
             n = hi - lo
-            b = _objectives_nu(
-                y[lo:hi], low[lo:hi], QD[lo:hi], K_p[k : k + n], K_n[k : k + n], m_p, m_n,
-                QD_p, QD_n, obj[lo:hi],
-            )  # fmt: skip
+            if halves:
+                b = _objectives(
+                    low[lo:hi],
+                    QD[lo:hi],
+                    (K_p if pos else K_n)[k : k + n],
+                    m_p if pos else m_n,
+                    QD_p if pos else QD_n,
+                    obj[lo:hi],
+                )
+            else:
+                b = _objectives_nu(
+                    y[lo:hi], low[lo:hi], QD[lo:hi], K_p[k : k + n], K_n[k : k + n], m_p,
+                    m_n, QD_p, QD_n, obj[lo:hi],
+                )  # fmt: skip
             if b > bm:
                 bm, bb = b, lo
     return _lowest(obj, bm, bb)
