@@ -24,11 +24,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# meta fields
-HEAD, TAIL, USED, WIDTH, SLOTS, MASK, HITS, MISSES, N_META = range(9)
+# meta fields; LIMIT: the slots in use at most now (grows with ghost hits up to SLOTS);
+# GHEAD: the next ghost to overwrite
+HEAD, TAIL, USED, WIDTH, SLOTS, MASK, HITS, MISSES, LIMIT, GHEAD, N_META = range(11)
 POOL, KEYS, PREV, NEXT, TABLE, COMPLETE, MISSING, META = range(8)
 # the previous window's columns, and each new row's position in that window (-1: rejoined)
 OLD_POOL, OLD_KEYS, OLD_NEXT, OLD_TABLE, OLD_COMPLETE, OLD_META, OLD_POS = range(8, 15)
+# the keys of recently evicted columns (a ring) and their hash table: kept across windows
+GHOST_KEYS, GHOST_TABLE = 15, 16
+START_BYTES = 8 * 2**20  # the columns a cache starts with; a slot more per ghost hit
 
 
 def _slots(budget: int, width: int, n_global: int) -> int:
@@ -36,13 +40,23 @@ def _slots(budget: int, width: int, n_global: int) -> int:
     return int(max(2, min(budget // max(width, 1), max(n_global, 1))))
 
 
-def new_cache(width: int, n_slots: int, memory: np.ndarray | None = None) -> tuple:
-    """An empty cache of ``n_slots`` columns of ``width``; its pool is the start of
-    ``memory`` when that is long enough (pages already touched), else new."""
-    size = 1 << int(np.ceil(np.log2(2 * n_slots)))
+def _table_size(n: int) -> int:
+    return 1 << int(np.ceil(np.log2(2 * max(n, 1))))
+
+
+def new_cache(
+    width: int, n_slots: int, memory: np.ndarray | None = None, limit: int | None = None
+) -> tuple:
+    """An empty cache of up to ``n_slots`` columns of ``width``, ``limit`` of them at first
+    (default: :data:`START_BYTES`' worth); its pool is the start of ``memory`` when that is
+    long enough (pages already touched), else new."""
+    size = _table_size(n_slots)
     meta = np.zeros(N_META, dtype=np.int64)
     meta[HEAD] = meta[TAIL] = -1
     meta[WIDTH], meta[SLOTS], meta[MASK] = width, n_slots, size - 1
+    if limit is None:
+        limit = START_BYTES // 8 // max(width, 1)
+    meta[LIMIT] = max(2, min(limit, n_slots))
     need = n_slots * max(width, 1)
     pool = memory[:need] if memory is not None and memory.size >= need else np.empty(need)
     return (
@@ -57,9 +71,14 @@ def new_cache(width: int, n_slots: int, memory: np.ndarray | None = None) -> tup
     )
 
 
-def _with_old(new: tuple, old: tuple, pos: np.ndarray) -> tuple:
-    """``new``'s arrays, then the previous window's columns and the map to them."""
-    return new + (old[POOL], old[KEYS], old[NEXT], old[TABLE], old[COMPLETE], old[META], pos)
+def _with_old(new: tuple, old: tuple, pos: np.ndarray, ghosts: tuple) -> tuple:
+    """``new``'s arrays, then the previous window's columns and the map to them, then the
+    ghosts."""
+    return (
+        new
+        + (old[POOL], old[KEYS], old[NEXT], old[TABLE], old[COMPLETE], old[META], pos)
+        + (ghosts)
+    )
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -120,9 +139,47 @@ def _push_front(prev, nxt, meta, s):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def get_slot(keys, prev, nxt, table, complete, meta, g, keep):
+def _insert(keys, table, mask, s):
+    """Put slot s (holding ``keys[s]``) into the hash table."""
+    h = _hash(keys[s], mask)
+    while table[h] >= 0:
+        h = (h + 1) & mask
+    table[h] = s
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _ghost_take(gkeys, gtable, g):
+    """Whether column g was evicted lately (it is then forgotten)."""
+    mask = gtable.size - 1
+    r = lookup(gkeys, gtable, mask, g)
+    if r < 0:
+        return False
+    _unhash(gkeys, gtable, mask, r)
+    gkeys[r] = -1
+    return True
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _ghost_put(gkeys, gtable, meta, g):
+    """Remember that column g was evicted, forgetting the oldest ghost."""
+    mask, r = gtable.size - 1, meta[GHEAD]
+    if gkeys[r] >= 0:
+        _unhash(gkeys, gtable, mask, r)
+    gkeys[r] = g
+    _insert(gkeys, gtable, mask, r)
+    meta[GHEAD] = (r + 1) % gkeys.size
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep):
     """(slot, hit) of column g; on a miss the slot is new (fill it). Slot ``keep`` is
-    never evicted (the other column of the step). The arrays are a cache's, unpacked."""
+    never evicted (the other column of the step). The arrays are a cache's, unpacked.
+
+    The cache starts small and takes a slot more each time a column evicted lately is
+    asked for again (a *ghost* hit: a larger cache would have kept it), up to its
+    budget: columns used once, the common case of SVR, do not fill the budget with
+    pages that cost more to touch than the columns cost to compute.
+    """
     mask = meta[MASK]
     s = lookup(keys, table, mask, g)
     if s >= 0:
@@ -131,7 +188,9 @@ def get_slot(keys, prev, nxt, table, complete, meta, g, keep):
         _push_front(prev, nxt, meta, s)
         return s, True
     meta[MISSES] += 1
-    if meta[USED] < meta[SLOTS]:
+    if gkeys.size and _ghost_take(gkeys, gtable, g) and meta[LIMIT] < meta[SLOTS]:
+        meta[LIMIT] += 1
+    if meta[USED] < meta[LIMIT]:
         s = meta[USED]
         meta[USED] += 1
     else:
@@ -140,12 +199,11 @@ def get_slot(keys, prev, nxt, table, complete, meta, g, keep):
             s = prev[s]
         _unlink(prev, nxt, meta, s)
         _unhash(keys, table, mask, s)
+        if gkeys.size:
+            _ghost_put(gkeys, gtable, meta, keys[s])
     keys[s] = g
     complete[s] = True
-    h = _hash(g, mask)
-    while table[h] >= 0:
-        h = (h + 1) & mask
-    table[h] = s
+    _insert(keys, table, mask, s)
     _push_front(prev, nxt, meta, s)
     return s, False
 
@@ -153,7 +211,10 @@ def get_slot(keys, prev, nxt, table, complete, meta, g, keep):
 @njit(cache=True, nogil=True)
 def get(c, g, keep):
     """:func:`get_slot` on the cache tuple ``c``."""
-    return get_slot(c[KEYS], c[PREV], c[NEXT], c[TABLE], c[COMPLETE], c[META], g, keep)
+    return get_slot(
+        c[KEYS], c[PREV], c[NEXT], c[TABLE], c[COMPLETE], c[META], c[GHOST_KEYS], c[GHOST_TABLE],
+        g, keep,
+    )  # fmt: skip
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -190,10 +251,13 @@ class ColumnCache:
         self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * max(n_global, 1)))
         empty = new_cache(0, 2)
         self._memory = [np.empty(self.budget)]  # the pools' memory: two, used in turn
+        slots = _slots(self.budget, n_local, n_global)
+        ghosts = (np.full(slots, -1, dtype=np.int64), np.full(_table_size(slots), -1))
         self.arrays = _with_old(
-            new_cache(n_local, _slots(self.budget, n_local, n_global), self._memory[0]),
+            new_cache(n_local, slots, self._memory[0]),
             empty,
             np.zeros(0, dtype=np.int64),
+            ghosts,
         )
 
     @property
@@ -237,9 +301,12 @@ class ColumnCache:
             self._memory.append(np.empty(self.budget))
         else:
             self._memory.reverse()
-        memory = self._memory[1]
-        new = new_cache(pos.size, _slots(self.budget, pos.size, self.n_global), memory)
+        old = self.arrays
+        o = old[META]
+        limit = o[LIMIT] * max(o[WIDTH], 1) // max(pos.size, 1)  # the same memory
+        slots = _slots(self.budget, pos.size, self.n_global)
+        new = new_cache(pos.size, slots, self._memory[1], limit)
         new = new[:MISSING] + (np.flatnonzero(pos < 0),) + new[MISSING + 1 :]
-        meta, old = new[META], self.arrays
-        meta[HITS], meta[MISSES] = old[META][HITS], old[META][MISSES]
-        self.arrays = _with_old(new, old, pos)
+        meta = new[META]
+        meta[HITS], meta[MISSES], meta[GHEAD] = o[HITS], o[MISSES], o[GHEAD]
+        self.arrays = _with_old(new, old, pos, old[GHOST_KEYS:])

@@ -375,11 +375,14 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
+    gkeys, gtable = cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE]
     size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_i = recv1[r_i, :size]
     # the cache's arrays one by one: the tuple's would cost a look-up each, every iteration
-    s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[RKEY]), -1)
+    s_i, hit = cc.get_slot(
+        keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_i[RKEY]), -1
+    )
     if not (hit and complete[s_i]):
         _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
@@ -401,7 +404,9 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
         p_j = recv2[r_j]
     K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-    s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[RKEY]), s_i)
+    s_j, hit = cc.get_slot(
+        keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_j[RKEY]), s_i
+    )
     if not (hit and complete[s_j]):  # the slot of column i stays
         _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
@@ -470,7 +475,9 @@ def _key(recv, off, r):
 def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep):
     """The slot of ``packet``'s column, computed if missing; ``keep``'s slot stays."""
     _, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
-    s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(packet[RKEY]), keep)
+    gkeys, gtable = cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE]
+    g = np.int64(packet[RKEY])
+    s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep)
     if not (hit and complete[s]):
         _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit)
     return s

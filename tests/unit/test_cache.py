@@ -1,6 +1,6 @@
 import numpy as np
 
-from psvm.svc.cache import ColumnCache
+from psvm.svc.cache import LIMIT, META, START_BYTES, ColumnCache
 
 
 def test_lru_evicts_least_recently_used_and_counts():
@@ -83,3 +83,23 @@ def test_columns_that_grow_stay_within_the_budget():
         col, _, _ = cache.get(g)
         assert col.size == 1000 and cache.used <= cache.budget
     assert cache.n_columns == 4
+
+
+def test_the_cache_grows_only_when_columns_come_back():
+    """It starts with START_BYTES of columns and takes a slot more for each column asked
+    for again soon after its eviction (a ghost hit), up to the budget; a stream of columns
+    used once leaves it small (its pages cost more to touch than the columns to compute)."""
+    n = 2 * START_BYTES // 8  # one column is twice START_BYTES: the cache starts at 2
+    cache = ColumnCache(n_local=n, n_global=100, cache_mb=6 * n * 8 / 2**20)  # 6 at most
+    for g in range(50):  # used once each
+        assert not cache.get(g)[1]
+    assert cache.n_columns == 2 and cache.arrays[META][LIMIT] == 2
+    cache.get(47)  # evicted lately: one slot more, and 47 stays
+    assert cache.arrays[META][LIMIT] == 3 and cache.n_columns == 3
+    assert cache.get(47)[1] and cache.get(49)[1] and cache.get(48)[1]  # 47 and 48 came back
+    for _ in range(3):  # a cycle of 8 columns: grows to the budget, then evicts
+        for g in range(100, 108):
+            cache.get(g)
+    assert cache.arrays[META][LIMIT] == 6 and cache.n_columns == 6
+    cache.relayout(np.arange(0, n, 2))  # columns half as wide: the same memory, twice the slots
+    assert cache.arrays[META][LIMIT] == 12
