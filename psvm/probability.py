@@ -16,6 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
+from psvm.jit import inner
+
 MIN_PROB = 1e-7  # svm_predict_probability's clip of the pairwise probabilities
 
 
@@ -94,7 +96,7 @@ def sigmoid_predict(dec: np.ndarray, A: float, B: float) -> np.ndarray:
     return np.where(f >= 0, e / (1.0 + e), 1.0 / (1.0 + np.exp(np.minimum(f, 0.0))))
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _coupling(r, p):
     """LIBSVM's ``multiclass_probability`` (method 2 of Wu, Lin and Weng) for one row:
     r[i, j] = P(i | i or j), out p (sums to 1)."""

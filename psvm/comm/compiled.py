@@ -15,8 +15,10 @@ import ctypes
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from psvm.jit import inner
 
 _I8P = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)
@@ -51,7 +53,7 @@ def _clock_gettime(typingctx, fn, ts):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def allgather(mpi, send, recv):
     """recv[r] = rank r's ``send`` (float64; recv C-contiguous (P, send.size)); MPI's code.
 
@@ -65,7 +67,7 @@ def allgather(mpi, send, recv):
     return _allgather(fn, send.ctypes.data, np.int32(send.size), dtype, recv.ctypes.data, handle)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def now(clock_fn, ts):
     """Monotonic seconds (``ts``: int64[2] scratch, ``clock_fn``: :data:`CLOCK_FN`)."""
     _clock_gettime(clock_fn, ts.ctypes.data)

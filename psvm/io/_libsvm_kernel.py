@@ -8,6 +8,8 @@ Messages for the codes live in :mod:`psvm.io.libsvm_format`.
 import numpy as np
 from numba import njit
 
+from psvm.jit import inner
+
 # Error codes returned by parse_kernel.
 OK = 0
 ERR_LABEL = 1
@@ -28,13 +30,13 @@ MAX_INDEX = 2**31  # file indices are 1-based, stored 0-based in int32
 _TWO53 = 2**53
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _is_ws(c):
     """ASCII whitespace as bytes.split() sees it, except the line end."""
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _word_at(buf, i, e, word):
     """True if buf[i:e] equals the lowercase ASCII ``word`` ignoring case."""
     if e - i != word.size:
@@ -45,7 +47,7 @@ def _word_at(buf, i, e, word):
     return True
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _parse_float(buf, s, e, pow10, w_nan, w_inf, w_infinity):
     """Decimal float in buf[s:e] -> (status, value).
 
@@ -115,7 +117,7 @@ def _parse_float(buf, s, e, pow10, w_nan, w_inf, w_infinity):
     return 0, -value if neg else value
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _parse_index(buf, s, e):
     """Base-10 integer in buf[s:e] -> (status, value); 0 ok, 2 bad syntax, 4 too big."""
     i = s
@@ -140,7 +142,7 @@ def _parse_index(buf, s, e):
     return 0, -v if neg else v
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _push_slow(slow, n_slow, target, s, e, line):
     """Append a token for Python's float(); grows the table by doubling."""
     if n_slow == slow.shape[0]:
@@ -156,7 +158,7 @@ def _push_slow(slow, n_slow, target, s, e, line):
     return slow, n_slow + 1
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _next_token(buf, pos, n):
     """Skip blanks from pos: (start of the next token, True), or (past the line end, False).
 

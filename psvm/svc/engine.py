@@ -40,6 +40,7 @@ import numpy as np
 from numba import njit
 
 from psvm.comm.compiled import allgather, now
+from psvm.jit import inner
 from psvm.kernels import RBF, SIGMOID, exp
 from psvm.svc import cache as cc
 from psvm.svc.columns import kernel_column
@@ -82,7 +83,7 @@ INFO_CLOCK, INFO_ACTIVE, INFO_WINDOW, INFO = range(4)
 TIMED_EVERY = 16  # iterations per timed one
 
 
-@njit(cache=True, nogil=True, fastmath={"contract"})
+@inner(fastmath={"contract"})
 def _from_pre1(kernel_id, v):
     """:func:`psvm.kernels.from_pre` of one value (the same arithmetic: compiled on its own,
     with :func:`psvm.kernels.from_pre_flat`'s flags, not inlined into the loop)."""
@@ -93,7 +94,7 @@ def _from_pre1(kernel_id, v):
     return v
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _miss(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
     """Fill slot s (a miss, or a hit on an incomplete column): carry the column over from
     the previous window if it is there, then compute the rows it still lacks, or all."""
@@ -107,7 +108,7 @@ def _miss(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
     _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit)
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
     """Fill slot s's column from the packet's row: rows that rejoined the window (a hit
     on an incomplete column), or all of them (a miss). With ``kpos`` (SVR: the window's
@@ -136,7 +137,7 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit
         kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, col, ker[0][-1])
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _lap(timed, ctl_i, ts, timers, k, since):
     """On a timed iteration, add the time since ``since`` to timer k; returns the time now."""
     if not timed:
@@ -297,7 +298,7 @@ def _stop_test(gap, cache, ctl_i, ctl_f, out, counts, trace, ts):
     return NONE
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _record(trace, counts, ctl_i, misses, gap, ts):
     """One trace sample: iteration, gap, local active rows, cache misses, clock."""
     k = counts[C_TRACE]
@@ -307,7 +308,7 @@ def _record(trace, counts, ctl_i, misses, gap, ts):
     ctl_i[LAST_TRACE] = ctl_i[N_ITER]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _ready(ctl_i, ctl_f, gap):
     """Whether the policy tests the elimination rule at this iteration."""
     n_iter, mode = ctl_i[N_ITER], ctl_i[READY]
@@ -320,7 +321,7 @@ def _ready(ctl_i, ctl_f, gap):
     return True
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, need):
     """Clear ``act`` of the active rows that the rule selects; returns how many left.
 
@@ -346,7 +347,7 @@ def eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, need):
     return n_out
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def shrink(win, ctl_i, out, counts):
     """The policy's elimination test against the gathered extremes (LIBSVM's do_shrinking)."""
     _, _, y, alpha, C, G, _, act, streak = win[:9]
@@ -404,7 +405,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
 
 
 # -- Solver_NU (nu-SVC, nu-SVR): the two signs of y kept apart ---------------------------------
-@njit(cache=True, nogil=True)
+@inner
 def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed):
     """Round 1 of Solver_NU: each rank sends its best i and best of I_low for each sign of y
     (four packets, the two i with their rows); the gap is the larger of the two signs'.
@@ -436,13 +437,13 @@ def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, tra
     return event, r_p, r_n
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _key(recv, off, r):
     """The winning packet's key (at column ``off``), -inf when no rank has a candidate."""
     return recv[r, off + KEY] if r >= 0 else -np.inf
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _column(cache, ker, kp, packet, width, all_pos, kpos, idx, part, keep):
     """The slot of ``packet``'s column, computed if missing; ``keep``'s slot stays."""
     _, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
@@ -452,7 +453,7 @@ def _column(cache, ker, kp, packet, width, all_pos, kpos, idx, part, keep):
     return s
 
 
-@njit(cache=True, nogil=True)
+@inner
 def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n):
     """Solver_NU's round 2: the columns of both signs' i; j by the second-order gain against
     the i of its own sign; i is then that one; the step and the update as :func:`step`."""

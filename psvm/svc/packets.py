@@ -10,8 +10,7 @@ step from two, all inside the compiled loop (:mod:`psvm.svc.engine`).
 
 from __future__ import annotations
 
-from numba import njit
-
+from psvm.jit import inner
 from psvm.kernels import pre_kernel
 from psvm.svc.update import two_variable_step
 
@@ -19,7 +18,7 @@ from psvm.svc.update import two_variable_step
 KEY, GIDX, RKEY, POS, Y, ALPHA, GRAD, BOUND, DIAG, SQ, NNZ, ROW = range(12)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def pack(
     buf, key, q, with_row, width, gid, vrow, offset, y, alpha, G, C, QD, sq, indptr, indices, data
 ):
@@ -43,7 +42,7 @@ def pack(
             buf[ROW + width + p] = data[s + p]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def winner(recv, off, maximise):
     """Rank whose packet (at column ``off``) wins: best key, ties to the smaller global
     index; -1 when no rank has a candidate."""
@@ -58,7 +57,7 @@ def winner(recv, off, maximise):
     return best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def column_total(recv, col):
     """Sum over ranks of ``recv[:, col]`` (exact for the integer counts it carries)."""
     s = 0.0
@@ -67,7 +66,7 @@ def column_total(recv, col):
     return s
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
     """pre-K(x_i, x_j) from two packets, by the arithmetic of
     :func:`psvm.kernels.column_csr` (x_i scattered, x_j's terms in order), so after
@@ -83,7 +82,7 @@ def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
     return pre_kernel(kernel_id, dot, p_i[SQ], p_j[SQ], gamma, coef0, degree)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def pair_step(p_i, p_j, K_ij):
     """The two-variable step for the packets' candidates: (a_i, a_j, y_i da_i, y_j da_j)."""
     a_i, a_j = two_variable_step(

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from psvm.jit import inner
+
 TAU = 1e-12
 
 
@@ -35,7 +37,7 @@ def bids(y, alpha, C, G, act, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], G[t], act[t])
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def argmax_first(a, sign):
     """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
 
@@ -65,7 +67,7 @@ def argmax_first(a, sign):
     return 0
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def best(up, low):
     """(m, i, -M, j) from the bids; an index is -1 when its set is empty. ``argmax`` takes
     the first maximum: ties go to the smaller position."""
@@ -97,7 +99,7 @@ def candidates(y, alpha, C, G, act, up, low):
     return best(up, low)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
     """obj[t] = -(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it) for active t in I_low
     with m + y_t G_t > 0 (a violating pair with i), else inf."""
@@ -111,7 +113,7 @@ def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
         obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
     """Solver_NU's j: each row is paired with the i of its own sign (column K_p or K_n,
     extreme m_p or m_n); (objective, j) as :func:`second_order`."""
@@ -129,7 +131,7 @@ def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj
     return (obj[j], j) if obj[j] < np.inf else (np.inf, -1)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
     """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies."""
     _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj)

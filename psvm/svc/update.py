@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from numba import njit
-
+from psvm.jit import inner
 from psvm.svc.select import TAU, bid
 
 
-@njit(cache=True, nogil=True)
+@inner
 def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
     """New (a_i, a_j) minimising the dual along y_i a_i + y_j a_j = const, clipped to the box."""
     quad = QD_i + QD_j - 2.0 * K_ij
@@ -54,7 +53,7 @@ def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
     return a_i, a_j
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
     """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
     row's bids for the next iteration (:func:`psvm.svc.select.bid`) in the same pass.
