@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
 PEGASOS, OPTIMAL, CONSTANT, EPOCH = 0, 1, 2, 3
 SCHEDULES = {"pegasos": PEGASOS, "optimal": OPTIMAL, "constant": CONSTANT, "epoch": EPOCH}
 
