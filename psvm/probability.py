@@ -163,9 +163,6 @@ def pairwise_coupling(dec: np.ndarray, probA, probB, k: int) -> np.ndarray:
     return out
 
 
-# -- training: the internal cross-validation -----------------------------------------------
-
-
 # -- one-class SVM: density marks (LIBSVM 3.3x) ------------------------------------------
 
 
@@ -195,11 +192,14 @@ def one_class_probability(dec: np.ndarray, marks) -> np.ndarray:
     equal to the last mark)."""
     dec, marks = np.asarray(dec, dtype=np.float64), np.asarray(marks, dtype=np.float64)
     prob = np.zeros(dec.shape)
-    open_ = np.ones(dec.shape, dtype=bool)
+    undecided = np.ones(dec.shape, dtype=bool)
     for i in range(1, N_MARKS):
-        hit = open_ & (dec < marks[i])
+        hit = undecided & (dec < marks[i])
         prob[hit] = i / N_MARKS
-        open_ &= ~hit
+        undecided &= ~hit
     prob[dec > marks[-1]] = 0.999
     prob[dec < marks[0]] = 0.001
     return prob
+
+
+# -- training: the internal cross-validation -----------------------------------------------
