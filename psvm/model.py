@@ -240,25 +240,33 @@ class SVCModel:
 
     @property
     def has_probability(self) -> bool:
-        """Whether the model holds LIBSVM's pairwise sigmoids (``probA``/``probB``, ``-b 1``)."""
+        """Whether the model holds a ``-b 1`` probability model: the pairwise sigmoids
+        (``probA``/``probB``), the regressors' sigma or one-class density marks."""
         if self.svm_type in REGRESSORS:  # svm_svr_probability's sigma, in probA
             return "probA" in self.meta
+        if self.svm_type == "one_class":  # LIBSVM 3.3x's svm_one_class_probability
+            return "prob_density_marks" in self.meta
         return self.is_classifier and "probA" in self.meta and "probB" in self.meta
 
     def predict_proba(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """LIBSVM's ``svm_predict_probability``: (labels, probabilities) of shape (n,) and
         (n, n_classes), columns in ``classes`` order; the label is the most probable class
-        (the first on ties), which may differ from :meth:`predict`'s vote.
+        (the first on ties), which may differ from :meth:`predict`'s vote. One-class: the
+        label of :meth:`predict` and the columns (normal, outlier), from the density marks.
 
         Raises
         ------
         ValueError
             If the model has no probability information (trained without ``-b 1``).
         """
-        from psvm.probability import pairwise_coupling
+        from psvm.probability import one_class_probability, pairwise_coupling
 
         if not self.has_probability:
             raise ValueError("Model does not support probabiliy estimates")  # svm-predict's
+        if self.svm_type == "one_class":
+            dec = self.decision_function(X)[:, 0]
+            normal = one_class_probability(dec, self.meta["prob_density_marks"])
+            return np.where(dec > 0, 1.0, -1.0), np.column_stack((normal, 1 - normal))
         k = self.n_classes
         prob = pairwise_coupling(
             self.decision_function(X), self.meta["probA"], self.meta["probB"], k

@@ -19,7 +19,7 @@ from psvm.cli._common import (
 USAGE = (
     "Usage: psvm-predict [options] test_file model_file output_file\noptions:\n"
     "-b probability_estimates: whether to predict probability estimates, 0 or 1 (default 0);"
-    " C-SVC and nu-SVC models trained with -b 1\n"
+    " models trained with -b 1\n"
     "-q : quiet mode (no outputs)\n"
     "--strict-features : refuse test features the model has not seen (LIBSVM predicts with them)"
 )
@@ -90,6 +90,8 @@ def _body(argv: list[str]) -> int:
         pred, prob = model.predict_proba(shard.X)
         prob = comm.gatherv(prob.ravel())
         head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
+        if model.svm_type == "one_class":  # svm-predict 3.3x: P(normal), P(outlier)
+            head = "label normal outlier\n"
     else:
         pred = np.asarray(model.predict(shard.X) if shard.n_local else [], dtype=np.float64)
     pred, truth = comm.gatherv(np.asarray(pred, np.float64)), comm.gatherv(shard.y)  # file order

@@ -29,6 +29,10 @@ from psvm.cli.train_sgd import USAGE as SGD_USAGE
 KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
 SVM_TYPE_CODES = {0: "c_svc", 1: "nu_svc", 2: "one_class", 3: "epsilon_svr", 4: "nu_svr"}
 CV_PARALLEL = {"auto": None, "folds": True, "rows": False}  # -> cross_validate's parallel
+TOO_FEW_MARKS = (  # svm_one_class_probability's warning
+    "WARNING: number of positive or negative decision values <5; too few to do a "
+    "probability estimation."
+)
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 FLAGS = {
@@ -88,11 +92,6 @@ def parse_args(argv: list[str]) -> dict:
     b = opts.get("probability", 0)
     if b not in (0, 1):
         raise UsageError(f"-b {b}: probability_estimates must be 0 or 1")
-    if b and opts["svm_type"] == "one_class":
-        raise UsageError(
-            f"-b 1 -s {s}: psvm has no probability model for one-class SVM (LIBSVM 3.3x's "
-            "density marks) yet; use -b 0"
-        )
     if b and "n_folds" in opts:
         raise UsageError("-b 1 with -v: the folds' predictions are votes; drop -b 1 for -v")
     if "kernel" in opts:
@@ -184,8 +183,12 @@ def _body(argv: list[str]) -> int:
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
-    shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
     classify, classes = opts["svm_type"] in ("c_svc", "nu_svc"), None
+    # one-class files often hold one label, regression files any values: only the
+    # classifiers need two classes
+    shard = load_shard(
+        comm, opts["train"], n_features=opts.get("n_features"), min_classes=2 if classify else 1
+    )
     if classify:
         classes = integer_classes(comm, opts["train"], shard.classes)
         warn_unknown_weights(comm, opts["class_weight"], classes)
@@ -218,7 +221,9 @@ def _body(argv: list[str]) -> int:
                 model.meta.update(probA=probA.tolist(), probB=probB.tolist())
         else:
             model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
-            if opts.get("probability"):  # svm_svr_probability: a Laplace sigma, 5-fold CV
+            if opts.get("probability") and opts["svm_type"] == "one_class":
+                _density_marks(comm, shard, model)
+            elif opts.get("probability"):  # svm_svr_probability: a Laplace sigma, 5-fold CV
                 from psvm.svc.platt import fit_svr_sigma
 
                 sigma = fit_svr_sigma(
@@ -251,6 +256,18 @@ def _body(argv: list[str]) -> int:
             log(f"Total nSV = {model.support_vectors.shape[0]}")
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
     return 0
+
+
+def _density_marks(comm, shard, model) -> None:
+    """-b 1 -s 2: LIBSVM 3.3x's density marks into ``model`` (collective), or its warning
+    (even under -q, as svm-train) and no marks when too few rows fall on either side."""
+    from psvm.svc.platt import fit_density_marks
+
+    marks = fit_density_marks(comm, shard, model)
+    if marks is not None:
+        model.meta["prob_density_marks"] = marks.tolist()
+    elif comm.rank == 0:
+        print(TOO_FEW_MARKS, file=sys.stderr, flush=True)
 
 
 def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]:

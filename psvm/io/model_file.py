@@ -34,6 +34,7 @@ _HEADER_KEYS = (
 )  # fmt: skip
 # Probability header fields, kept in ``meta`` (and written back in their place).
 _KEPT_KEYS = ("probA", "probB", "prob_density_marks")
+_N_MARKS = 10  # LIBSVM's nr_marks: svm_load_model reads that many prob_density_marks
 _TRAILER = "#psvm"
 _MAX_INDEX = np.iinfo(np.int32).max  # the kernels' index dtype
 
@@ -326,8 +327,12 @@ def _kept(rd: _Reader, header: dict, out: dict) -> None:
         if key in header:
             line, vals = header[key]
             out["meta"][key] = [rd.number(v, line, key) for v in vals]
-    if "prob_density_marks" in header and out["svm_type"] != "one_class":
-        raise rd.error(header["prob_density_marks"][0], "prob_density_marks is for one_class only")
+    if "prob_density_marks" in header:
+        line, vals = header["prob_density_marks"]
+        if out["svm_type"] != "one_class":
+            raise rd.error(line, "prob_density_marks is for one_class only")
+        if len(vals) != _N_MARKS:
+            raise rd.error(line, f"prob_density_marks has {len(vals)} values, expected {_N_MARKS}")
 
 
 def _read_svs(
