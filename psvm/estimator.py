@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from psvm.faces.fit_input import FitInput, class_weight_vector
 from psvm.faces.results import linear_coef, ovr_decision
-from psvm.kernel_svm import KernelSVM
+from psvm.kernel_svm import KernelSVM, known_support
 from psvm.model import SVCModel
 from psvm.probability_face import ProbabilityMixin
 
@@ -353,19 +353,16 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
         ValueError
             If ``n_features`` is below the largest SV feature index.
         """
-        model, support, n_samples = cls._read_libsvm_model(path, n_features)
+        model, support, shape = cls._read_libsvm_model(path, n_features)
         order = np.sort(model.classes)
         if not np.array_equal(order, model.classes):  # LIBSVM: labels by first appearance
             model, support = model.with_class_order(order), None
-        n_sv = model.support_vectors.shape[0]
-        if support is None or len(support) != n_sv:
-            support = np.full(n_sv, -1)
         if model.has_probability:  # a -b 1 model: predict_proba works
             params.setdefault("probability", True)
         est = cls(
             kernel=model.kernel, gamma=model.gamma, coef0=model.coef0, degree=model.degree, **params
         )
-        est._set_model(model, support, (n_samples, model.support_vectors.shape[1]), sparse=True)
+        est._set_model(model, known_support(model, support), shape, sparse=True)
         est.class_weight_ = np.ones(model.n_classes)
         return est
 
