@@ -32,8 +32,11 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
     C : float, default=1.0
         Regularization parameter; strictly positive. Sample ``i`` of class ``c``
         gets the bound ``C * class_weight[c] * sample_weight[i]``.
-    kernel : {'linear', 'poly', 'rbf', 'sigmoid'}, default='rbf'
-        Kernel ('precomputed' and callables are not supported).
+    kernel : {'linear', 'poly', 'rbf', 'sigmoid', 'precomputed'} or callable, default='rbf'
+        Kernel. 'precomputed': X is the (n_samples, n_samples) Gram matrix at
+        fit and (n_test, n_samples) at predict, each rank holding its rows; a
+        callable ``f(A, B)`` returns K(a_i, b_j): fit computes ``f(X, X)``
+        (each rank its rows, ``f(X_rows, X)``) and predict ``f(X_test, X)``.
     degree : int, default=3
         Degree of the 'poly' kernel, from 0 to 2**31 - 1 (LIBSVM's int). The
         power is LIBSVM's ``powi`` (repeated squaring): the same kernel values.
@@ -127,7 +130,8 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
         Global row indices of the support vectors, grouped by class; with
         'sharded' they index the concatenation of the ranks' rows in rank order.
     support_vectors_ : {ndarray, sparse matrix} of shape (n_SV, n_features)
-        Sparse when fitted on sparse X or read from a LIBSVM model file.
+        Sparse when fitted on sparse X or read from a LIBSVM model file; empty,
+        of shape (0, 0), for precomputed and callable kernels (as scikit-learn's).
     n_support_ : ndarray of shape (n_classes,), int32
     dual_coef_ : {ndarray, sparse matrix} of shape (n_classes - 1, n_SV)
         As :class:`sklearn.svm.SVC` (negated LIBSVM ``sv_coef`` for two classes).

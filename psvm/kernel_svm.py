@@ -46,7 +46,9 @@ class KernelSVM(BaseEstimator):
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training vectors: the whole set ('replicated') or this rank's rows
-            ('sharded', possibly none).
+            ('sharded', possibly none). With ``kernel='precomputed'``, the rows of
+            the (n_samples, n_samples) Gram matrix (dense); with a callable kernel,
+            anything the callable accepts.
         y : array-like of shape (n_samples,)
             Class labels or targets (ignored by :class:`psvm.OneClassSVM`).
         sample_weight : array-like of shape (n_samples,), default=None
