@@ -187,7 +187,8 @@ class KernelSVM(BaseEstimator):
         """The model's decision values (or predictions) for validated X (local to a rank)."""
         check_is_fitted(self)
         if callable(self.kernel):  # scikit-learn's: the Gram matrix against the whole X_fit
-            X = np.asarray(self.kernel(X, self._Xfit), dtype=np.float64)
+            K = self.kernel(X, self._Xfit)
+            X = np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64)
             if X.ndim != 2 or X.shape[1] != self.shape_fit_[0]:
                 raise ValueError(
                     f"X.shape[1] = {X.shape[-1]} should be equal to {self.shape_fit_[0]}, "

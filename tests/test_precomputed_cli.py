@@ -170,11 +170,16 @@ def test_bad_rows_name_the_line_on_every_rank(heart, tmp_path, edit, line, messa
     assert not (tmp_path / "m").exists()
 
 
-def test_short_test_rows_are_refused(heart, tmp_path):
+def test_bad_test_rows_are_refused(heart, tmp_path):
+    """A test row must reach the model's largest serial number and start with 0:?."""
     model = tmp_path / "m"
     _train(["-t", "4", heart["rbf", "train"], model])
     rows = open(heart["rbf", "test"]).read().splitlines()
     bad = tmp_path / "t"
-    bad.write_text("\n".join(rows[:3] + [" ".join(rows[3].split()[:50])] + rows[4:]) + "\n")
-    r = run_cli(PREDICT, [bad, model, tmp_path / "out"], 2, timeout=120)
-    assert r.returncode != 0 and f"{bad}:4: the row ends at column 48" in r.stderr, r.stderr
+    for row, message in (
+        (" ".join(rows[3].split()[:50]), "4: the row ends at column 48"),
+        (rows[3].replace(" 0:0 ", " ", 1), "4: first column must be 0:?"),
+    ):
+        bad.write_text("\n".join(rows[:3] + [row] + rows[4:]) + "\n")
+        r = run_cli(PREDICT, [bad, model, tmp_path / "out"], 2, timeout=120)
+        assert r.returncode != 0 and f"{bad}:{message}" in r.stderr, r.stderr

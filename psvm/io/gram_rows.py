@@ -53,8 +53,10 @@ def max_serial(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray) -> int
     return int(min(data[first].max(initial=0.0), 2.0**31))
 
 
-def bad_row_reason(code: int, a: int, b: int, serial_value: float) -> str:
-    """The message of a :func:`first_bad_row` code."""
+def bad_row_reason(code: int, a: int, b: int, serial_value: float, train: bool) -> str:
+    """The message of a :func:`first_bad_row` code (``train``: a training file's row)."""
+    if code == NO_SERIAL and not train:
+        return "first column must be 0:? (any number: a precomputed kernel's test rows, -t 4)"
     if code == NO_SERIAL:
         return (
             "Wrong input format: first column must be 0:sample_serial_number "

@@ -246,8 +246,9 @@ def load_shard(
     )
     max_index, max_row_nnz, need = (int(v) for v in comm.max_(local_max))
     if gram is not None:  # serial numbers first: a bad one would make other rows look short
-        comm.agree(_gram_error(path, parsed, block, lines_before, gram == "train", max_index, -1))
-        comm.agree(_gram_error(path, parsed, block, lines_before, False, max_index, need))
+        train = gram == "train"
+        comm.agree(_gram_error(path, parsed, block, lines_before, train, max_index, -1))
+        comm.agree(_gram_error(path, parsed, block, lines_before, train, max_index, need, False))
     del block
     counts = comm.allgatherv(np.array([y.size], dtype=np.int64))
     n_samples = int(counts.sum())
@@ -300,16 +301,17 @@ def _overflow_error(path: str, parsed, block: bytes, lines_before: int):
     )
 
 
-def _gram_error(path: str, parsed, block, lines_before: int, train: bool, n_cols: int, need: int):
+def _gram_error(path, parsed, block, lines_before, train, n_cols, need, serials=True):
     """The error naming the first line that is no precomputed-kernel row, else None.
-    ``n_cols``: the file's columns (svm-train's max_index is the last)."""
+    ``n_cols``: the file's columns (svm-train's max_index is the last); ``serials``: check
+    a training row's serial number (``train``)."""
     indptr, indices, data = parsed.indptr, parsed.indices, parsed.data
-    row, code, a, b = first_bad_row(indptr, indices, data, train, n_cols - 1, need)
+    row, code, a, b = first_bad_row(indptr, indices, data, train and serials, n_cols - 1, need)
     if row < 0:
         return None
     value = float(parsed.data[parsed.indptr[row]]) if code in (SERIAL_RANGE, SERIAL_FRACTION) else 0
     line = lines_before + data_line_number(block, row)
-    return LibsvmFormatError(path, line, bad_row_reason(code, a, b, value))
+    return LibsvmFormatError(path, line, bad_row_reason(code, a, b, value, train))
 
 
 def _check_readable(path: str) -> OSError | None:

@@ -149,6 +149,8 @@ def test_sklearn_errors_and_attributes(data):
         est.coef_  # noqa: B018
     fn = psvm.SVC(kernel=linear_kernel).fit(X, y)
     assert fn.shape_fit_ == X.shape and not hasattr(fn, "n_features_in_")
+    sparse = psvm.SVC(kernel=lambda A, B: sp.csr_matrix(linear_kernel(A, B))).fit(X, y)
+    np.testing.assert_array_equal(sparse.decision_function(T), fn.decision_function(T))
     assert not fn.__sklearn_tags__().input_tags.pairwise
     again = pickle.loads(pickle.dumps(fn))
     np.testing.assert_array_equal(again.predict(T), fn.predict(T))
