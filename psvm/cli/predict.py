@@ -78,9 +78,20 @@ def _body(argv: list[str]) -> int:
         print("Model supports probability estimates, but disabled in prediction.")  # as LIBSVM
     # by default, as LIBSVM: a feature the model never saw adds to an RBF row's norm
     width = model.n_features if opts["strict"] else None
+    gram, need = None, 0
+    if getattr(model, "kernel", None) == "precomputed":  # rows 0:? 1:K(x,x1) ... (-t 4)
+        gram, width = "test", None
+        need = int(model.serials().max(initial=0))
     # each rank predicts the lines of its byte range; an empty file predicts nothing, as svm-predict
     shard = load_shard(
-        comm, opts["test"], n_features=width, min_classes=0, balance=False, allow_empty=True
+        comm,
+        opts["test"],
+        n_features=width,
+        min_classes=0,
+        balance=False,
+        allow_empty=True,
+        gram=gram,
+        gram_columns=need,
     )
     regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
     if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line

@@ -26,7 +26,7 @@ from psvm.cli._common import (
 from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
-KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
+KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid", 4: "precomputed"}
 SVM_TYPE_CODES = {0: "c_svc", 1: "nu_svc", 2: "one_class", 3: "epsilon_svr", 4: "nu_svr"}
 CV_PARALLEL = {"auto": None, "folds": True, "rows": False}  # -> cross_validate's parallel
 TOO_FEW_MARKS = (  # svm_one_class_probability's warning
@@ -41,7 +41,12 @@ FLAGS = {
         int,
         "svm_type: 0 C-SVC (default), 1 nu-SVC, 2 one-class SVM, 3 epsilon-SVR, 4 nu-SVR",
     ),
-    "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid"),
+    "-t": (
+        "kernel",
+        int,
+        "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid, "
+        "4 precomputed (rows 'label 0:serial 1:K(x,x1) ... l:K(x,xl)')",
+    ),
     "-d": ("degree", int, "degree in kernel function (default 3)"),
     "-g": ("gamma", float, "gamma in kernel function (default 1/num_features)"),
     "-r": ("coef0", float, "coef0 in kernel function (default 0)"),
@@ -96,11 +101,10 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError("-b 1 with -v: the folds' predictions are votes; drop -b 1 for -v")
     if "kernel" in opts:
         if opts["kernel"] not in KERNEL_CODES:
-            raise UsageError(
-                f"-t {opts['kernel']}: kernel_type must be 0, 1, 2 or 3 (precomputed kernels, "
-                "-t 4, are not supported; give the features with -t 0..3)"
-            )
+            raise UsageError(f"-t {opts['kernel']}: kernel_type must be 0, 1, 2, 3 or 4")
         opts["kernel"] = KERNEL_CODES[opts["kernel"]]
+    if opts.get("kernel") == "precomputed" and "n_features" in opts:
+        raise UsageError("--n-features is for feature vectors: -t 4 rows hold every column")
     if opts.get("n_folds", 2) < 2:  # LIBSVM's message
         raise UsageError(f"-v {opts['n_folds']}: n-fold cross validation: n must be >= 2")
     if opts.get("cv_parallel", "auto") not in CV_PARALLEL:
@@ -183,11 +187,16 @@ def _body(argv: list[str]) -> int:
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
+    gram = "train" if params["kernel"] == "precomputed" else None  # LIBSVM's 0:serial rows
     classify, classes = opts["svm_type"] in ("c_svc", "nu_svc"), None
     # one-class files often hold one label, regression files any values: only the
     # classifiers need two classes
     shard = load_shard(
-        comm, opts["train"], n_features=opts.get("n_features"), min_classes=2 if classify else 1
+        comm,
+        opts["train"],
+        n_features=opts.get("n_features"),
+        gram=gram,
+        min_classes=2 if classify else 1,
     )
     if classify:
         classes = integer_classes(comm, opts["train"], shard.classes)

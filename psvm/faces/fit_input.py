@@ -27,7 +27,8 @@ TASKS = ("classification", "regression", "novelty")  # what y holds: labels, tar
 class FitInput:
     """This rank's rows and the globally agreed facts about the whole training set."""
 
-    X: sp.csr_matrix  # local rows: float64, canonical CSR, n_features columns
+    X: sp.csr_matrix  # local rows: float64, canonical CSR, n_features columns (a Gram
+    # matrix's rows: one more, LIBSVM's serial numbers first, psvm.faces.gram_input)
     codes: np.ndarray  # class index (into classes) of each local row, or its target; float64
     sample_weight: np.ndarray  # of the local rows
     classes: np.ndarray  # sorted distinct labels over all ranks
@@ -44,7 +45,7 @@ class FitInput:
             y=self.codes,
             offset=self.offset,
             n_samples=self.n_samples,
-            n_features=self.n_features,
+            n_features=self.X.shape[1],
             max_row_nnz=self.max_row_nnz,
         )
 

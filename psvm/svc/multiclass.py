@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import SVCConfig, make_svc_config
+from psvm.gram import serial_rows
 from psvm.kernels import arithmetic_probe, csr_arrays, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
@@ -157,8 +158,22 @@ def solver_config(comm, shard, params: dict) -> SVCConfig:
     that the ranks compute kernels with the same bits (collective)."""
     if comm.size > 1:
         check_same_arithmetic(comm)
-    x_var = global_variance(comm, shard.X, shard.n_samples, shard.n_features)
+    x_var = 0.0  # a precomputed kernel has no gamma
+    if params["kernel"] != "precomputed":
+        x_var = global_variance(comm, shard.X, shard.n_samples, shard.n_features)
     return make_svc_config(params, shard.n_features, x_var)
+
+
+def solver_rows(comm, X: sp.csr_matrix, kernel: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The solver's copy of the rows and the rows a model keeps (collective).
+
+    Feature vectors: the features in use renumbered (:func:`compact_features`), and the
+    rows as given. A precomputed kernel reads columns by serial number, so its rows stay
+    as they are, and a model keeps their serial numbers only, as LIBSVM's.
+    """
+    if kernel == "precomputed":
+        return X, serial_rows(X)
+    return compact_features(comm, X), X
 
 
 def open_checkpoint(comm, config, shard, C_row, cfg, classes, gamma) -> Checkpoint | None:
@@ -204,7 +219,7 @@ def fit_ovo(
     else:
         weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
         C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
-    Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
+    Xc, X = solver_rows(comm, X, cfg.kernel)
     Xc_arrays = csr_arrays(Xc)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     is_sv = np.zeros(y.size, dtype=bool)

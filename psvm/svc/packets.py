@@ -10,6 +10,7 @@ step from two, all inside the compiled loop (:mod:`psvm.svc.engine`).
 
 from __future__ import annotations
 
+from psvm.gram import PRECOMPUTED
 from psvm.jit import inner
 from psvm.kernels import pre_kernel
 from psvm.svc.update import two_variable_step
@@ -70,10 +71,16 @@ def column_total(recv, col):
 def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
     """pre-K(x_i, x_j) from two packets, by the arithmetic of
     :func:`psvm.kernels.column_csr` (x_i scattered, x_j's terms in order), so after
-    :func:`psvm.kernels.from_pre` it equals the column entry bitwise."""
+    :func:`psvm.kernels.from_pre` it equals the column entry bitwise. A precomputed
+    kernel reads x_i at x_j's serial number (its ``SQ``), as :func:`psvm.gram.gram_column`."""
     n_i, n_j = int(p_i[NNZ]), int(p_j[NNZ])
     for p in range(n_i):
         work[int(p_i[ROW + p])] = p_i[ROW + width + p]
+    if kernel_id == PRECOMPUTED:
+        v = work[int(p_j[SQ])]
+        for p in range(n_i):
+            work[int(p_i[ROW + p])] = 0.0
+        return v
     dot = 0.0
     for p in range(n_j):
         dot += p_j[ROW + width + p] * work[int(p_j[ROW + p])]
