@@ -94,7 +94,10 @@ def _callable_rows(est, comm, X, y, sample_weight, distributed: str):
 
     agree_on_input(comm, sharded, lengths)
     if sharded:
-        X_all = _gathered(comm.allgather_obj(X)) if comm.size > 1 else X
+        # the same parts on every rank, so the same error: agreed, it ends the fit cleanly
+        X_all = (
+            agree_on_input(comm, False, _gathered, comm.allgather_obj(X)) if comm.size > 1 else X
+        )
         start = comm.exscan_sum(_n_samples(X))
         mine, n_mine = X, _n_samples(X)
     else:
@@ -109,6 +112,8 @@ def _callable_rows(est, comm, X, y, sample_weight, distributed: str):
     n_all = _n_samples(X_all)
 
     def gram():
+        if n_mine == 0:  # a rank without rows: kernels such as rbf_kernel refuse empty input
+            return np.zeros((0, n_all))
         K = est.kernel(mine, X_all)
         K = np.asarray(K.toarray() if sp.issparse(K) else K, dtype=np.float64)
         if K.shape != (n_mine, n_all):
