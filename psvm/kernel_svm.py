@@ -260,8 +260,16 @@ class KernelSVM(BaseEstimator):
         n_samples = int(model.meta.pop("n_samples", -1))
         if not gram:
             return model, support, (n_samples, model.support_vectors.shape[1])
-        n = n_features or (n_samples if n_samples >= 0 else int(model.serials().max(initial=0)))
-        return model, support, (n, n)
+        largest = int(model.serials().max(initial=0))
+        if n_features is None:
+            n_features = n_samples if n_samples >= 0 else largest
+        elif not _is_int(n_features) or n_features < max(largest, 1):
+            # narrower Gram rows would read 0 for the columns of the support vectors past them
+            raise ValueError(
+                f"n_features={n_features!r} must be an integer >= {largest}, the largest serial "
+                "number of the support vectors (the training rows of the Gram matrix)"
+            )
+        return model, support, (int(n_features), int(n_features))
 
     # -- scikit-learn protocol ---------------------------------------------------------------
     def __getstate__(self):
@@ -328,7 +336,7 @@ def _with_width(model: SVCModel, n_features) -> SVCModel:
     columns cut; wider: LIBSVM's decision values, unseen features in the RBF norm)."""
     sv = model.support_vectors
     used = int(sv.indices.max()) + 1 if sv.nnz else 0
-    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral):
+    if not _is_int(n_features):
         raise ValueError(f"n_features must be an integer, got {n_features!r}")
     if n_features < max(used, 1):
         raise ValueError(
@@ -336,3 +344,7 @@ def _with_width(model: SVCModel, n_features) -> SVCModel:
         )
     sv = sp.csr_matrix((sv.data, sv.indices, sv.indptr), shape=(sv.shape[0], int(n_features)))
     return dataclasses.replace(model, support_vectors=sv, n_features=int(n_features))
+
+
+def _is_int(n) -> bool:
+    return isinstance(n, numbers.Integral) and not isinstance(n, bool)

@@ -213,6 +213,11 @@ def test_model_files_with_libsvm(data, tmp_path):
     lib = svm_train(svm_problem(y.tolist(), train, isKernel=True), svm_parameter("-t 4 -q"))
     svm_save_model(str(tmp_path / "lib.model"), lib)
     loaded = psvm.SVC.from_libsvm_model(tmp_path / "lib.model", n_features=45)
+    largest = int(max(loaded.support_)) + 1  # narrower rows would miss SV columns: refused
+    with pytest.raises(
+        ValueError, match=f"n_features={largest - 1} must be an integer >= {largest}"
+    ):
+        psvm.SVC.from_libsvm_model(tmp_path / "lib.model", n_features=largest - 1)
     np.testing.assert_array_equal(np.sort(loaded.support_), np.sort(est.support_))
     lib_pred, _, _ = svm_predict(yt.tolist(), rows, lib, "-q")
     np.testing.assert_array_equal(loaded.predict(Kt), lib_pred)
