@@ -4,10 +4,10 @@ The first run after install compiles every helper of the engine (#14). numba bui
 wrappers for each compiled function, one for Python callers and one for first-class
 function use, and compiles one specialisation per literal argument (``f(x, 0)`` and
 ``f(x, k)`` are two). A helper that only compiled code calls needs neither wrapper nor the
-literal copies: ``inner`` drops them, which cuts about a third of the first run's compile
-time. A call from Python (tests do it) compiles a separate, uncached twin with the
-wrappers, once per process; ``PSVM_JIT_TWIN_LOG=FILE`` appends each such helper and its
-caller to FILE, to find production callers that should use ``njit`` instead.
+literal copies: ``inner`` drops them, which cuts the README job's cold compile by about a
+quarter (docs/design.md). A call from Python (tests do it) compiles a separate, uncached
+twin with the wrappers, once per process; ``PSVM_JIT_TWIN_LOG=FILE`` appends each such
+helper and its caller to FILE, to find production callers that should use ``njit`` instead.
 """
 
 from __future__ import annotations
