@@ -40,6 +40,7 @@ from psvm.io._libsvm_kernel import (
     OK,
     parse_bytes,
 )
+from psvm.io._libsvm_plain import PYTHON_PARSE_BYTES, parse_plain
 from psvm.io.atomic import write_atomic
 
 __all__ = [
@@ -176,9 +177,9 @@ def parse_block(
     buf = bytes(buf)
     n_lines = buf.count(b"\n") + (1 if buf and not buf.endswith(b"\n") else 0)
     if not zero_based and len(buf) <= PYTHON_PARSE_BYTES:
-        parsed = _parse_plain(buf, n_features_limit or MAX_INDEX, n_lines)
-        if parsed is not None:
-            return parsed
+        arrays = parse_plain(buf, n_features_limit or MAX_INDEX)
+        if arrays is not None:
+            return ParsedBlock(*arrays, n_lines, None, None)
     arr = np.frombuffer(buf, dtype=np.uint8)
     max_rows = n_lines
     max_nnz = buf.count(b":")
@@ -213,54 +214,6 @@ def parse_block(
         return _failed(n_lines, int(eline), _reason(code, _token(buf, es, ee), ea, eb))
     return ParsedBlock(
         y[:n_rows], indptr[: n_rows + 1], indices[:nnz], data[:nnz], n_lines, None, None
-    )
-
-
-# Blocks up to this size that hold only plain numbers parse in Python: compiling the numba
-# parser costs the first run after install about 1.8 s (#14), far more than Python spends here.
-PYTHON_PARSE_BYTES = 1 << 20
-_PLAIN_BYTES = b"0123456789.+-eE: \t\r\n"
-
-
-def _parse_plain(buf: bytes, cap: int, n_lines: int) -> ParsedBlock | None:
-    """``buf`` parsed by Python's ``float``/``int`` if it is plain, valid input, else None.
-
-    Plain: no comments, no words (nan, inf, qid), no other whitespace. Anything the compiled
-    parser might read differently or reject is declined, and that parser then gives the
-    same arrays or the line-numbered error (tests compare the two).
-    """
-    if buf.translate(None, _PLAIN_BYTES):
-        return None
-    y, indptr, indices, data = [], [0], [], []
-    try:
-        for line in buf.split(b"\n"):
-            tokens = line.split()
-            if not tokens:
-                continue
-            y.append(float(tokens[0]))
-            prev = 0
-            for token in tokens[1:]:
-                index, value = token.split(b":")
-                i = int(index)
-                if not prev < i <= cap:  # ascending, 1-based, within the limit
-                    return None
-                prev = i
-                indices.append(i - 1)
-                data.append(float(value))
-            indptr.append(len(indices))
-    except ValueError:  # a token float() or int() refuses, or not one colon
-        return None
-    y, data = np.array(y, dtype=np.float64), np.array(data, dtype=np.float64)
-    if not (np.isfinite(y).all() and np.isfinite(data).all()):
-        return None
-    return ParsedBlock(
-        y,
-        np.array(indptr, dtype=np.int64),
-        np.array(indices, dtype=np.int32),
-        data,
-        n_lines,
-        None,
-        None,
     )
 
 
