@@ -27,7 +27,6 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from psvm._params import KERNELS
-from psvm.jit import inner
 
 LINEAR, POLY, RBF, SIGMOID = (KERNELS[k] for k in ("linear", "poly", "rbf", "sigmoid"))
 KERNEL_NAMES = {v: k for k, v in KERNELS.items()}
@@ -200,7 +199,7 @@ def column_csr(
     return out
 
 
-@inner
+@njit(cache=True, nogil=True)
 def column_csc(
     x_idx, x_val, x_sq, colptr, rowidx, cdata, sq_norms, rows,
     kernel_id, gamma, coef0, degree, dots, out,
@@ -224,7 +223,7 @@ def column_csc(
     return out
 
 
-@inner
+@njit(cache=True, nogil=True)
 def column_dense(
     x_idx, x_val, x_sq, XT, sq_norms, rows, kernel_id, gamma, coef0, degree, dots, out,
 ):  # fmt: skip
@@ -248,7 +247,7 @@ def column_dense(
     return out
 
 
-@inner
+@njit(cache=True, nogil=True)
 def csc_cost(x_idx, colptr):
     """Work of :func:`column_csc` for x: non-zeros in x's columns."""
     c = 0

@@ -15,7 +15,7 @@ import ctypes
 
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.extending import intrinsic
 
 from psvm.jit import inner
@@ -53,7 +53,7 @@ def _clock_gettime(typingctx, fn, ts):
     return sig, codegen
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def allgather(mpi, send, recv):
     """recv[r] = rank r's ``send`` (float64; recv C-contiguous (P, send.size)); MPI's code.
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from psvm.jit import inner
-
 # meta fields
 HEAD, TAIL, USED, WIDTH, SLOTS, MASK, HITS, MISSES, N_META = range(9)
 POOL, KEYS, PREV, NEXT, TABLE, COMPLETE, MISSING, META = range(8)
@@ -60,12 +58,12 @@ def _with_old(new: tuple, old: tuple, pos: np.ndarray) -> tuple:
     return new + (old[POOL], old[KEYS], old[NEXT], old[TABLE], old[COMPLETE], old[META], pos)
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _hash(g, mask):
     return (g * 2654435761) & mask  # a bijection on the low bits: consecutive g spread
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def lookup(keys, table, mask, g):
     """Slot of column g, or -1."""
     h = _hash(g, mask)
@@ -76,7 +74,7 @@ def lookup(keys, table, mask, g):
     return -1
 
 
-@inner
+@njit(cache=True, nogil=True)
 def _unhash(keys, table, mask, s):
     """Remove slot s from the table (linear probing, backward-shift deletion)."""
     i = _hash(keys[s], mask)
@@ -95,7 +93,7 @@ def _unhash(keys, table, mask, s):
             i = j
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _unlink(prev, nxt, meta, s):
     if prev[s] >= 0:
         nxt[prev[s]] = nxt[s]
@@ -107,7 +105,7 @@ def _unlink(prev, nxt, meta, s):
         meta[TAIL] = prev[s]
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _push_front(prev, nxt, meta, s):
     prev[s], nxt[s] = -1, meta[HEAD]
     if meta[HEAD] >= 0:
@@ -117,7 +115,7 @@ def _push_front(prev, nxt, meta, s):
         meta[TAIL] = s
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def get_slot(keys, prev, nxt, table, complete, meta, g, keep):
     """(slot, hit) of column g; on a miss the slot is new (fill it). Slot ``keep`` is
     never evicted (the other column of the step). The arrays are a cache's, unpacked."""
@@ -148,7 +146,7 @@ def get_slot(keys, prev, nxt, table, complete, meta, g, keep):
     return s, False
 
 
-@inner
+@njit(cache=True, nogil=True)
 def get(c, g, keep):
     """:func:`get_slot` on the cache tuple ``c``."""
     return get_slot(c[KEYS], c[PREV], c[NEXT], c[TABLE], c[COMPLETE], c[META], g, keep)
@@ -159,7 +157,7 @@ def column(pool, width, s):
     return pool[s * width : s * width + width]
 
 
-@inner
+@njit(cache=True, nogil=True)
 def carry(c, s, g):
     """Fill the new slot s with column g of the previous window if it is there and
     complete: (found, complete now). Incomplete: the rows in ``MISSING`` are left to fill."""

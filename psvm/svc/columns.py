@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from psvm.gram import PRECOMPUTED, gram_column, gram_diag, gram_sums, serial_numbers
-from psvm.jit import inner
 from psvm.kernels import (
     column_csc,
     column_csr,
@@ -36,7 +36,7 @@ _FEW_ROWS = 32  # up to this many rows, :meth:`LocalKernel.sums` goes column by 
 DENSE_BYTES = 32 * 2**20  # a dense copy up to 8x the CSR arrays is kept when this small
 
 
-@inner
+@njit(cache=True, nogil=True)
 def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     """out[q] = K(x, x_r), r the q-th of ``rows`` (window positions): the cheapest path.
 

@@ -83,7 +83,7 @@ INFO_CLOCK, INFO_ACTIVE, INFO_WINDOW, INFO = range(4)
 TIMED_EVERY = 16  # iterations per timed one
 
 
-@inner(fastmath={"contract"})
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def _from_pre1(kernel_id, v):
     """:func:`psvm.kernels.from_pre` of one value (the same arithmetic: compiled on its own,
     with :func:`psvm.kernels.from_pre_flat`'s flags, not inlined into the loop)."""
@@ -321,7 +321,7 @@ def _ready(ctl_i, ctl_f, gap):
     return True
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, need):
     """Clear ``act`` of the active rows that the rule selects; returns how many left.
 

@@ -10,6 +10,8 @@ step from two, all inside the compiled loop (:mod:`psvm.svc.engine`).
 
 from __future__ import annotations
 
+from numba import njit
+
 from psvm.gram import PRECOMPUTED
 from psvm.jit import inner
 from psvm.kernels import pre_kernel
@@ -19,7 +21,7 @@ from psvm.svc.update import two_variable_step
 KEY, GIDX, RKEY, POS, Y, ALPHA, GRAD, BOUND, DIAG, SQ, NNZ, ROW = range(12)
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def pack(
     buf, key, q, with_row, width, gid, vrow, offset, y, alpha, G, C, QD, sq, indptr, indices, data
 ):
@@ -43,7 +45,7 @@ def pack(
             buf[ROW + width + p] = data[s + p]
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def winner(recv, off, maximise):
     """Rank whose packet (at column ``off``) wins: best key, ties to the smaller global
     index; -1 when no rank has a candidate."""
@@ -67,7 +69,7 @@ def column_total(recv, col):
     return s
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
     """pre-K(x_i, x_j) from two packets, by the arithmetic of
     :func:`psvm.kernels.column_csr` (x_i scattered, x_j's terms in order), so after

@@ -37,7 +37,7 @@ def bids(y, alpha, C, G, act, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], G[t], act[t])
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def argmax_first(a, sign):
     """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
 
@@ -99,7 +99,7 @@ def candidates(y, alpha, C, G, act, up, low):
     return best(up, low)
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
     """obj[t] = -(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it) for active t in I_low
     with m + y_t G_t > 0 (a violating pair with i), else inf."""
@@ -131,7 +131,7 @@ def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj
     return (obj[j], j) if obj[j] < np.inf else (np.inf, -1)
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
     """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies."""
     _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj)

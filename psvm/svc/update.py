@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from numba import njit
+
 from psvm.jit import inner
 from psvm.svc.select import TAU, bid
 
 
-@inner
+@njit(cache=True, nogil=True)
 def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
     """New (a_i, a_j) minimising the dual along y_i a_i + y_j a_j = const, clipped to the box."""
     quad = QD_i + QD_j - 2.0 * K_ij

@@ -1,6 +1,7 @@
-"""psvm.jit.inner: one specialisation per argument types, no wrappers, callable from Python."""
+"""psvm.jit.inner: one specialisation per argument types, no wrappers, no Python entry."""
 
 import numpy as np
+import pytest
 from numba import njit
 
 from psvm.jit import inner
@@ -25,18 +26,6 @@ def test_literal_and_variable_arguments_share_one_specialisation():
     assert _total.targetoptions["no_cpython_wrapper"] and _total.targetoptions["no_cfunc_wrapper"]
 
 
-def test_a_python_call_runs_a_twin_with_the_same_result():
-    a = np.arange(5.0)
-    assert _total(a, 3) == 3.0
-    assert _total(a, 5) == _twice(a) - _total(a, 2) == 10.0
-
-
-def test_the_twin_logs_its_caller_when_asked(tmp_path, monkeypatch):
-    @inner
-    def helper(x):
-        return x + 1
-
-    log = tmp_path / "twin.log"
-    monkeypatch.setenv("PSVM_JIT_TWIN_LOG", str(log))
-    assert helper(1) == 2
-    assert "helper" in log.read_text() and __name__.rsplit(".", 1)[-1] in log.read_text()
+def test_a_python_call_is_refused_not_a_crash():
+    with pytest.raises(TypeError, match="compiled callers only"):
+        _total(np.arange(5.0), 3)
