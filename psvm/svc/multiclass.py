@@ -23,7 +23,13 @@ from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.solver import Solver
-from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
+from psvm.svc.state import (
+    compact_features,
+    fill_start,
+    gather_csr,
+    row_sums,
+    weighted_total,
+)
 
 
 class TrainingError(ValueError):
@@ -109,10 +115,7 @@ def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> 
     Each row's sums are added in the row's own order, then the rows exactly
     (:meth:`psvm.comm.Comm.exact_sum`): gamma='scale' has the same bits for every P.
     """
-    row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    data = X.data.astype(np.float64)
-    total = comm.exact_sum(np.bincount(row, weights=data, minlength=X.shape[0]))
-    square = comm.exact_sum(np.bincount(row, weights=data * data, minlength=X.shape[0]))
+    total, square = (comm.exact_sum(v) for v in row_sums(*csr_arrays(X)[::2]))
     n = float(n_samples) * n_features
     return float(square / n - (total / n) ** 2) if n else 0.0
 
