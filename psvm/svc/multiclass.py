@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import SVCConfig, make_svc_config
-from psvm.kernels import arithmetic_probe, csr_arrays, take_rows
+from psvm.kernels import arithmetic_probe, csr_arrays, kernel_diag, row_sq_norms, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
@@ -209,6 +209,9 @@ def fit_ovo(
         C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
     Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
     Xc_arrays = csr_arrays(Xc)
+    kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
+    sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(y.size))  # once for every pair
+    diag = kernel_diag(sq, *kp, np.empty(y.size))
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
@@ -218,14 +221,17 @@ def fit_ovo(
         for b in range(a + 1, k):
             pair += 1
             rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
+            first = cls[rows] == a
             problem = BinaryProblem(
                 X=take_rows(*Xc_arrays, rows),
                 n_features=Xc.shape[1],
-                y=np.where(cls[rows] == a, 1.0, -1.0),
+                y=np.where(first, 1.0, -1.0),
                 C=C_row[rows],
                 offset=comm.exscan_sum(rows.size),
                 n_samples=comm.sum_(int(rows.size)),
                 max_row_nnz=shard.max_row_nnz,
+                sq=sq[rows],
+                diag=diag[rows],
             )
             if nu:
                 nu_start(comm, problem, cfg.nu, sample_weight is not None)
@@ -244,19 +250,20 @@ def fit_ovo(
             sv = res.alpha > 0
             is_sv[rows[sv]] = True
             ya = problem.y * res.alpha * scale
-            coef[b - 1, rows[cls[rows] == a]] = ya[cls[rows] == a]
-            coef[a, rows[cls[rows] == b]] = ya[cls[rows] == b]
+            coef[b - 1, rows[first]] = ya[first]
+            coef[a, rows[~first]] = ya[~first]
             rho.append(res.rho * scale)
             r.append(res.r)
             n_iter.append(res.n_iter)
             objective.append(res.objective * scale * scale)
             status = max(status, res.status)
             approximate |= res.approximate
-            note = f"C = {scale:f}" if nu else None
-            shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
-            summary = pair_summary(comm, problem, shown, note=note)  # collective: every rank
-            if log is not None:
-                log(summary)
+            if log is not None or comm.size > 1:  # collective: every rank, if any logs
+                note = f"C = {scale:f}" if nu else None
+                shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
+                summary = pair_summary(comm, problem, shown, note=note)
+                if log is not None:
+                    log(summary)
     local = np.flatnonzero(is_sv)
     sv_cls = comm.allgatherv(cls[local])
     sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)

@@ -84,13 +84,15 @@ class Solver:
         self.log = log
         self.offset, self.n_samples = problem.offset, problem.n_samples
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
-        self.K = LocalKernel.of_arrays(*problem.X, problem.n_features, kp)
+        self.K = LocalKernel.of_arrays(*problem.X, problem.n_features, kp, problem.sq, problem.diag)
         # local-order state: every variable's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
         n = self.y.size
         self.per_row, self.n_vars = problem.per_row, problem.n_samples * problem.per_row
-        self.row_of = np.arange(n, dtype=np.int64) % max(self.K.n, 1)  # variable -> local row
+        self.row_of = np.arange(n, dtype=np.int64)  # variable -> local row
+        if self.per_row > 1:
+            self.row_of %= max(self.K.n, 1)
         self.gid = problem.global_index()
         self.QD = self.K.diag[self.row_of]
         self.p = -np.ones(n) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
