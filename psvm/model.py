@@ -7,7 +7,7 @@ and prediction can be checked line by line against ``svm_predict_values``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,8 @@ class SVCModel:
         Extra psvm information (for example ``{"n_iter": [...]}``).
     svm_type : str, default="c_svc"
         LIBSVM's name of the type (:data:`SVM_TYPES`).
+    trusted : bool, default=False
+        Skip ``validate``: a model a solver has just built.
 
     Raises
     ------
@@ -73,14 +75,16 @@ class SVCModel:
     n_features: int | None = None
     meta: dict = field(default_factory=dict)
     svm_type: str = "c_svc"
+    trusted: InitVar[bool] = False  # built by a solver: consistent, no need to validate
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, trusted: bool = False) -> None:
         self.classes = np.asarray(self.classes)
         self.n_support = np.asarray(self.n_support, dtype=np.int64)
         self.support_vectors = canonical_csr(self.support_vectors)
         self.dual_coef = np.ascontiguousarray(self.dual_coef, dtype=np.float64)  # one BLAS path
         self.rho = np.asarray(self.rho, dtype=np.float64)
-        self.validate()
+        if not trusted:
+            self.validate()
         sv = self.support_vectors
         if self.n_features is not None and sv.shape[1] < self.n_features:
             # One canonical width, so models equal field by field compare equal.

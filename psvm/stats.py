@@ -94,7 +94,7 @@ def reduce_stats(comm, stats: Stats) -> dict:
         "traces": {
             k: (
                 np.sum([r["traces"][k] for r in ranks], axis=0).tolist()
-                if k in SUMMED_TRACES
+                if k in SUMMED_TRACES and len(ranks) > 1
                 else v
             )
             for k, v in mine["traces"].items()

@@ -112,7 +112,8 @@ def agree_on_training_set(
     """
     if labelled:
         labels, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
-        positive = np.unique(y[sample_weight > 0])
+        weighted = sample_weight > 0
+        positive = labels if weighted.all() else np.unique(y[weighted])
     else:
         labels, counts = np.zeros(0), np.zeros(0, dtype=np.int64)
         codes = np.ascontiguousarray(y, dtype=np.float64).view(np.int64)

@@ -291,5 +291,6 @@ def fit_ovo(
             "heuristic": cfg.heuristic,
             "reconstruction": cfg.reconstruction,
         },
+        trusted=True,
     )
     return model, sv_gidx[order]

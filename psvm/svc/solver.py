@@ -393,8 +393,10 @@ class Solver:
         if not k:
             return
         it, gap, active, misses, clock = (a[:k] for a in self.trace)
-        new = (it, gap, active, misses, clock - self._t_start)
-        self._trace = [np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)]
+        new = (it.copy(), gap.copy(), active.copy(), misses.copy(), clock - self._t_start)
+        if self._trace[0].size:
+            new = [np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)]
+        self._trace = new
         self.counts[E.C_TRACE] = 0
         stride = int(self.ctl_i[E.TRACE_EVERY])
         while self._trace[0].size > TRACE_POINTS:
@@ -406,18 +408,14 @@ class Solver:
     def _result(self, status: int, gap: float) -> BinaryResult:
         """Statistics, rho and the objective at the end of the loop."""
         n_iter = int(self.ctl_i[E.N_ITER])
-        last = self._trace[0][-1:]
-        if last.size == 0 or last[0] != n_iter:  # the final state, always
-            final = (
-                n_iter,
-                gap,
-                self.n_active,
-                self.cache.misses,
-                time.perf_counter() - self._t_start,
-            )
-            self._trace = [np.append(v, x) for v, x in zip(self._trace, final, strict=True)]
-        for name, v in zip(TRACES, self._trace, strict=True):
-            self.stats.traces[name].extend(v.tolist())
+        traces = [self.stats.traces[name] for name in TRACES]
+        for trace, v in zip(traces, self._trace, strict=True):
+            trace.extend(v.tolist())
+        if not self._trace[0].size or self._trace[0][-1] != n_iter:  # the final state, always
+            seconds = time.perf_counter() - self._t_start
+            final = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
+            for trace, x in zip(traces, final, strict=True):
+                trace.append(x)
         self._sync()
         st = self.stats
         st.add("n_iter", n_iter)
@@ -439,7 +437,7 @@ class Solver:
         self.comm.record("allgather", int(sum(rounds)), int(nbytes), comm_seconds)
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
-        rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
+        rows = np.flatnonzero(self.active) if approximate else np.arange(self.y.size)
         rho, r = rho_and_r(self.comm, rows, self.y, self.alpha, self.C, self.G, self.nu)
         sv = self.alpha != 0  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
         obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] + self.p[sv]))

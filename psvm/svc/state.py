@@ -108,9 +108,12 @@ def fill_start(comm, C: np.ndarray, total: float) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def bias_bounds(rows, y, alpha, C, G):
-    """LIBSVM's bounds on rho over ``rows``' bound vectors: (ub, lb) of y_t G_t."""
+def bias_terms(rows, y, alpha, C, G):
+    """LIBSVM's bounds on rho over ``rows``' bound vectors, (ub, lb) of y_t G_t, and the
+    y_t G_t of its free ones, in one pass."""
     ub, lb = np.inf, -np.inf
+    free = np.empty(rows.size)
+    k = 0
     for q in range(rows.size):
         t = rows[q]
         yg = y[t] * G[t]
@@ -124,7 +127,10 @@ def bias_bounds(rows, y, alpha, C, G):
                 ub = min(ub, yg)
             else:
                 lb = max(lb, yg)
-    return ub, lb
+        else:
+            free[k] = yg
+            k += 1
+    return ub, lb, free[:k]
 
 
 def rho_and_r(comm, rows, y, alpha, C, G, nu: bool) -> tuple[float, float]:
@@ -144,9 +150,7 @@ def rho_and_r(comm, rows, y, alpha, C, G, nu: bool) -> tuple[float, float]:
 def _side(comm, rows, y, alpha, C, G) -> float:
     """Mean of y_t G_t over the free variables of ``rows`` (all ranks, summed exactly), else
     the midpoint of LIBSVM's bounds from the bound ones."""
-    ub, lb = bias_bounds(rows, y, alpha, C, G)
+    ub, lb, free = bias_terms(rows, y, alpha, C, G)
     ub, lb = comm.min_(ub), comm.max_(lb)
-    a, c, g = alpha[rows], C[rows], G[rows]
-    free = (a > 0) & (a < c)
-    nf = comm.sum_(int(np.count_nonzero(free)))
-    return comm.exact_sum(y[rows][free] * g[free]) / nf if nf > 0 else float((ub + lb) / 2)
+    nf = comm.sum_(int(free.size))
+    return comm.exact_sum(free) / nf if nf > 0 else float((ub + lb) / 2)
