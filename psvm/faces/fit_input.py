@@ -103,7 +103,7 @@ def fit_input(
         every_class_weighted=every_class_weighted,
         labelled=labelled,
     )
-    if sharded:
+    if sharded or comm.size == 1:
         rows = slice(0, Xc.shape[0])
     else:  # the whole set on every rank: keep a block of similar work
         offsets = nnz_balanced_offsets(np.diff(Xc.indptr), comm.size)
