@@ -6,7 +6,6 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from psvm.kernels import restrict_columns
 
 
 def gather_csr(comm, indptr, indices, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -56,7 +55,10 @@ def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
         used = np.unique(comm.allgatherv(used))
     if used.size in (0, X.shape[1]):
         return X
-    return restrict_columns(X, used)
+    # every local index is used: the map is a lookup (restrict_columns' search: 1.8 ms, digits)
+    column = np.zeros(X.shape[1], dtype=np.int32 if used.size < 2**31 else np.int64)
+    column[used] = np.arange(used.size)
+    return sp.csr_matrix((X.data, column[X.indices], X.indptr), shape=(X.shape[0], used.size))
 
 
 def used_columns(indices: np.ndarray, n_columns: int) -> np.ndarray:
