@@ -7,7 +7,6 @@ import scipy.sparse as sp
 from numba import njit
 
 
-
 def gather_csr(comm, indptr, indices, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All ranks' CSR rows stacked in rank order, as arrays, on every rank (collective)."""
     if comm.size == 1:
