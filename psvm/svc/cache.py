@@ -41,11 +41,12 @@ def new_cache(width: int, n_slots: int) -> tuple:
     meta = np.zeros(N_META, dtype=np.int64)
     meta[HEAD] = meta[TAIL] = -1
     meta[WIDTH], meta[SLOTS], meta[MASK] = width, n_slots, size - 1
+    links = np.full((3, n_slots), -1, dtype=np.int64)
     return (
         np.empty(n_slots * max(width, 1)),  # pool: untouched pages cost no memory
-        np.full(n_slots, -1, dtype=np.int64),  # keys
-        np.full(n_slots, -1, dtype=np.int64),  # prev (towards the most recent)
-        np.full(n_slots, -1, dtype=np.int64),  # next (towards the least recent)
+        links[0],  # keys
+        links[1],  # prev (towards the most recent)
+        links[2],  # next (towards the least recent)
         np.full(size, -1, dtype=np.int64),  # table: hash -> slot
         np.zeros(n_slots, dtype=np.bool_),  # complete
         np.zeros(0, dtype=np.int64),  # missing positions of incomplete columns

@@ -9,6 +9,7 @@ class, so every rank ends with the same :class:`~psvm.model.SVCModel`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache, partial
@@ -171,6 +172,22 @@ def open_checkpoint(comm, config, shard, C_row, cfg, classes, gamma) -> Checkpoi
     return Checkpoint(comm, config, fingerprint(comm, shard, C_row, cfg, classes, gamma))
 
 
+def _solve_pair(comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int) -> BinaryResult:
+    """Class pair ``pair``'s result: from the checkpoint if it finished there, else solved
+    (and recorded in the checkpoint)."""
+    done = None if ck is None else ck.finished_pair(pair, problem.offset, problem.y.size)
+    if done is not None:
+        return BinaryResult(**done)
+    name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
+    pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
+    res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
+    check_finite(res, f"in class pair {pair + 1} of {n_pairs}")
+    if ck is not None:
+        scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
+        ck.pair_solved(pair, res.alpha, scalars)
+    return res
+
+
 def fit_ovo(
     comm,
     shard,
@@ -216,54 +233,41 @@ def fit_ovo(
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
     rho, n_iter, objective, status, approximate, r = [], [], [], 0, False, []
-    pair, n_pairs = -1, k * (k - 1) // 2
-    for a in range(k):
-        for b in range(a + 1, k):
-            pair += 1
-            rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
-            first = cls[rows] == a
-            problem = BinaryProblem(
-                X=take_rows(*Xc_arrays, rows),
-                n_features=Xc.shape[1],
-                y=np.where(first, 1.0, -1.0),
-                C=C_row[rows],
-                offset=comm.exscan_sum(rows.size),
-                n_samples=comm.sum_(int(rows.size)),
-                max_row_nnz=shard.max_row_nnz,
-                sq=sq[rows],
-                diag=diag[rows],
-            )
-            if nu:
-                nu_start(comm, problem, cfg.nu, sample_weight is not None)
-            done = None if ck is None else ck.finished_pair(pair, problem.offset, rows.size)
-            if done is not None:
-                res = BinaryResult(**done)
-            else:
-                name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
-                pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
-                res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
-                check_finite(res, f"in class pair {pair + 1} of {n_pairs}")
-                if ck is not None:
-                    scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
-                    ck.pair_solved(pair, res.alpha, scalars)
-            scale = 1.0 / res.r if nu else 1.0  # solve_nu_svc: alpha y / r, rho / r, obj / r^2
-            sv = res.alpha > 0
-            is_sv[rows[sv]] = True
-            ya = problem.y * res.alpha * scale
-            coef[b - 1, rows[first]] = ya[first]
-            coef[a, rows[~first]] = ya[~first]
-            rho.append(res.rho * scale)
-            r.append(res.r)
-            n_iter.append(res.n_iter)
-            objective.append(res.objective * scale * scale)
-            status = max(status, res.status)
-            approximate |= res.approximate
-            if log is not None or comm.size > 1:  # collective: every rank, if any logs
-                note = f"C = {scale:f}" if nu else None
-                shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
-                summary = pair_summary(comm, problem, shown, note=note)
-                if log is not None:
-                    log(summary)
+    n_pairs = k * (k - 1) // 2
+    for pair, (a, b) in enumerate(itertools.combinations(range(k), 2)):
+        rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
+        first = cls[rows] == a
+        problem = BinaryProblem(
+            X=take_rows(*Xc_arrays, rows),
+            n_features=Xc.shape[1],
+            y=np.where(first, 1.0, -1.0),
+            C=C_row[rows],
+            offset=comm.exscan_sum(rows.size),
+            n_samples=comm.sum_(int(rows.size)),
+            max_row_nnz=shard.max_row_nnz,
+            sq=sq[rows],
+            diag=diag[rows],
+        )
+        if nu:
+            nu_start(comm, problem, cfg.nu, sample_weight is not None)
+        res = _solve_pair(comm, problem, cfg, stats, log, ck, pair, n_pairs)
+        scale = 1.0 / res.r if nu else 1.0  # solve_nu_svc: alpha y / r, rho / r, obj / r^2
+        is_sv[rows[res.alpha > 0]] = True
+        ya = problem.y * res.alpha * scale
+        coef[b - 1, rows[first]] = ya[first]
+        coef[a, rows[~first]] = ya[~first]
+        rho.append(res.rho * scale)
+        r.append(res.r)
+        n_iter.append(res.n_iter)
+        objective.append(res.objective * scale * scale)
+        status = max(status, res.status)
+        approximate |= res.approximate
+        if log is not None or comm.size > 1:  # collective: every rank, if any logs
+            note = f"C = {scale:f}" if nu else None
+            shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
+            summary = pair_summary(comm, problem, shown, note=note)
+            if log is not None:
+                log(summary)
     local = np.flatnonzero(is_sv)
     sv_cls = comm.allgatherv(cls[local])
     sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)

@@ -62,6 +62,7 @@ PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
+_NO_TRACE = tuple(np.empty(0, dtype=t) for t in (np.int64, float, np.int64, np.int64, float))
 
 
 class Solver:
@@ -95,7 +96,7 @@ class Solver:
             self.row_of %= max(self.K.n, 1)
         self.gid = problem.global_index()
         self.QD = self.K.diag[self.row_of]
-        self.p = -np.ones(n) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
+        self.p = np.full(n, -1.0) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
         self.alpha = np.zeros(n) if problem.alpha0 is None else np.array(problem.alpha0, float)
         self.G = self.p.copy()
         self.active = np.ones(n, dtype=bool)
@@ -194,7 +195,7 @@ class Solver:
         self.timers = np.zeros(E.N_TIMERS)
         self._ts = np.zeros(2, dtype=np.int64)
         self._trace_arrays(1000)
-        self._trace = [np.empty(0, dtype=a.dtype) for a in self.trace]
+        self._trace = _NO_TRACE
 
     def _trace_arrays(self, budget: int) -> None:
         cap = budget // int(self.ctl_i[E.TRACE_EVERY]) + 2
@@ -211,17 +212,21 @@ class Solver:
         """Make ``rows`` (sorted local variables) the window: gather its arrays from local
         order. Its kernel holds a row per variable (an SVR row twice, when both are in)."""
         self.win = rows
-        self.pos = np.full(self.y.size, -1, dtype=np.int64)  # local variable -> window position
-        self.pos[rows] = np.arange(rows.size)
-        self.in_window[:] = False
-        self.in_window[rows] = True
         full = rows.size == self.y.size  # then the window arrays are the local ones
+        if full:  # every variable, in order
+            self.pos = np.arange(rows.size, dtype=np.int64)  # local variable -> window position
+            self.in_window[:] = True
+        else:
+            self.pos = np.full(self.y.size, -1, dtype=np.int64)
+            self.pos[rows] = np.arange(rows.size)
+            self.in_window[:] = False
+            self.in_window[rows] = True
         take = (lambda a: a) if full else (lambda a: a[rows])
         self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.QD)
         self.walpha, self.wG = take(self.alpha), take(self.G)
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
-        vrow = self.row_of[rows]
+        vrow = take(self.row_of)
         kpos = np.zeros(0, dtype=np.int64)  # window position -> kernel row: the same
         if self.per_row == 1:
             self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, vrow)
@@ -244,8 +249,10 @@ class Solver:
             self._up[:w],
             self._low[:w],
             self._obj[:w],
-            np.arange(self.window_kernel.n, dtype=np.int64),
-            self.gid[rows],
+            self.pos
+            if full and self.per_row == 1
+            else np.arange(self.window_kernel.n, dtype=np.int64),
+            take(self.gid),
             vrow,
             kpos,
         )
