@@ -91,8 +91,9 @@ def plain_input(X, y) -> bool:
         return False
     if type(y) is not np.ndarray or y.ndim != 1 or y.shape[0] != X.shape[0] or 0 in X.shape:
         return False
-    if not np.isfinite(values.sum()):  # a NaN or inf (or an overflowing sum): the full check
-        return False
+    with np.errstate(over="ignore"):
+        if not np.isfinite(values.sum()):  # a NaN or inf (or an overflow): the full check
+            return False
     if y.dtype.kind in "biu":
         return True
     # scikit-learn's integral test (type_of_target), where its int cast is exact
