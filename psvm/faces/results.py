@@ -53,7 +53,7 @@ def jsonable(obj):
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, (list, tuple)):
-        if all(type(v) in _PLAIN for v in obj):  # a trace: already plain, keep it whole
+        if all(map(_PLAIN.__contains__, map(type, obj))):  # a trace: plain already, keep it
             return list(obj)
         return [jsonable(v) for v in obj]
     if isinstance(obj, np.generic):
