@@ -400,10 +400,13 @@ class Solver:
         if not k:
             return
         it, gap, active, misses, clock = (a[:k] for a in self.trace)
-        new = (it.copy(), gap.copy(), active.copy(), misses.copy(), clock - self._t_start)
+        new = (it, gap, active, misses, clock - self._t_start)
         if self._trace[0].size:
-            new = [np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)]
-        self._trace = new
+            self._trace = [
+                np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)
+            ]
+        else:  # the solve's first samples (copies: the engine's arrays are reused)
+            self._trace = [it.copy(), gap.copy(), active.copy(), misses.copy(), new[-1]]
         self.counts[E.C_TRACE] = 0
         stride = int(self.ctl_i[E.TRACE_EVERY])
         while self._trace[0].size > TRACE_POINTS:

@@ -1,4 +1,4 @@
-"""Whole-shard helpers: numba reductions over the dual state, and row gathering."""
+"""Whole-shard helpers: numba reductions over the dual state, row gathering, dense X to CSR."""
 
 from __future__ import annotations
 
