@@ -161,7 +161,9 @@ def solver_config(comm, shard, params: dict) -> SVCConfig:
     that the ranks compute kernels with the same bits (collective)."""
     if comm.size > 1:
         check_same_arithmetic(comm)
-    x_var = global_variance(comm, shard.X, shard.n_samples, shard.n_features)
+    x_var = 0.0  # only gamma='scale' reads it (every rank has the same params)
+    if params["gamma"] == "scale":
+        x_var = global_variance(comm, shard.X, shard.n_samples, shard.n_features)
     return make_svc_config(params, shard.n_features, x_var)
 
 
