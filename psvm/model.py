@@ -55,7 +55,8 @@ class SVCModel:
     svm_type : str, default="c_svc"
         LIBSVM's name of the type (:data:`SVM_TYPES`).
     trusted : bool, default=False
-        Skip ``validate``: a model a solver has just built.
+        A model a solver has just built: its support vectors are canonical float64 CSR
+        already, and ``validate`` is skipped.
 
     Raises
     ------
@@ -80,7 +81,8 @@ class SVCModel:
     def __post_init__(self, trusted: bool = False) -> None:
         self.classes = np.asarray(self.classes)
         self.n_support = np.asarray(self.n_support, dtype=np.int64)
-        self.support_vectors = canonical_csr(self.support_vectors)
+        if not trusted:  # (a solver's support vectors are rows of its canonical CSR input)
+            self.support_vectors = canonical_csr(self.support_vectors)
         self.dual_coef = np.ascontiguousarray(self.dual_coef, dtype=np.float64)  # one BLAS path
         self.rho = np.asarray(self.rho, dtype=np.float64)
         if not trusted:
