@@ -239,16 +239,17 @@ def fit_ovo(
     for pair, (a, b) in enumerate(itertools.combinations(range(k), 2)):
         rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
         first = cls[rows] == a
+        every = rows.size == y.size  # (two classes: the shard itself, not a copy)
         problem = BinaryProblem(
-            X=take_rows(*Xc_arrays, rows),
+            X=Xc_arrays if every else take_rows(*Xc_arrays, rows),
             n_features=Xc.shape[1],
             y=np.where(first, 1.0, -1.0),
             C=C_row[rows],
             offset=comm.exscan_sum(rows.size),
             n_samples=comm.sum_(int(rows.size)),
             max_row_nnz=shard.max_row_nnz,
-            sq=sq[rows],
-            diag=diag[rows],
+            sq=sq if every else sq[rows],
+            diag=diag if every else diag[rows],
         )
         if nu:
             nu_start(comm, problem, cfg.nu, sample_weight is not None)
