@@ -7,7 +7,7 @@ and prediction can be checked line by line against ``svm_predict_values``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,9 @@ class SVCModel:
         Precomputed kernels: K(x, SV s) is in column ``serial_s - gram_offset`` of
         an input row; 0 for LIBSVM's rows (column 0 holds a serial number), 1 for
         scikit-learn's Gram matrices (column j holds K(x, x_{j+1})).
+    trusted : bool, default=False
+        A model a solver has just built: its support vectors are canonical float64 CSR
+        already, and ``validate`` is skipped.
 
     Raises
     ------
@@ -81,14 +84,17 @@ class SVCModel:
     meta: dict = field(default_factory=dict)
     svm_type: str = "c_svc"
     gram_offset: int = 0
+    trusted: InitVar[bool] = False  # built by a solver: consistent, no need to validate
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, trusted: bool = False) -> None:
         self.classes = np.asarray(self.classes)
         self.n_support = np.asarray(self.n_support, dtype=np.int64)
-        self.support_vectors = canonical_csr(self.support_vectors)
+        if not trusted:  # (a solver's support vectors are rows of its canonical CSR input)
+            self.support_vectors = canonical_csr(self.support_vectors)
         self.dual_coef = np.ascontiguousarray(self.dual_coef, dtype=np.float64)  # one BLAS path
         self.rho = np.asarray(self.rho, dtype=np.float64)
-        self.validate()
+        if not trusted:
+            self.validate()
         sv = self.support_vectors
         if self.n_features is not None and sv.shape[1] < self.n_features:
             # One canonical width, so models equal field by field compare equal.

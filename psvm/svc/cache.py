@@ -37,15 +37,16 @@ def _slots(budget: int, width: int, n_global: int) -> int:
 
 
 def new_cache(width: int, n_slots: int) -> tuple:
-    size = 1 << int(np.ceil(np.log2(2 * n_slots)))
+    size = 1 << (2 * n_slots - 1).bit_length()  # the power of two >= 2 n_slots
     meta = np.zeros(N_META, dtype=np.int64)
     meta[HEAD] = meta[TAIL] = -1
     meta[WIDTH], meta[SLOTS], meta[MASK] = width, n_slots, size - 1
+    links = np.full((3, n_slots), -1, dtype=np.int64)
     return (
         np.empty(n_slots * max(width, 1)),  # pool: untouched pages cost no memory
-        np.full(n_slots, -1, dtype=np.int64),  # keys
-        np.full(n_slots, -1, dtype=np.int64),  # prev (towards the most recent)
-        np.full(n_slots, -1, dtype=np.int64),  # next (towards the least recent)
+        links[0],  # keys
+        links[1],  # prev (towards the most recent)
+        links[2],  # next (towards the least recent)
         np.full(size, -1, dtype=np.int64),  # table: hash -> slot
         np.zeros(n_slots, dtype=np.bool_),  # complete
         np.zeros(0, dtype=np.int64),  # missing positions of incomplete columns
@@ -176,6 +177,11 @@ def carry(c, s, g):
     return True, complete
 
 
+# no previous window (a new cache): an empty cache that nothing writes (a column is carried
+# only when found there), shared by every solver
+_NO_OLD = _with_old((), new_cache(0, 2), np.zeros(0, dtype=np.int64))
+
+
 class ColumnCache:
     """The cache's arrays (:attr:`arrays`) for a window of all ``n_local`` rows, within
     ``cache_mb`` MB."""
@@ -184,12 +190,7 @@ class ColumnCache:
         self.n_global = n_global
         n = max(n_local, 1)
         self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * max(n_global, 1)))
-        empty = new_cache(0, 2)
-        self.arrays = _with_old(
-            new_cache(n_local, _slots(self.budget, n_local, n_global)),
-            empty,
-            np.zeros(0, dtype=np.int64),
-        )
+        self.arrays = new_cache(n_local, _slots(self.budget, n_local, n_global)) + _NO_OLD
 
     @property
     def hits(self) -> int:

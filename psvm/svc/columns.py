@@ -76,10 +76,13 @@ class LocalKernel:
         self._build(*csr_arrays(X), X.shape[1], kparams)
 
     @classmethod
-    def of_arrays(cls, indptr, indices, data, n_features: int, kparams: tuple) -> LocalKernel:
-        """The kernel over CSR arrays (:func:`~psvm.kernels.csr_arrays`' dtypes)."""
+    def of_arrays(
+        cls, indptr, indices, data, n_features: int, kparams: tuple, sq=None, diag=None
+    ) -> LocalKernel:
+        """The kernel over CSR arrays (:func:`~psvm.kernels.csr_arrays`' dtypes); the rows'
+        squared norms and kernel diagonal are computed unless given."""
         self = cls.__new__(cls)
-        self._build(indptr, indices, data, n_features, kparams)
+        self._build(indptr, indices, data, n_features, kparams, sq, diag)
         return self
 
     @classmethod
