@@ -242,8 +242,10 @@ def fit_ovo(
     Xc, X = solver_rows(comm, X, cfg.kernel)
     Xc_arrays = csr_arrays(Xc)
     kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
-    sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(y.size))  # once for every pair
-    diag = kernel_diag(sq, *kp, np.empty(y.size))
+    sq = diag = None  # a precomputed kernel's serials and diagonal: each pair's kernel
+    if cfg.kernel != "precomputed":  # norms and diagonal once for every pair
+        sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(y.size))
+        diag = kernel_diag(sq, *kp, np.empty(y.size))
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
@@ -261,8 +263,8 @@ def fit_ovo(
             offset=comm.exscan_sum(rows.size),
             n_samples=comm.sum_(int(rows.size)),
             max_row_nnz=shard.max_row_nnz,
-            sq=sq if every else sq[rows],
-            diag=diag if every else diag[rows],
+            sq=sq if every or sq is None else sq[rows],
+            diag=diag if every or diag is None else diag[rows],
         )
         if nu:
             nu_start(comm, problem, cfg.nu, sample_weight is not None)
