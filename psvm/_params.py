@@ -25,7 +25,15 @@ HEURISTICS = tuple(POLICIES)
 # (geometric mean; docs/heuristics.md)
 DEFAULT_HEURISTIC = "frequent"
 RECONSTRUCTIONS = ("single", "multi", "approximate")
+# the default reconstruction per svm_type: 'multi' for the regressors, whose eliminated rows
+# turn into violators far more often (docs/performance.md: "Why epsilon-SVR took more ...")
+REGRESSORS = ("epsilon_svr", "nu_svr")
 SELECTIONS = {"first": FIRST_ORDER, "second": SECOND_ORDER}
+
+
+def default_reconstruction(svm_type: str) -> str:
+    """'multi' for epsilon-SVR and nu-SVR, 'single' for the other types."""
+    return "multi" if svm_type in REGRESSORS else "single"
 
 
 class ParameterError(ValueError):
@@ -111,7 +119,7 @@ def validate_svc_params(
     max_iter=-1,
     selection="second",
     heuristic=DEFAULT_HEURISTIC,
-    reconstruction="single",
+    reconstruction=None,
     class_weight=None,
     verbose=False,
 ) -> dict:
@@ -120,6 +128,7 @@ def validate_svc_params(
     Use :func:`make_svc_config` to resolve ``gamma`` once the data is known.
     ``nu`` is used (and checked, as LIBSVM's svm_check_parameter does) by
     nu_svc, one_class and nu_svr only, ``epsilon`` by epsilon_svr only.
+    ``reconstruction`` None is the type's default (:func:`default_reconstruction`).
     """
     svm_type = _choice("svm_type", svm_type, SVM_TYPES)
     if svm_type in ("nu_svc", "one_class", "nu_svr"):
@@ -140,7 +149,11 @@ def validate_svc_params(
         max_iter=int(check_number("max_iter", max_iter, kind=numbers.Integral, low=-1)),
         selection=_choice("selection", selection, SELECTIONS),
         heuristic=_choice("heuristic", heuristic, HEURISTICS),
-        reconstruction=_choice("reconstruction", reconstruction, RECONSTRUCTIONS),
+        reconstruction=_choice(
+            "reconstruction",
+            default_reconstruction(svm_type) if reconstruction is None else reconstruction,
+            RECONSTRUCTIONS,
+        ),
         verbose=bool(verbose),
     )
     if max_iter == 0:

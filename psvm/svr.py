@@ -24,8 +24,12 @@ class SVR(RegressorMixin, SingleModelSVM):
         Regularization parameter; ``C * sample_weight[i]`` bounds sample i.
     epsilon : float, default=0.1
         Width of the tube in which errors cost nothing; >= 0.
-    shrinking, heuristic, reconstruction, selection, n_threads, n_jobs, comm, \
-distributed, checkpoint, checkpoint_seconds, checkpoint_iters, resume
+    reconstruction : {'single', 'multi', 'approximate'}, default='multi'
+        As :class:`psvm.SVC`; 'multi' by default: eliminated samples of a
+        regression turn into violators far more often than a classifier's
+        (docs/performance.md).
+    shrinking, heuristic, selection, n_threads, n_jobs, comm, distributed, \
+checkpoint, checkpoint_seconds, checkpoint_iters, resume
         As :class:`psvm.SVC`.
 
     Attributes
@@ -74,7 +78,7 @@ distributed, checkpoint, checkpoint_seconds, checkpoint_iters, resume
         verbose=False,
         max_iter=-1,
         heuristic=None,
-        reconstruction="single",
+        reconstruction="multi",
         selection="second",
         n_threads=None,
         n_jobs=None,
@@ -164,7 +168,7 @@ class NuSVR(SVR):
         verbose=False,
         max_iter=-1,
         heuristic=None,
-        reconstruction="single",
+        reconstruction="multi",
         selection="second",
         n_threads=None,
         n_jobs=None,

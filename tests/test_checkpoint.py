@@ -199,3 +199,21 @@ def test_estimator_resumes_to_the_same_model(tmp_path, a9a):
         SVC(resume=True).fit(X, y)
     with pytest.raises(ValueError, match="other data or parameters"):
         SVC(C=1, checkpoint=ckpt, resume=True).fit(X, y)
+
+
+@pytest.mark.parametrize("kind", ["SVR", "NuSVR"])
+def test_regressor_resumes_to_the_same_model(tmp_path, shared_data, kind):
+    """Two variables per row: the checkpoint's fingerprint takes one bound per row."""
+    import psvm
+
+    X, y = load_head(shared_data / "abalone_scale.xz")
+    ckpt = tmp_path / "svr.ckpt"
+    est = getattr(psvm, kind)
+    kw = dict(C=10, gamma=0.5, checkpoint=ckpt, checkpoint_iters=1000)
+    ref = est(**kw).fit(X, y)
+    assert ref.fit_stats_["counts"]["n_checkpoint"] >= 2 and ckpt.exists()
+    got = est(**kw, resume=True).fit(X, y)
+    assert 0 < got.fit_stats_["values"]["resumed_at_iter"] < ref.n_iter_
+    np.testing.assert_array_equal(got.support_, ref.support_)
+    np.testing.assert_array_equal(got.dual_coef_.toarray(), ref.dual_coef_.toarray())
+    np.testing.assert_array_equal(got.intercept_, ref.intercept_)

@@ -62,7 +62,11 @@ FLAGS = {
     "--cv-parallel": ("cv_parallel", str, "-v: folds, rows or auto (default; docs/cli.md)"),
     "-o": ("n_threads", int, "threads per rank (default 0: the node's cores / its ranks)"),
     "--heuristic": ("heuristic", str, "elimination heuristic (default frequent; -h 0: none)"),
-    "--reconstruction": ("reconstruction", str, "single, multi or approximate (default single)"),
+    "--reconstruction": (
+        "reconstruction",
+        str,
+        "single, multi or approximate (default single; multi for -s 3 and 4)",
+    ),
     "--selection": ("selection", str, "working set selection: first or second (default second)"),
     "--max-iter": ("max_iter", int, "iteration limit per binary problem (default: no limit)"),
     "--n-features": ("n_features", int, "number of features (default: largest index in the file)"),
@@ -145,7 +149,7 @@ def svc_params(opts: dict) -> dict:
             max_iter=opts.get("max_iter", -1),
             selection=opts.get("selection", "second"),
             heuristic=opts.get("heuristic", DEFAULT_HEURISTIC),
-            reconstruction=opts.get("reconstruction", "single"),
+            reconstruction=opts.get("reconstruction"),  # None: the type's default
             class_weight=opts["class_weight"],
         )
 

@@ -70,7 +70,8 @@ NONE = -1  # no event: the iteration goes on
 # integer controls (``ctl_i``)
 (MAX_ITER_, ITER_BUDGET, FIRST_ORDER, PERIOD, NEED, READY, OFFSET, N_SAMPLES, N_ITER, N_ACTIVE,
  ROW_WIDTH, CK_ITERS, CLOCK_DONE, HAS_DEPARTURES, TRACE_EVERY, LAST_TRACE, RANK, CLOCK_FN,
- START, N_CTL_I) = range(20)  # fmt: skip
+ START, PER_ROW, N_KEEP, N_CTL_I) = range(22)  # fmt: skip
+# N_KEEP: the window's variables a cut keeps (SVR: both variables of a row with an active one)
 # float controls (``ctl_f``)
 TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
 # outputs (``out``): the gap and the extremes at the last test (those of the rows with
@@ -80,7 +81,7 @@ GAP_OUT, M_OUT, MINUS_M_OUT, M_NEG_OUT, MINUS_M_NEG_OUT, N_OUT = range(6)
 C_ELIMINATED, C_TIMED, C_TRACE, C_ROUND1, C_ROUND2, N_COUNTS = range(6)
 T_SELECT, T_COMM, T_KERNEL, T_UPDATE, N_TIMERS = range(5)
 # the INFO block after the two packets of round 1
-INFO_CLOCK, INFO_ACTIVE, INFO_WINDOW, INFO = range(4)
+INFO_CLOCK, INFO_ACTIVE, INFO_KEEP, INFO_WINDOW, INFO = range(5)
 TIMED_EVERY = 64  # iterations per timed one
 
 
@@ -95,8 +96,8 @@ def _from_pre1(kernel_id, v):
     return v
 
 
-@inner
-def _miss(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
+@njit(cache=True, nogil=True)
+def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
     """Fill slot s (a miss, or a hit on an incomplete column): carry the column over from
     the previous window if it is there, then compute the rows it still lacks, or all."""
     if not hit:
@@ -106,26 +107,20 @@ def _miss(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
             cache[cc.META][cc.MISSES] -= 1
             if complete:
                 return
-    _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit)
+    _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
 
 
-@inner
-def _compute(cache, ker, kp, packet, row_width, all_pos, kpos, idx, part, s, hit):
+@njit(cache=True, nogil=True)
+def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
     """Fill slot s's column from the packet's row: rows that rejoined the window (a hit
-    on an incomplete column), or all of them (a miss). With ``kpos`` (SVR: the window's
-    kernel holds each distinct row once, ``kpos`` maps window positions to it) every row
-    is computed once and the column filled from it."""
+    on an incomplete column), or all of them (a miss). A column holds a value per
+    kernel row of the window (an SVR row's two variables share it)."""
     col = cc.column(cache[cc.POOL], cache[cc.META][cc.WIDTH], s)
     nnz = np.int64(packet[NNZ])
     for p in range(nnz):
         idx[p] = np.int32(packet[ROW + p])
     val = packet[ROW + row_width : ROW + row_width + nnz]
-    if kpos.size:
-        kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, part, ker[0][-1])
-        for q in range(kpos.size):
-            col[q] = part[kpos[q]]
-        cache[cc.COMPLETE][s] = True
-    elif hit:
+    if hit:
         missing, row_nnz = cache[cc.MISSING], ker[4]
         work = 0
         for q in range(missing.size):
@@ -153,10 +148,11 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     """SMO iterations until an event (returned); state, counters and traces updated in place.
 
     ``win``: the window's (variables, pos, y, alpha, C, G, QD, active, streak, up,
-    low, obj, all_pos, gid, vrow, kpos): its local variables, then per window position
+    low, obj, all_pos, gid, vrow): its local variables, then per window position
     their state, and their global indices and local rows (``all_pos``: the window
-    kernel's rows; ``kpos``: each position's row there, empty when they are the
-    positions); ``loc``: the local rows (sq, indptr, indices, data) for packets;
+    kernel's rows; with two variables per row, the window holds both variables of
+    its rows: the first ones, then the second ones, in ``all_pos``'s order);
+    ``loc``: the local rows (sq, indptr, indices, data) for packets;
     ``ker``, ``kp``: the window's kernel arrays and parameters
     (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s
     arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,
@@ -263,7 +259,7 @@ def _exchange(send1, recv1, base, window, mpi, ctl_i, ctl_f, counts, timers, ts,
     info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
     if ctl_i[RANK] == 0 and timed:
         info[INFO_CLOCK] = (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
-    info[INFO_ACTIVE], info[INFO_WINDOW] = ctl_i[N_ACTIVE], window
+    info[INFO_ACTIVE], info[INFO_KEEP], info[INFO_WINDOW] = ctl_i[N_ACTIVE], ctl_i[N_KEEP], window
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     counts[C_ROUND1] += 1
     if allgather(mpi, send1, recv1) != 0:
@@ -274,11 +270,11 @@ def _exchange(send1, recv1, base, window, mpi, ctl_i, ctl_f, counts, timers, ts,
         recv1[0, base + INFO_CLOCK] > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)
     ):
         return CLOCK, t
-    n_active = column_total(recv1, base + INFO_ACTIVE)
+    n_keep = column_total(recv1, base + INFO_KEEP)
     n_window = column_total(recv1, base + INFO_WINDOW)
     if ctl_i[HAS_DEPARTURES] and n_window == ctl_i[N_SAMPLES]:
         return ALL_BACK, t
-    if n_active < n_window and n_active <= ctl_f[RELAYOUT] * n_window:
+    if n_keep < n_window and n_keep <= ctl_f[RELAYOUT] * n_window:
         return CUT, t
     return NONE, t
 
@@ -351,18 +347,34 @@ def eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, need):
 @inner(_nrt=False)
 def shrink(win, ctl_i, out, counts):
     """The policy's elimination test against the gathered extremes (LIBSVM's do_shrinking)."""
-    _, _, y, alpha, C, G, _, act, streak = win[:9]
+    _, _, y, alpha, C, G, _, act, streak, up, low = win[:11]
     m, M, m_neg, M_neg = out[M_OUT], -out[MINUS_M_OUT], out[M_NEG_OUT], -out[MINUS_M_NEG_OUT]
     gone = eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, ctl_i[NEED])
     ctl_i[N_ACTIVE] -= gone
     counts[C_ELIMINATED] += gone
+    if gone:  # the rows that left bid no more (second_order reads the bids)
+        bids(y, alpha, C, G, act, up, low)
+    if ctl_i[PER_ROW] == 1:
+        ctl_i[N_KEEP] = ctl_i[N_ACTIVE]
+    elif gone:
+        ctl_i[N_KEEP] = kept_pairs(act)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def kept_pairs(act):
+    """The window variables a cut keeps with two variables per row (the window's first
+    variables, then its second ones): both of each row with an active one."""
+    h, n = act.size // 2, 0
+    for t in range(h):
+        n += act[t] or act[h + t]
+    return 2 * n
 
 
 @njit(cache=True, nogil=True, inline="always")
 def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j):
     """Column i; round 2, the partner j by the second-order gain (or I_low's best, first
     order); the two-variable step; column j; the gradient update. NONE or an event."""
-    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow, kpos = win
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
@@ -371,13 +383,13 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     # the cache's arrays one by one: the tuple's would cost a look-up each, every iteration
     s_i, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_i[RKEY]), -1)
     if not (hit and complete[s_i]):
-        _miss(cache, ker, kp, p_i, width, all_pos, kpos, idx, part, s_i, hit)
+        _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] != 0:
         p_j = recv1[r_j, size : 2 * size]
     else:  # r_j becomes the rank of round 2's winner
-        key, q = second_order(y, alpha, C, G, QD, act, col_i, out[M_OUT], p_i[DIAG], obj)
+        key, q = second_order(low, QD, col_i, out[M_OUT], p_i[DIAG], obj)
         pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
@@ -393,7 +405,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
     s_j, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(p_j[RKEY]), s_i)
     if not (hit and complete[s_j]):  # the slot of column i stays
-        _miss(cache, ker, kp, p_j, width, all_pos, kpos, idx, part, s_j, hit)
+        _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if r_i == ctl_i[RANK]:  # the owners set the new alphas (every rank has the step)
@@ -417,7 +429,7 @@ def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, tra
     width, off = ctl_i[ROW_WIDTH], ctl_i[OFFSET]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     for k, sign in ((0, 1.0), (2, -1.0)):
-        m, i, minus_M, j = best_of_sign(up, low, y, sign)
+        m, i, minus_M, j = _best_of_sign(up, low, y, sign, ctl_i[PER_ROW])
         part = send1[k * size : (k + 1) * size]
         pack(part, m, i, True, width, gid, vrow, off, y, alpha, G, C, QD, *loc)
         part = send1[(k + 1) * size : (k + 2) * size]
@@ -438,19 +450,31 @@ def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, tra
     return event, r_p, r_n
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
+def _best_of_sign(up, low, y, sign, per_row):
+    """:func:`psvm.svc.select.best_of_sign`; with two variables per row (nu-SVR) the
+    window's halves are the two signs, so the vectorised :func:`best` over one half."""
+    if per_row == 1:
+        return best_of_sign(up, low, y, sign)
+    h = y.size // 2
+    lo = 0 if sign > 0 else h
+    m, i, minus_M, j = best(up[lo : lo + h], low[lo : lo + h])
+    return m, i + lo if i >= 0 else -1, minus_M, j + lo if j >= 0 else -1
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def _key(recv, off, r):
     """The winning packet's key (at column ``off``), -inf when no rank has a candidate."""
     return recv[r, off + KEY] if r >= 0 else -np.inf
 
 
-@inner
-def _column(cache, ker, kp, packet, width, all_pos, kpos, idx, part, keep):
+@njit(cache=True, nogil=True)
+def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep):
     """The slot of ``packet``'s column, computed if missing; ``keep``'s slot stays."""
     _, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, np.int64(packet[RKEY]), keep)
     if not (hit and complete[s]):
-        _miss(cache, ker, kp, packet, width, all_pos, kpos, idx, part, s, hit)
+        _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit)
     return s
 
 
@@ -458,20 +482,20 @@ def _column(cache, ker, kp, packet, width, all_pos, kpos, idx, part, keep):
 def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n):
     """Solver_NU's round 2: the columns of both signs' i; j by the second-order gain against
     the i of its own sign; i is then that one; the step and the update as :func:`step`."""
-    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow, kpos = win
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, width_c = cache[cc.POOL], cache[cc.META][cc.WIDTH]
     size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_p = recv1[max(r_p, 0), :size]
     p_n = recv1[max(r_n, 0), 2 * size : 3 * size]
-    s_p = _column(cache, ker, kp, p_p, width, all_pos, kpos, idx, part, -1) if r_p >= 0 else -1
-    s_n = _column(cache, ker, kp, p_n, width, all_pos, kpos, idx, part, s_p) if r_n >= 0 else -1
+    s_p = _column(cache, ker, kp, p_p, width, all_pos, idx, part, -1) if r_p >= 0 else -1
+    s_n = _column(cache, ker, kp, p_n, width, all_pos, idx, part, s_p) if r_n >= 0 else -1
     col_p = cc.column(pool, width_c, s_p if s_p >= 0 else s_n)
     col_n = cc.column(pool, width_c, s_n if s_n >= 0 else s_p)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     key, q = second_order_nu(
-        y, alpha, C, G, QD, act, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
+        y, low, QD, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
     )
     pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
@@ -489,7 +513,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     p_i = p_p if pos else p_n
     K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-    s_j = _column(cache, ker, kp, p_j, width, all_pos, kpos, idx, part, s_i)
+    s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i)
     col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if r_i == ctl_i[RANK]:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from psvm.jit import inner
-
 TAU = 1e-12
 
 
@@ -37,37 +35,53 @@ def bids(y, alpha, C, G, act, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], G[t], act[t])
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def argmax_first(a, sign):
-    """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
+BLOCK = 512  # positions per block of the argmax passes (4 KB: in L1)
 
-    Eight running maxima, then a scan for the first equal entry: 5x faster than
-    numba's ``argmax`` (one dependent compare per element), and the same position.
-    """
-    n = a.size
-    if n < 64:  # short windows: one pass
-        k, m = 0, sign * a[0]
-        for t in range(1, n):
-            if sign * a[t] > m:
-                k, m = t, sign * a[t]
-        return k
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _block_max(a, sign):
+    """max of ``sign * a`` (-inf when empty): eight running maxima, vectorised. Callers pass
+    slices: loops over a slice vectorise where loops between bounds did not (3x slower)."""
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = -np.inf
-    n8 = n - n % 8
+    n8 = a.size - a.size % 8
     for t in range(0, n8, 8):
         v0, v1, v2, v3 = sign * a[t], sign * a[t + 1], sign * a[t + 2], sign * a[t + 3]
         v4, v5, v6, v7 = sign * a[t + 4], sign * a[t + 5], sign * a[t + 6], sign * a[t + 7]
         m0, m1, m2, m3 = max(m0, v0), max(m1, v1), max(m2, v2), max(m3, v3)
         m4, m5, m6, m7 = max(m4, v4), max(m5, v5), max(m6, v6), max(m7, v7)
     m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
-    for t in range(n8, n):
+    for t in range(n8, a.size):
         m = max(m, sign * a[t])
-    for t in range(n):
+    return m
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _first_equal(a, sign, m):
+    """First t with sign * a[t] == m (0 if none)."""
+    for t in range(a.size):
         if sign * a[t] == m:
             return t
     return 0
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
+def argmax_first(a, sign):
+    """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
+
+    Each block's maximum by eight running maxima (numba's ``argmax`` makes one
+    dependent compare per element, 5x slower), the first block holding the
+    largest kept, then a scan of that block alone: two passes' worth of reads
+    become one, wherever the maximum lies, and the position is the same.
+    """
+    bm, bb = -np.inf, 0
+    for lo in range(0, a.size, BLOCK):
+        m = _block_max(a[lo : lo + BLOCK], sign)
+        if m > bm:  # strictly: a later block with an equal maximum is not first
+            bm, bb = m, lo
+    return bb + _first_equal(a[bb : bb + BLOCK], sign, bm)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def best(up, low):
     """(m, i, -M, j) from the bids; an index is -1 when its set is empty. ``argmax`` takes
     the first maximum: ties go to the smaller position."""
@@ -99,43 +113,92 @@ def candidates(y, alpha, C, G, act, up, low):
     return best(up, low)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
-    """obj[t] = -(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it) for active t in I_low
-    with m + y_t G_t > 0 (a violating pair with i), else inf."""
-    for t in range(y.size):
-        yt = y[t]
-        low = (alpha[t] > 0.0) if yt > 0 else (alpha[t] < C[t])
-        grad_diff = m + yt * G[t]
-        quad = QD_i + QD[t] - 2.0 * K_i[t]
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _objectives(low, QD, K, m, QD_i, obj):
+    """obj[t] = -(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it) for t in I_low and active
+    (``low[t]`` = y_t G_t, else -inf) with m + y_t G_t > 0 (a violating pair with i),
+    else inf; the block's maximum of -obj."""
+    for t in range(low.size):
+        grad_diff = m + low[t]
+        quad = QD_i + QD[t] - 2.0 * K[t]
         quad = quad if quad > 0.0 else TAU
         o = -(grad_diff * grad_diff) / quad
-        obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
+        obj[t] = o if grad_diff > 0.0 else np.inf
+    return _block_max(obj, -1.0)
 
 
-@inner(_nrt=False)
-def second_order_nu(y, alpha, C, G, QD, act, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
-    """Solver_NU's j: each row is paired with the i of its own sign (column K_p or K_n,
-    extreme m_p or m_n); (objective, j) as :func:`second_order`."""
-    for t in range(y.size):
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _objectives_nu(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
+    """:func:`_objectives` pairing each row with the i of its own sign (Solver_NU)."""
+    for t in range(low.size):
         pos = y[t] > 0
-        low = (alpha[t] > 0.0) if pos else (alpha[t] < C[t])
-        grad_diff = (m_p if pos else m_n) + y[t] * G[t]
+        grad_diff = (m_p if pos else m_n) + low[t]
         quad = (QD_p + QD[t] - 2.0 * K_p[t]) if pos else (QD_n + QD[t] - 2.0 * K_n[t])
         quad = quad if quad > 0.0 else TAU
         o = -(grad_diff * grad_diff) / quad
-        obj[t] = o if (act[t] and low and grad_diff > 0.0) else np.inf
-    if obj.size == 0:
-        return np.inf, -1
-    j = argmax_first(obj, -1.0)
-    return (obj[j], j) if obj[j] < np.inf else (np.inf, -1)
+        obj[t] = o if grad_diff > 0.0 else np.inf
+    return _block_max(obj, -1.0)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def second_order(y, alpha, C, G, QD, act, K_i, m, QD_i, obj):
-    """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies."""
-    _second_order_objectives(y, alpha, C, G, QD, act, K_i, m, QD_i, obj)
-    if obj.size == 0:
+def second_order(low, QD, K_i, m, QD_i, obj):
+    """Local j by the second-order gain: (objective, j), j = -1 when no row qualifies.
+
+    ``low``: the bids for M (:func:`bid`: y_t G_t in active I_low, else -inf),
+    current after every gradient update and elimination. ``K_i`` holds a value
+    per kernel row of the window; with two variables per row (SVR) the window
+    holds each row's first variables, then its second ones, in the same row
+    order, so both halves read it. The objectives are computed block by block
+    and each block's minimum taken while it is in cache (:func:`argmax_first`).
+    """
+    h = max(K_i.size, 1)
+    bm, bb = -np.inf, 0
+    for off in range(0, low.size, h):
+        for lo in range(off, off + h, BLOCK):
+            hi, k = min(lo + BLOCK, off + h), lo - off
+            b = _objectives(low[lo:hi], QD[lo:hi], K_i[k : k + hi - lo], m, QD_i, obj[lo:hi])
+            if b > bm:
+                bm, bb = b, lo
+    return _lowest(obj, bm, bb)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def second_order_nu(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
+    """Solver_NU's j: each row is paired with the i of its own sign (column K_p or K_n,
+    extreme m_p or m_n); (objective, j) as :func:`second_order`. With two variables per
+    row (nu-SVR) each half of the window is one sign: the plain objectives of that sign."""
+    h = max(K_p.size, 1)
+    halves = low.size > h
+    bm, bb = -np.inf, 0
+    for off in range(0, low.size, h):
+        pos = y[off] > 0 if low.size else True
+        for lo in range(off, off + h, BLOCK):
+            hi, k = min(lo + BLOCK, off + h), lo - off
+            n = hi - lo
+            if halves:
+                b = _objectives(
+                    low[lo:hi],
+                    QD[lo:hi],
+                    (K_p if pos else K_n)[k : k + n],
+                    m_p if pos else m_n,
+                    QD_p if pos else QD_n,
+                    obj[lo:hi],
+                )
+            else:
+                b = _objectives_nu(
+                    y[lo:hi], low[lo:hi], QD[lo:hi], K_p[k : k + n], K_n[k : k + n], m_p,
+                    m_n, QD_p, QD_n, obj[lo:hi],
+                )  # fmt: skip
+            if b > bm:
+                bm, bb = b, lo
+    return _lowest(obj, bm, bb)
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _lowest(obj, bm, bb):
+    """(objective, j) of the first smallest objective, from the best block's maximum of
+    -obj (``bm``) and its start (``bb``); (inf, -1) when none is finite."""
+    if bm == -np.inf:
         return np.inf, -1
-    j = argmax_first(obj, -1.0)
-    return (obj[j], j) if obj[j] < np.inf else (np.inf, -1)
+    j = bb + _first_equal(obj[bb : bb + BLOCK], -1.0, bm)
+    return obj[j], j

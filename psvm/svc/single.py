@@ -95,7 +95,8 @@ def fit_single(
     weight = np.ones(n) if not weighted else np.asarray(sample_weight, dtype=np.float64)
     Xc, X = solver_rows(comm, X, cfg.kernel)
     problem = _problem(comm, cfg, Xc, shard, weight, weighted)
-    ck = open_checkpoint(comm, checkpoint, shard, problem.C, cfg, [], params["gamma"])
+    C_row = problem.C[:n]  # an SVR row's two variables share its bound
+    ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, [], params["gamma"])
     res = Solver(comm, problem, cfg, stats, log, ck).solve()
     check_finite(res, f"in the {cfg.svm_type} problem")
     coef = res.alpha[:n] - res.alpha[n:] if problem.per_row == 2 else res.alpha

@@ -113,7 +113,7 @@ class Solver:
             | ({self.policy.unshrink_gap} if self.policy.unshrink_gap and self.exact else set()),
             reverse=True,
         )
-        self.cache = ColumnCache(n, self.n_samples, config.cache_size)  # keyed by row
+        self.cache = ColumnCache(self.K.n, self.n_samples, config.cache_size)  # keyed by row
         self.row_width = max(problem.max_row_nnz, 1)
         self.packet_size = size = ROW + 2 * self.row_width
         self.info_at = (4 if self.nu else 2) * size  # round 1's packets, then its INFO block
@@ -148,16 +148,20 @@ class Solver:
             return a
         return a.reshape(-1, self.per_row).T.ravel()
 
-    def _gather_variables(self, local: np.ndarray) -> tuple[tuple, np.ndarray]:
-        """The rows of the local variables ``local`` of every rank, in global variable order
-        (an SVR shard's two variables make rank order differ from it), and the permutation
-        from rank order to it (collective): sums over them add in the same order for every P."""
-        K = self.K
-        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, self.row_of[local]))
-        order = np.argsort(self.comm.allgatherv(self.gid[local]), kind="stable")
-        if self.per_row == 1:  # rank order is global order: nothing to move
-            return F, order
-        return take_rows(*F, order), order
+    def _gather_rows(self, local: np.ndarray, coef: np.ndarray) -> tuple[tuple, np.ndarray]:
+        """The rows of the local variables ``local`` of every rank, each once, in global row
+        order, and ``coef`` (a row per variable, a column per sum) added per row: an SVR row's
+        two variables share x, so its kernel values are computed once (collective). Sums over
+        them add the same terms in the same order for every P."""
+        rows = self.row_of[local]
+        if self.per_row > 1:  # a row's first variable, then its second (``local`` is sorted)
+            rows, inv = np.unique(rows, return_inverse=True)
+            acc = np.zeros((rows.size, coef.shape[1]))
+            np.add.at(acc, inv, coef)
+            coef = acc
+        K, width = self.K, coef.shape[1]
+        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, rows))
+        return F, self.comm.allgatherv(np.ascontiguousarray(coef).ravel()).reshape(-1, width)
 
     def _start_gradient(self) -> None:
         """G = p + Q alpha0 for a start away from 0 (one-class, the nu types); collective.
@@ -166,11 +170,11 @@ class Solver:
         their kernel values against its rows: the same terms, in the same order, for every P.
         """
         nz = np.flatnonzero(self.alpha)
-        K = self.K
-        F, order = self._gather_variables(nz)
-        coef = self.comm.allgatherv(self.y[nz] * self.alpha[nz])[order]
-        if order.size and self.K.n:
-            acc = K.sums(F, coef, np.arange(K.n, dtype=np.int64))
+        F, coef = self._gather_rows(nz, (self.y[nz] * self.alpha[nz])[:, None])
+        moved = np.flatnonzero(coef[:, 0])  # nu-SVR: a row's a and a* cancel at the start
+        if moved.size and self.K.n:
+            K = self.K
+            acc = K.sums(take_rows(*F, moved), coef[moved, 0], np.arange(K.n, dtype=np.int64))
             self.G += self.y * acc[self.row_of]  # in place: the full window's arrays see it
 
     def _controls(self, problem: BinaryProblem, cfg: SVCConfig) -> None:
@@ -183,7 +187,7 @@ class Solver:
         ci[E.ITER_BUDGET] = 1000
         ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER and not self.nu  # NU: second only
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
-        ci[E.START] = policy.start(n)
+        ci[E.START], ci[E.PER_ROW] = policy.start(n), self.per_row
         ci[E.OFFSET], ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = self.offset, n, self.row_width
         ci[E.CK_ITERS] = 0 if self.checkpoint is None else self.checkpoint.cfg.iters
         ci[E.CLOCK_DONE], ci[E.LAST_TRACE] = 0, -1  # no checkpoint at the starting iteration
@@ -209,8 +213,10 @@ class Solver:
 
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
-        """Make ``rows`` (sorted local variables) the window: gather its arrays from local
-        order. Its kernel holds a row per variable (an SVR row twice, when both are in)."""
+        """Make ``rows`` (sorted local variables; with two per row, both of each row) the
+        window: gather its arrays from local order. Its kernel holds each row once: an SVR
+        window is its rows' first variables, then their second ones, in the same order,
+        and both halves read one column (as LIBSVM's ``SVR_Q``)."""
         self.win = rows
         full = rows.size == self.y.size  # then the window arrays are the local ones
         if full:  # every variable, in order
@@ -226,15 +232,10 @@ class Solver:
         self.walpha, self.wG = take(self.alpha), take(self.G)
         self.wact, self.wstreak = take(self.active), take(self.streak)
         # the kernel over the window's rows alone: columns cost O(window), contiguously
-        vrow = take(self.row_of)
-        kpos = np.zeros(0, dtype=np.int64)  # window position -> kernel row: the same
-        if self.per_row == 1:
-            self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, vrow)
-        else:  # SVR: each distinct row once; a column is computed on them, then spread
-            distinct, kpos = np.unique(vrow, return_inverse=True)
-            self.window_kernel = LocalKernel.of_rows(self.K, distinct)
-            kpos = kpos.astype(np.int64)
-        self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+        vrow = self.row_of[rows]
+        k_rows = vrow[: rows.size // self.per_row]
+        self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, k_rows)
+        self._count_active()
         w = rows.size
         self.window_arrays = (
             rows,
@@ -254,9 +255,22 @@ class Solver:
             else np.arange(self.window_kernel.n, dtype=np.int64),
             take(self.gid),
             vrow,
-            kpos,
         )
         self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
+
+    def _pairs(self, mask: np.ndarray) -> np.ndarray:
+        """``mask`` (over local variables or window positions) closed over rows: with two
+        variables per row, a row's both variables when either is set."""
+        if self.per_row == 1:
+            return mask
+        h = mask.size // 2
+        row = mask[:h] | mask[h:]
+        return np.concatenate((row, row))
+
+    def _count_active(self) -> None:
+        """The engine's counts of the window's active variables and of those a cut keeps."""
+        self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+        self.ctl_i[E.N_KEEP] = np.count_nonzero(self._pairs(self.wact))
 
     @property
     def n_active(self) -> int:
@@ -273,18 +287,19 @@ class Solver:
         """Make ``rows`` the window (state synced first); cached columns move with it."""
         old = self.pos
         self._set_window(rows)
-        self.cache.relayout(old[rows])
+        self.cache.relayout(old[rows[: rows.size // self.per_row]])  # by kernel row
         self.stats.add("n_relayout")
 
     def _shrink_window(self) -> None:
         """Cut the window to its active rows; the others go stale with an exact G (collective)."""
         self._sync()
+        keep = self._pairs(self.wact)
         if self.exact:
             if len(self.departures) >= MAX_DEPARTURES:  # bounds the snapshots' memory
                 with self.stats.timer("reconstruct"):
                     self._refresh_stale()
-            self.departures.leave(self.win[~self.wact], self.alpha)
-        self._relayout(self.win[self.wact])
+            self.departures.leave(self.win[~keep], self.alpha)
+        self._relayout(self.win[keep])
 
     def _refresh_stale(self) -> None:
         """Bring G of the stale rows up to date with the variables changed since they left
@@ -293,17 +308,16 @@ class Solver:
         if not len(dep):
             return
         changed, coef = dep.changes(self.y, self.alpha)
-        K = self.K
-        F, order = self._gather_variables(changed)
-        coef = self.comm.allgatherv(coef.ravel()).reshape(-1, len(dep))[order]
+        F, coef = self._gather_rows(changed, coef)
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
         for e in np.unique(epoch):
-            rows = stale[epoch == e]
+            var = stale[epoch == e]
             moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term
             if moved.size:
-                acc = K.sums(take_rows(*F, moved), coef[moved, e], self.row_of[rows])
-                self.G[rows] += self.y[rows] * acc
+                rows, inv = np.unique(self.row_of[var], return_inverse=True)
+                acc = self.K.sums(take_rows(*F, moved), coef[moved, e], rows)
+                self.G[var] += self.y[var] * acc[inv]
         dep.reset(stale, self.alpha)
 
     # -- the loop ----------------------------------------------------------
@@ -482,7 +496,7 @@ class Solver:
         self.alpha[:], self.G[:] = s["alpha"], s["G"]
         self.active[:] = s["active"] != 0
         self.streak[:] = s["streak"]
-        self._relayout(np.flatnonzero(s["window"] != 0))
+        self._relayout(np.flatnonzero(self._pairs(s["window"] != 0)))
         if s.get("departed"):  # stale rows were saved up to date, as the saving run left them
             self.departures.reset(np.flatnonzero(~self.in_window), self.alpha)
             self.ctl_i[E.HAS_DEPARTURES] = 1
@@ -547,10 +561,10 @@ class Solver:
             self.streak[back] = 0
             if not self.in_window[back].all():
                 self.in_window[back] = True
-                self._relayout(np.flatnonzero(self.in_window))
+                self._relayout(np.flatnonzero(self._pairs(self.in_window)))
             else:  # all in the window already: just the flags
                 self.wact[self.pos[back]] = True
                 self.wstreak[self.pos[back]] = 0
-                self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+                self._count_active()
         gap = max(m + minus_M, m_neg + minus_M_neg)
         return float(gap) if gap > -np.inf else 0.0

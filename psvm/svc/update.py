@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from numba import njit
 
-from psvm.jit import inner
 from psvm.svc.select import TAU, bid
 
 
@@ -55,14 +54,24 @@ def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
     return a_i, a_j
 
 
-@inner(_nrt=False)
-def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
-    """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
-    row's bids for the next iteration (:func:`psvm.svc.select.bid`) in the same pass.
-
-    Eliminated rows of the window are updated too: their G stays exact.
-    """
+@njit(cache=True, nogil=True, _nrt=False)
+def _update(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
     for t in range(y.size):
         g = G[t] + y[t] * (c_i * K_i[t] + c_j * K_j[t])
         G[t] = g
         up[t], low[t] = bid(y[t], alpha[t], C[t], g, act[t])
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
+    """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
+    row's bids for the next iteration (:func:`psvm.svc.select.bid`) in the same pass.
+
+    Eliminated rows of the window are updated too: their G stays exact. The
+    columns hold a value per kernel row: with two variables per row (SVR) both
+    parts of the window read them (:func:`psvm.svc.select.second_order`).
+    """
+    h = K_i.size
+    for k in range(0, y.size, max(h, 1)):
+        e = k + h
+        _update(y[k:e], alpha[k:e], C[k:e], G[k:e], act[k:e], K_i, K_j, c_i, c_j, up[k:e], low[k:e])

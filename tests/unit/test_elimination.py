@@ -25,6 +25,24 @@ def test_registry_is_the_parameter_table():
         validate_svc_params(reconstruction="sometimes")
 
 
+def test_regressors_reconstruct_at_several_gaps_by_default():
+    """epsilon-SVR and nu-SVR default to 'multi' (their eliminated rows turn into violators
+    far more often), on every face; an explicit value wins."""
+    import psvm
+    from psvm._params import SVM_TYPES
+    from psvm.cli.train import svc_params
+
+    for svm_type in SVM_TYPES:
+        want = "multi" if svm_type in ("epsilon_svr", "nu_svr") else "single"
+        assert validate_svc_params(svm_type=svm_type)["reconstruction"] == want
+        assert svc_params({"svm_type": svm_type, "class_weight": {}})["reconstruction"] == want
+    assert validate_svc_params(svm_type="nu_svr", reconstruction="single")["reconstruction"] == (
+        "single"
+    )
+    assert psvm.SVR().reconstruction == psvm.NuSVR().reconstruction == "multi"
+    assert psvm.SVC().reconstruction == psvm.OneClassSVM().reconstruction == "single"
+
+
 @pytest.mark.parametrize(
     "name, n, expected",
     [

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from psvm.svc.packets import GIDX, KEY, ROW, winner
-from psvm.svc.select import candidates, second_order
+from psvm.svc.select import BLOCK, argmax_first, bids, candidates, second_order
 from psvm.svc.update import two_variable_step
 
 
@@ -44,19 +44,37 @@ def test_ties_go_to_the_smallest_index():
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_second_order_matches_brute_force(seed):
+@pytest.mark.parametrize("n, halves", [(30, 1), (3 * BLOCK + 7, 1), (2 * BLOCK + 6, 2)])
+def test_second_order_matches_brute_force(seed, n, halves):
+    """Blocks and the two halves of an SVR window (one kernel value per row) pick the first
+    smallest objective, as one pass over all positions would."""
     rng = np.random.default_rng(seed)
-    y, alpha, C, G = random_state(rng)
+    y, alpha, C, G = random_state(rng, n)
+    G = np.round(G, 1)  # ties between positions, across blocks too
     QD = rng.uniform(0.5, 1.5, y.size)
-    K_i = rng.uniform(-0.5, 0.5, y.size)
+    K_row = rng.choice([-0.25, 0.0, 0.25], y.size // halves)
+    K_i = np.tile(K_row, halves)
     m, i, _, _ = select(y, alpha, C, G)
-    act = np.ones(y.size, dtype=bool)
-    obj, j = second_order(y, alpha, C, G, QD, act, K_i, m, QD[i], np.empty(y.size))
-    low = ((y < 0) & (alpha < C)) | ((y > 0) & (alpha > 0))
+    act = rng.random(y.size) < 0.9
+    up, low = np.empty(y.size), np.empty(y.size)
+    bids(y, alpha, C, G, act, up, low)
+    obj, j = second_order(low, QD, K_row, m, QD[i], np.empty(y.size))
+    in_low = ((y < 0) & (alpha < C)) | ((y > 0) & (alpha > 0))
     b = m + y * G
-    ok = low & (b > 0)
+    ok = in_low & act & (b > 0)
     gains = np.where(ok, -(b**2) / (QD[i] + QD - 2 * K_i), np.inf)
-    assert j == int(np.argmin(gains)) and obj == pytest.approx(gains.min())
+    assert j == int(np.argmin(gains)) and obj == gains.min()
+
+
+def test_argmax_first_takes_the_first_maximum():
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 63, 64, BLOCK - 1, BLOCK, BLOCK + 1, 5 * BLOCK + 3):
+        for _ in range(20):
+            a = rng.integers(-2, 3, n).astype(float)
+            a[rng.random(n) < 0.3] = -np.inf
+            assert argmax_first(a, 1.0) == int(np.argmax(a))
+            assert argmax_first(-a, -1.0) == int(np.argmax(a))
+        assert argmax_first(np.full(n, -np.inf), 1.0) == 0
 
 
 @pytest.mark.parametrize("seed", range(20))
