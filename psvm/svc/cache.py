@@ -36,14 +36,18 @@ def _slots(budget: int, width: int, n_global: int) -> int:
     return int(max(2, min(budget // max(width, 1), max(n_global, 1))))
 
 
-def new_cache(width: int, n_slots: int) -> tuple:
+def new_cache(width: int, n_slots: int, memory: np.ndarray | None = None) -> tuple:
+    """An empty cache of ``n_slots`` columns of ``width``; its pool is the start of
+    ``memory`` when that is long enough (pages already touched), else new."""
     size = 1 << (2 * n_slots - 1).bit_length()  # the power of two >= 2 n_slots
     meta = np.zeros(N_META, dtype=np.int64)
     meta[HEAD] = meta[TAIL] = -1
     meta[WIDTH], meta[SLOTS], meta[MASK] = width, n_slots, size - 1
+    need = n_slots * max(width, 1)
+    pool = memory[:need] if memory is not None and memory.size >= need else np.empty(need)
     links = np.full((3, n_slots), -1, dtype=np.int64)
     return (
-        np.empty(n_slots * max(width, 1)),  # pool: untouched pages cost no memory
+        pool,  # untouched pages cost no memory
         links[0],  # keys
         links[1],  # prev (towards the most recent)
         links[2],  # next (towards the least recent)
@@ -190,7 +194,9 @@ class ColumnCache:
         self.n_global = n_global
         n = max(n_local, 1)
         self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * max(n_global, 1)))
-        self.arrays = new_cache(n_local, _slots(self.budget, n_local, n_global)) + _NO_OLD
+        self._memory = [np.empty(self.budget)]  # the pools' memory: two, used in turn
+        slots = _slots(self.budget, n_local, n_global)
+        self.arrays = new_cache(n_local, slots, self._memory[0]) + _NO_OLD
 
     @property
     def hits(self) -> int:
@@ -226,7 +232,15 @@ class ColumnCache:
     def relayout(self, pos: np.ndarray) -> None:
         """The window changes: new row q was at position ``pos[q]`` of the old one (-1: new)."""
         pos = np.ascontiguousarray(pos, dtype=np.int64)
-        new = new_cache(pos.size, _slots(self.budget, pos.size, self.n_global))
+        # the new pool takes the memory of the one dropped now (two windows ago): its pages
+        # are touched already, where fresh ones cost a page fault and zeroing each (cadata
+        # epsilon-SVR, 20 cuts, -m 200: 1.16 -> 0.92 s of system time; 0.40 s without cuts)
+        if len(self._memory) == 1:
+            self._memory.append(np.empty(self.budget))
+        else:
+            self._memory.reverse()
+        memory = self._memory[1]
+        new = new_cache(pos.size, _slots(self.budget, pos.size, self.n_global), memory)
         new = new[:MISSING] + (np.flatnonzero(pos < 0),) + new[MISSING + 1 :]
         meta, old = new[META], self.arrays
         meta[HITS], meta[MISSES] = old[META][HITS], old[META][MISSES]
