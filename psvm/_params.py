@@ -14,8 +14,11 @@ from types import SimpleNamespace
 from psvm.svc.elimination import POLICIES
 
 FIRST_ORDER, SECOND_ORDER = 1, 2
-# kernel names and the integer codes the compiled kernels take (psvm.kernels)
+# kernel names and the integer codes the compiled kernels take (psvm.kernels), then LIBSVM's
+# -t 4, whose values are read from the rows of a Gram matrix (psvm.gram)
 KERNELS = {"linear": 0, "poly": 1, "rbf": 2, "sigmoid": 3}
+PRECOMPUTED = 4
+ALL_KERNELS = {**KERNELS, "precomputed": PRECOMPUTED}
 # the elimination policies' names (psvm.svc.elimination.POLICIES) and reconstruction modes
 HEURISTICS = tuple(POLICIES)
 # the default: least time against 'none' over a9a, w8a, ijcnn1, skin_nonskin at P = 1, 2
@@ -66,7 +69,7 @@ class SVCConfig:
 
     @property
     def kernel_id(self) -> int:
-        return KERNELS[self.kernel]
+        return ALL_KERNELS[self.kernel]
 
     @property
     def selection_id(self) -> int:
@@ -137,7 +140,7 @@ def validate_svc_params(
         nu=float(nu),
         epsilon=float(epsilon),
         C=float(check_number("C", C, low=0, low_open=True)),
-        kernel=_choice("kernel", kernel, KERNELS),
+        kernel=_choice("kernel", kernel, ALL_KERNELS),
         degree=int(check_number("degree", degree, kind=numbers.Integral, low=0, high=INT_MAX)),
         gamma=check_number("gamma", gamma, low=0, low_open=True, allowed=("scale", "auto")),
         coef0=float(check_number("coef0", coef0)),
@@ -194,7 +197,11 @@ def resolve_gamma(gamma, n_features: int, x_var: float) -> float:
 
 
 def make_svc_config(params: dict, n_features: int, x_var: float) -> SVCConfig:
-    return SVCConfig(**{**params, "gamma": resolve_gamma(params["gamma"], n_features, x_var)})
+    """The config with gamma resolved (0 for a precomputed kernel, which has none, as
+    scikit-learn's ``_gamma``)."""
+    gamma = params["gamma"]
+    gamma = 0.0 if params["kernel"] == "precomputed" else resolve_gamma(gamma, n_features, x_var)
+    return SVCConfig(**{**params, "gamma": gamma})
 
 
 # -- parallel SGD linear SVM ------------------------------------------------------

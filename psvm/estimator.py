@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from psvm.faces.fit_input import FitInput, class_weight_vector
 from psvm.faces.results import linear_coef, ovr_decision
-from psvm.kernel_svm import KernelSVM
+from psvm.kernel_svm import KernelSVM, known_support
 from psvm.model import SVCModel
 from psvm.probability_face import ProbabilityMixin
 
@@ -32,8 +32,11 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
     C : float, default=1.0
         Regularization parameter; strictly positive. Sample ``i`` of class ``c``
         gets the bound ``C * class_weight[c] * sample_weight[i]``.
-    kernel : {'linear', 'poly', 'rbf', 'sigmoid'}, default='rbf'
-        Kernel ('precomputed' and callables are not supported).
+    kernel : {'linear', 'poly', 'rbf', 'sigmoid', 'precomputed'} or callable, default='rbf'
+        Kernel. 'precomputed': X is the (n_samples, n_samples) Gram matrix at
+        fit and (n_test, n_samples) at predict, each rank holding its rows; a
+        callable ``f(A, B)`` returns K(a_i, b_j): fit computes ``f(X, X)``
+        (each rank its rows, ``f(X_rows, X)``) and predict ``f(X_test, X)``.
     degree : int, default=3
         Degree of the 'poly' kernel, from 0 to 2**31 - 1 (LIBSVM's int). The
         power is LIBSVM's ``powi`` (repeated squaring): the same kernel values.
@@ -127,7 +130,8 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
         Global row indices of the support vectors, grouped by class; with
         'sharded' they index the concatenation of the ranks' rows in rank order.
     support_vectors_ : {ndarray, sparse matrix} of shape (n_SV, n_features)
-        Sparse when fitted on sparse X or read from a LIBSVM model file.
+        Sparse when fitted on sparse X or read from a LIBSVM model file; empty,
+        of shape (0, 0), for precomputed and callable kernels (as scikit-learn's).
     n_support_ : ndarray of shape (n_classes,), int32
     dual_coef_ : {ndarray, sparse matrix} of shape (n_classes - 1, n_SV)
         As :class:`sklearn.svm.SVC` (negated LIBSVM ``sv_coef`` for two classes).
@@ -353,19 +357,16 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
         ValueError
             If ``n_features`` is below the largest SV feature index.
         """
-        model, support, n_samples = cls._read_libsvm_model(path, n_features)
+        model, support, shape = cls._read_libsvm_model(path, n_features)
         order = np.sort(model.classes)
         if not np.array_equal(order, model.classes):  # LIBSVM: labels by first appearance
             model, support = model.with_class_order(order), None
-        n_sv = model.support_vectors.shape[0]
-        if support is None or len(support) != n_sv:
-            support = np.full(n_sv, -1)
         if model.has_probability:  # a -b 1 model: predict_proba works
             params.setdefault("probability", True)
         est = cls(
             kernel=model.kernel, gamma=model.gamma, coef0=model.coef0, degree=model.degree, **params
         )
-        est._set_model(model, support, (n_samples, model.support_vectors.shape[1]), sparse=True)
+        est._set_model(model, known_support(model, support), shape, sparse=True)
         est.class_weight_ = np.ones(model.n_classes)
         return est
 

@@ -7,13 +7,13 @@ and prediction can be checked line by line against ``svm_predict_values``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from psvm._params import KERNELS, SVM_TYPES
+from psvm._params import ALL_KERNELS, SVM_TYPES
 from psvm.kernels import canonical_csr, decision_values
 
 # the svm_types with labels; the others have one decision value and no labels
@@ -28,8 +28,11 @@ class SVCModel:
 
     Parameters
     ----------
-    kernel : {"linear", "poly", "rbf", "sigmoid"}
-        Kernel name.
+    kernel : {"linear", "poly", "rbf", "sigmoid", "precomputed"}
+        Kernel name. A precomputed kernel's support vectors hold their serial
+        number in column 0 alone (LIBSVM's ``0:serial``, the row's 1-based index
+        in the training set), and its inputs hold K(x, x_j) in column j
+        (:mod:`psvm.gram`).
     gamma, coef0 : float
         Kernel parameters (unused ones are ignored, as in LIBSVM).
     degree : int
@@ -54,6 +57,13 @@ class SVCModel:
         Extra psvm information (for example ``{"n_iter": [...]}``).
     svm_type : str, default="c_svc"
         LIBSVM's name of the type (:data:`SVM_TYPES`).
+    gram_offset : int, default=0
+        Precomputed kernels: K(x, SV s) is in column ``serial_s - gram_offset`` of
+        an input row; 0 for LIBSVM's rows (column 0 holds a serial number), 1 for
+        scikit-learn's Gram matrices (column j holds K(x, x_{j+1})).
+    trusted : bool, default=False
+        A model a solver has just built: its support vectors are canonical float64 CSR
+        already, and ``validate`` is skipped.
 
     Raises
     ------
@@ -73,14 +83,18 @@ class SVCModel:
     n_features: int | None = None
     meta: dict = field(default_factory=dict)
     svm_type: str = "c_svc"
+    gram_offset: int = 0
+    trusted: InitVar[bool] = False  # built by a solver: consistent, no need to validate
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, trusted: bool = False) -> None:
         self.classes = np.asarray(self.classes)
         self.n_support = np.asarray(self.n_support, dtype=np.int64)
-        self.support_vectors = canonical_csr(self.support_vectors)
+        if not trusted:  # (a solver's support vectors are rows of its canonical CSR input)
+            self.support_vectors = canonical_csr(self.support_vectors)
         self.dual_coef = np.ascontiguousarray(self.dual_coef, dtype=np.float64)  # one BLAS path
         self.rho = np.asarray(self.rho, dtype=np.float64)
-        self.validate()
+        if not trusted:
+            self.validate()
         sv = self.support_vectors
         if self.n_features is not None and sv.shape[1] < self.n_features:
             # One canonical width, so models equal field by field compare equal.
@@ -99,12 +113,25 @@ class SVCModel:
 
     @property
     def kernel_id(self) -> int:
-        return KERNELS[self.kernel]
+        return ALL_KERNELS[self.kernel]
+
+    def serials(self) -> np.ndarray:
+        """A precomputed model's support vectors' serial numbers (their column 0), int64."""
+        serial = self.support_vectors[:, :1].toarray().ravel()
+        bad = np.flatnonzero((serial < 1) | (serial % 1 != 0))
+        if bad.size:
+            raise ValueError(
+                f"support vector {bad[0]} of a precomputed kernel has no serial number "
+                f"(an integer >= 1 in column 0, LIBSVM's 0:serial), got {serial[bad[0]]:g}"
+            )
+        return serial.astype(np.int64)
 
     def validate(self) -> None:
         """Check the fields agree with each other; raise ``ValueError`` naming what does not."""
-        if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {self.kernel!r}")
+        if self.kernel not in ALL_KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(ALL_KERNELS)}, got {self.kernel!r}")
+        if self.kernel == "precomputed":
+            self.serials()
         for name in ("gamma", "coef0"):
             if not np.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite, got {getattr(self, name)!r}")
@@ -194,6 +221,11 @@ class SVCModel:
             ``sum(coef * K(x, sv)) - rho`` per pair, in ``rho`` order (one
             column for the types without classes).
         """
+        if self.kernel == "precomputed":
+            from psvm.gram import gram_decision
+
+            cols = self.serials() - self.gram_offset
+            return gram_decision(X, cols, self.pair_coef(), self.rho)
         kparams = (self.kernel_id, self.gamma, self.coef0, self.degree)
         return decision_values(X, self.support_vectors, self.pair_coef(), self.rho, kparams)
 
@@ -240,25 +272,33 @@ class SVCModel:
 
     @property
     def has_probability(self) -> bool:
-        """Whether the model holds LIBSVM's pairwise sigmoids (``probA``/``probB``, ``-b 1``)."""
+        """Whether the model holds a ``-b 1`` probability model: the pairwise sigmoids
+        (``probA``/``probB``), the regressors' sigma or one-class density marks."""
         if self.svm_type in REGRESSORS:  # svm_svr_probability's sigma, in probA
             return "probA" in self.meta
+        if self.svm_type == "one_class":  # LIBSVM 3.3x's svm_one_class_probability
+            return "prob_density_marks" in self.meta
         return self.is_classifier and "probA" in self.meta and "probB" in self.meta
 
     def predict_proba(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """LIBSVM's ``svm_predict_probability``: (labels, probabilities) of shape (n,) and
         (n, n_classes), columns in ``classes`` order; the label is the most probable class
-        (the first on ties), which may differ from :meth:`predict`'s vote.
+        (the first on ties), which may differ from :meth:`predict`'s vote. One-class: the
+        label of :meth:`predict` and the columns (normal, outlier), from the density marks.
 
         Raises
         ------
         ValueError
             If the model has no probability information (trained without ``-b 1``).
         """
-        from psvm.probability import pairwise_coupling
+        from psvm.probability import one_class_probability, pairwise_coupling
 
         if not self.has_probability:
             raise ValueError("Model does not support probabiliy estimates")  # svm-predict's
+        if self.svm_type == "one_class":
+            dec = self.decision_function(X)[:, 0]
+            normal = one_class_probability(dec, self.meta["prob_density_marks"])
+            return np.where(dec > 0, 1.0, -1.0), np.column_stack((normal, 1 - normal))
         k = self.n_classes
         prob = pairwise_coupling(
             self.decision_function(X), self.meta["probA"], self.meta["probB"], k
@@ -334,6 +374,7 @@ class SVCModel:
             n_features=self.n_features,
             meta=meta,
             svm_type=self.svm_type,
+            gram_offset=self.gram_offset,
         )
 
     @classmethod
@@ -343,12 +384,19 @@ class SVCModel:
         sklearn stores ``intercept_ = -rho``, except for two classes where it flips the
         sign of both ``dual_coef_`` and ``intercept_`` (its decision_function is then
         minus LIBSVM's). ``gamma`` comes from the resolved private ``svc._gamma``.
+        A precomputed kernel's support vectors are their serial numbers, ``support_ + 1``
+        (scikit-learn keeps none), read from LIBSVM's rows (``gram_offset`` 0).
         """
-        if svc.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {sorted(KERNELS)}, got {svc.kernel!r}")
+        if svc.kernel not in ALL_KERNELS:
+            raise ValueError(f"kernel must be one of {sorted(ALL_KERNELS)}, got {svc.kernel!r}")
         sign = -1.0 if len(svc.classes_) == 2 else 1.0
         coef = svc.dual_coef_  # sparse when sklearn was fitted on sparse X
         coef = coef.toarray() if sp.issparse(coef) else np.asarray(coef)
+        sv, n_features = svc.support_vectors_, int(svc.n_features_in_)
+        if svc.kernel == "precomputed":
+            serial = np.asarray(svc.support_, dtype=np.float64) + 1
+            sv = sp.csr_matrix((serial, np.zeros(serial.size), np.arange(serial.size + 1)))
+            n_features += 1
         return cls(
             kernel=svc.kernel,
             gamma=float(svc._gamma),
@@ -356,10 +404,10 @@ class SVCModel:
             degree=int(svc.degree),
             classes=np.asarray(svc.classes_),
             n_support=np.asarray(svc.n_support_),
-            support_vectors=svc.support_vectors_,
+            support_vectors=sv,
             dual_coef=sign * coef,
             rho=-sign * np.asarray(svc.intercept_),
-            n_features=int(svc.n_features_in_),
+            n_features=n_features,
         )
 
 

@@ -1,5 +1,6 @@
 """Probability estimates, as LIBSVM's ``-b 1``: Platt's sigmoid per class pair, fitted on
-decision values of a 5-fold internal cross-validation, and pairwise coupling.
+decision values of a 5-fold internal cross-validation, and pairwise coupling; one-class
+SVM's density marks (LIBSVM 3.3x).
 
 Transcribed from LIBSVM 3.24's svm.cpp (``sigmoid_train``, ``sigmoid_predict``,
 ``multiclass_probability``, ``svm_binary_svc_probability``, ``svm_predict_probability``).
@@ -16,7 +17,10 @@ import math
 import numpy as np
 from numba import njit
 
+from psvm.jit import inner
+
 MIN_PROB = 1e-7  # svm_predict_probability's clip of the pairwise probabilities
+N_MARKS = 10  # LIBSVM's nr_marks: one-class density bins
 
 
 def sigmoid_train(dec: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
@@ -94,7 +98,7 @@ def sigmoid_predict(dec: np.ndarray, A: float, B: float) -> np.ndarray:
     return np.where(f >= 0, e / (1.0 + e), 1.0 / (1.0 + np.exp(np.minimum(f, 0.0))))
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _coupling(r, p):
     """LIBSVM's ``multiclass_probability`` (method 2 of Wu, Lin and Weng) for one row:
     r[i, j] = P(i | i or j), out p (sums to 1)."""
@@ -159,6 +163,45 @@ def pairwise_coupling(dec: np.ndarray, probA, probB, k: int) -> np.ndarray:
     out = np.empty((dec.shape[0], k))
     _couple_rows(np.ascontiguousarray(pairwise), k, out)
     return out
+
+
+# -- one-class SVM: density marks (LIBSVM 3.3x) ------------------------------------------
+
+
+def density_marks(dec: np.ndarray) -> np.ndarray | None:
+    """LIBSVM 3.3x's ``svm_one_class_probability`` (Que and Lin's binning): 10 marks that
+    cut the training rows' decision values into bins, 5 of the negative values and 5 of
+    the non-negative ones, each holding about as many rows; None when either side has
+    fewer than 5 rows (LIBSVM then warns and writes no marks)."""
+    dec = np.sort(np.asarray(dec, dtype=np.float64))
+    n, mid = dec.size, N_MARKS // 2
+    nonneg = np.flatnonzero(dec >= 0)
+    n_neg = int(nonneg[0]) if nonneg.size else 0  # LIBSVM's neg_counter: 0 if none is >= 0
+    n_pos = n - n_neg
+    if n_neg < mid or n_pos < mid:
+        return None
+    edges = np.empty(N_MARKS + 1)
+    edges[:mid] = dec[np.arange(mid) * n_neg // mid]
+    edges[mid] = 0.0
+    edges[mid + 1 :] = dec[n_neg - 1 + np.arange(1, mid + 1) * n_pos // mid]
+    return (edges[:-1] + edges[1:]) / 2
+
+
+def one_class_probability(dec: np.ndarray, marks) -> np.ndarray:
+    """LIBSVM's ``predict_one_class_probability``: the probability of being normal (not an
+    outlier) of each decision value, i / 10 for the first mark i >= 1 above it; 0.001 below
+    the first mark, 0.999 above the last, and 0 where LIBSVM's loop finds none (a value
+    equal to the last mark)."""
+    dec, marks = np.asarray(dec, dtype=np.float64), np.asarray(marks, dtype=np.float64)
+    prob = np.zeros(dec.shape)
+    undecided = np.ones(dec.shape, dtype=bool)
+    for i in range(1, N_MARKS):
+        hit = undecided & (dec < marks[i])
+        prob[hit] = i / N_MARKS
+        undecided &= ~hit
+    prob[dec > marks[-1]] = 0.999
+    prob[dec < marks[0]] = 0.001
+    return prob
 
 
 # -- training: the internal cross-validation -----------------------------------------------

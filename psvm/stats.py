@@ -63,17 +63,18 @@ def reduce_stats(comm, stats: Stats) -> dict:
     Counters in :data:`SHARED_COUNTS` are the same on every rank and taken once.
 
     Also lists every rank's own counters (``per_rank``) to show load imbalance.
-    Collective: call it on every rank.
+    Collective: call it on every rank. ``comm`` None: one process (which counts no
+    communication).
     """
     mine = stats.to_dict()
-    mine["comm"] = {k: list(v) for k, v in comm.counters.items()}
-    ranks = comm.allgather_obj(mine)
+    mine["comm"] = {k: list(v) for k, v in comm.counters.items()} if comm is not None else {}
+    ranks = comm.allgather_obj(mine) if comm is not None else [mine]
     keys_c = sorted({k for r in ranks for k in r["counts"]})
     keys_s = sorted({k for r in ranks for k in r["seconds"]})
     verbs = sorted({k for r in ranks for k in r["comm"]})
     return {
         "schema": 1,
-        "ranks": comm.size,
+        "ranks": comm.size if comm is not None else 1,
         "counts": {
             k: ranks[0]["counts"].get(k, 0)
             if k in SHARED_COUNTS
@@ -94,7 +95,7 @@ def reduce_stats(comm, stats: Stats) -> dict:
         "traces": {
             k: (
                 np.sum([r["traces"][k] for r in ranks], axis=0).tolist()
-                if k in SUMMED_TRACES
+                if k in SUMMED_TRACES and len(ranks) > 1
                 else v
             )
             for k, v in mine["traces"].items()

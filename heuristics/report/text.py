@@ -55,10 +55,11 @@ def markdown_table(header: list[str], body: list[list[str]]) -> list[str]:
 
 
 def default_config() -> tuple[str, str, str]:
-    from psvm._params import validate_svc_params
+    """psvm's default (heuristic, reconstruction, selection) for C-SVC, the study's type."""
+    from psvm._params import default_reconstruction, validate_svc_params
 
     p = inspect.signature(validate_svc_params).parameters
-    return p["heuristic"].default, p["reconstruction"].default, p["selection"].default
+    return p["heuristic"].default, default_reconstruction("c_svc"), p["selection"].default
 
 
 def _by(rows, **kw):

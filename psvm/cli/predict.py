@@ -19,7 +19,7 @@ from psvm.cli._common import (
 USAGE = (
     "Usage: psvm-predict [options] test_file model_file output_file\noptions:\n"
     "-b probability_estimates: whether to predict probability estimates, 0 or 1 (default 0);"
-    " C-SVC and nu-SVC models trained with -b 1\n"
+    " models trained with -b 1\n"
     "-q : quiet mode (no outputs)\n"
     "--strict-features : refuse test features the model has not seen (LIBSVM predicts with them)"
 )
@@ -78,9 +78,20 @@ def _body(argv: list[str]) -> int:
         print("Model supports probability estimates, but disabled in prediction.")  # as LIBSVM
     # by default, as LIBSVM: a feature the model never saw adds to an RBF row's norm
     width = model.n_features if opts["strict"] else None
+    gram, need = None, 0
+    if getattr(model, "kernel", None) == "precomputed":  # rows 0:? 1:K(x,x1) ... (-t 4)
+        gram, width = "test", None
+        need = int(model.serials().max(initial=0))
     # each rank predicts the lines of its byte range; an empty file predicts nothing, as svm-predict
     shard = load_shard(
-        comm, opts["test"], n_features=width, min_classes=0, balance=False, allow_empty=True
+        comm,
+        opts["test"],
+        n_features=width,
+        min_classes=0,
+        balance=False,
+        allow_empty=True,
+        gram=gram,
+        gram_columns=need,
     )
     regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
     if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line
@@ -90,6 +101,8 @@ def _body(argv: list[str]) -> int:
         pred, prob = model.predict_proba(shard.X)
         prob = comm.gatherv(prob.ravel())
         head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
+        if model.svm_type == "one_class":  # svm-predict 3.3x: P(normal), P(outlier)
+            head = "label normal outlier\n"
     else:
         pred = np.asarray(model.predict(shard.X) if shard.n_local else [], dtype=np.float64)
     pred, truth = comm.gatherv(np.asarray(pred, np.float64)), comm.gatherv(shard.y)  # file order

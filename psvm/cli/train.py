@@ -26,9 +26,13 @@ from psvm.cli._common import (
 from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
-KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid"}
+KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid", 4: "precomputed"}
 SVM_TYPE_CODES = {0: "c_svc", 1: "nu_svc", 2: "one_class", 3: "epsilon_svr", 4: "nu_svr"}
 CV_PARALLEL = {"auto": None, "folds": True, "rows": False}  # -> cross_validate's parallel
+TOO_FEW_MARKS = (  # svm_one_class_probability's warning
+    "WARNING: number of positive or negative decision values <5; too few to do a "
+    "probability estimation."
+)
 
 # flag -> (parameter name, kind, help). One table drives parsing and usage (see _common).
 FLAGS = {
@@ -37,7 +41,12 @@ FLAGS = {
         int,
         "svm_type: 0 C-SVC (default), 1 nu-SVC, 2 one-class SVM, 3 epsilon-SVR, 4 nu-SVR",
     ),
-    "-t": ("kernel", int, "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid"),
+    "-t": (
+        "kernel",
+        int,
+        "kernel_type: 0 linear, 1 polynomial, 2 rbf (default), 3 sigmoid, "
+        "4 precomputed (rows 'label 0:serial 1:K(x,x1) ... l:K(x,xl)')",
+    ),
     "-d": ("degree", int, "degree in kernel function (default 3)"),
     "-g": ("gamma", float, "gamma in kernel function (default 1/num_features)"),
     "-r": ("coef0", float, "coef0 in kernel function (default 0)"),
@@ -92,20 +101,14 @@ def parse_args(argv: list[str]) -> dict:
     b = opts.get("probability", 0)
     if b not in (0, 1):
         raise UsageError(f"-b {b}: probability_estimates must be 0 or 1")
-    if b and opts["svm_type"] == "one_class":
-        raise UsageError(
-            f"-b 1 -s {s}: psvm has no probability model for one-class SVM (LIBSVM 3.3x's "
-            "density marks) yet; use -b 0"
-        )
     if b and "n_folds" in opts:
         raise UsageError("-b 1 with -v: the folds' predictions are votes; drop -b 1 for -v")
     if "kernel" in opts:
         if opts["kernel"] not in KERNEL_CODES:
-            raise UsageError(
-                f"-t {opts['kernel']}: kernel_type must be 0, 1, 2 or 3 (precomputed kernels, "
-                "-t 4, are not supported; give the features with -t 0..3)"
-            )
+            raise UsageError(f"-t {opts['kernel']}: kernel_type must be 0, 1, 2, 3 or 4")
         opts["kernel"] = KERNEL_CODES[opts["kernel"]]
+    if opts.get("kernel") == "precomputed" and "n_features" in opts:
+        raise UsageError("--n-features is for feature vectors: -t 4 rows hold every column")
     if opts.get("n_folds", 2) < 2:  # LIBSVM's message
         raise UsageError(f"-v {opts['n_folds']}: n-fold cross validation: n must be >= 2")
     if opts.get("cv_parallel", "auto") not in CV_PARALLEL:
@@ -188,8 +191,17 @@ def _body(argv: list[str]) -> int:
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
-    shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
+    gram = "train" if params["kernel"] == "precomputed" else None  # LIBSVM's 0:serial rows
     classify, classes = opts["svm_type"] in ("c_svc", "nu_svc"), None
+    # one-class files often hold one label, regression files any values: only the
+    # classifiers need two classes
+    shard = load_shard(
+        comm,
+        opts["train"],
+        n_features=opts.get("n_features"),
+        gram=gram,
+        min_classes=2 if classify else 1,
+    )
     if classify:
         classes = integer_classes(comm, opts["train"], shard.classes)
         warn_unknown_weights(comm, opts["class_weight"], classes)
@@ -222,7 +234,9 @@ def _body(argv: list[str]) -> int:
                 model.meta.update(probA=probA.tolist(), probB=probB.tolist())
         else:
             model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
-            if opts.get("probability"):  # svm_svr_probability: a Laplace sigma, 5-fold CV
+            if opts.get("probability") and opts["svm_type"] == "one_class":
+                _density_marks(comm, shard, model)
+            elif opts.get("probability"):  # svm_svr_probability: a Laplace sigma, 5-fold CV
                 from psvm.svc.platt import fit_svr_sigma
 
                 sigma = fit_svr_sigma(
@@ -255,6 +269,18 @@ def _body(argv: list[str]) -> int:
             log(f"Total nSV = {model.support_vectors.shape[0]}")
             log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
     return 0
+
+
+def _density_marks(comm, shard, model) -> None:
+    """-b 1 -s 2: LIBSVM 3.3x's density marks into ``model`` (collective), or its warning
+    (even under -q, as svm-train) and no marks when too few rows fall on either side."""
+    from psvm.svc.platt import fit_density_marks
+
+    marks = fit_density_marks(comm, shard, model)
+    if marks is not None:
+        model.meta["prob_density_marks"] = marks.tolist()
+    elif comm.rank == 0:
+        print(TOO_FEW_MARKS, file=sys.stderr, flush=True)
 
 
 def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]:

@@ -138,7 +138,8 @@ class Comm:
         """The correctly rounded sum of every rank's ``terms`` (``math.fsum``): the same bits
         whatever the number of ranks and the split. For the sums that feed a model (gamma
         'scale', rho, the objective); an Allreduce adds in an order that depends on P."""
-        return math.fsum(self.allgatherv(np.ascontiguousarray(terms, dtype=np.float64)))
+        gathered = self.allgatherv(np.ascontiguousarray(terms, dtype=np.float64))
+        return math.fsum(gathered.tolist())  # (floats: faster than numpy scalars)
 
     def allgatherv(self, local: np.ndarray) -> np.ndarray:
         """Concatenate 1-D arrays from all ranks in rank order."""

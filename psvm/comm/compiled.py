@@ -18,6 +18,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from psvm.jit import inner
+
 _I8P = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)
 
@@ -65,7 +67,7 @@ def allgather(mpi, send, recv):
     return _allgather(fn, send.ctypes.data, np.int32(send.size), dtype, recv.ctypes.data, handle)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def now(clock_fn, ts):
     """Monotonic seconds (``ts``: int64[2] scratch, ``clock_fn``: :data:`CLOCK_FN`)."""
     _clock_gettime(clock_fn, ts.ctypes.data)

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
-
-if TYPE_CHECKING:
-    from psvm.faces.fit_input import FitInput
 
 
 def ovr_decision(dec: np.ndarray, k: int) -> np.ndarray:
@@ -29,12 +24,12 @@ def ovr_decision(dec: np.ndarray, k: int) -> np.ndarray:
     return votes + conf / (3 * (np.abs(conf) + 1))
 
 
-def fit_report(report: dict, model, data: FitInput) -> dict:
+def fit_report(report: dict, model, n_samples: int, n_features: int) -> dict:
     """The reduced run statistics plus the fit's totals, as plain JSON types."""
     hits, misses = (report["counts"].get(key, 0) for key in ("cache_hits", "cache_misses"))
     report["values"].update(
-        n_samples=data.n_samples,
-        n_features=data.n_features,
+        n_samples=n_samples,
+        n_features=n_features,
         n_support=int(model.support_vectors.shape[0]),
         objective=model.meta["objective"],
         cache_hit_rate=hits / (hits + misses) if hits + misses else 0.0,
@@ -53,7 +48,7 @@ def jsonable(obj):
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, (list, tuple)):
-        if all(type(v) in _PLAIN for v in obj):  # a trace: already plain, keep it whole
+        if all(map(_PLAIN.__contains__, map(type, obj))):  # a trace: plain already, keep it
             return list(obj)
         return [jsonable(v) for v in obj]
     if isinstance(obj, np.generic):

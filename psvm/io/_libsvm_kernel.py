@@ -8,6 +8,8 @@ Messages for the codes live in :mod:`psvm.io.libsvm_format`.
 import numpy as np
 from numba import njit
 
+from psvm.jit import inner
+
 # Error codes returned by parse_kernel.
 OK = 0
 ERR_LABEL = 1
@@ -21,6 +23,7 @@ ERR_NONFINITE_LABEL = 8
 ERR_QID = 9
 ERR_LIMIT = 10
 ERR_INDEX_BIG = 11
+ERR_INDEX_LT0 = 12
 
 # Exact powers of ten: 10**k is representable for k <= 22 (5**22 < 2**53).
 _POW10 = np.array([float(10**k) for k in range(23)], dtype=np.float64)
@@ -28,13 +31,13 @@ MAX_INDEX = 2**31  # file indices are 1-based, stored 0-based in int32
 _TWO53 = 2**53
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _is_ws(c):
     """ASCII whitespace as bytes.split() sees it, except the line end."""
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _word_at(buf, i, e, word):
     """True if buf[i:e] equals the lowercase ASCII ``word`` ignoring case."""
     if e - i != word.size:
@@ -45,7 +48,7 @@ def _word_at(buf, i, e, word):
     return True
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _parse_float(buf, s, e, pow10, w_nan, w_inf, w_infinity):
     """Decimal float in buf[s:e] -> (status, value).
 
@@ -115,7 +118,7 @@ def _parse_float(buf, s, e, pow10, w_nan, w_inf, w_infinity):
     return 0, -value if neg else value
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _parse_index(buf, s, e):
     """Base-10 integer in buf[s:e] -> (status, value); 0 ok, 2 bad syntax, 4 too big."""
     i = s
@@ -140,7 +143,7 @@ def _parse_index(buf, s, e):
     return 0, -v if neg else v
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _push_slow(slow, n_slow, target, s, e, line):
     """Append a token for Python's float(); grows the table by doubling."""
     if n_slow == slow.shape[0]:
@@ -156,7 +159,7 @@ def _push_slow(slow, n_slow, target, s, e, line):
     return slow, n_slow + 1
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _next_token(buf, pos, n):
     """Skip blanks from pos: (start of the next token, True), or (past the line end, False).
 
@@ -175,10 +178,12 @@ def _next_token(buf, pos, n):
 
 
 @njit(cache=True, nogil=True)
-def parse_kernel(buf, limit, pow10, w_nan, w_inf, w_infinity, y, indptr, indices, data):
+def parse_kernel(buf, limit, base, pow10, w_nan, w_inf, w_infinity, y, indptr, indices, data):
     """Parse LIBSVM lines of ``buf`` (uint8) into preallocated CSR arrays.
 
-    ``indices`` are 0-based int32; ``limit`` > 0 caps 1-based indices. Returns
+    File indices start at ``base`` (1; 0 for precomputed kernels, whose column 0
+    holds a serial number) and are stored from 0 in int32 ``indices``; ``limit`` > 0
+    caps the number of columns. Returns
     (n_rows, nnz, slow, n_slow, err_code, err_line, err_s, err_e, err_a, err_b)
     with err_line local and 1-based. ``slow`` rows are (target, start, end,
     line): target >= 0 is a position in ``data``, -(row + 1) a label.
@@ -207,7 +212,7 @@ def parse_kernel(buf, limit, pow10, w_nan, w_inf, w_infinity, y, indptr, indices
         if st == 1:
             slow, n_slow = _push_slow(slow, n_slow, -(row + 1), s, pos, line)
         y[row] = v
-        prev = 0
+        prev = base - 1
         while True:
             pos, at_token = _next_token(buf, pos, n)
             if not at_token:  # the row ends
@@ -230,11 +235,12 @@ def parse_kernel(buf, limit, pow10, w_nan, w_inf, w_infinity, y, indptr, indices
                 return row, nnz, slow, n_slow, ERR_INDEX, line, s, pos, 0, 0
             if st == 4:
                 return row, nnz, slow, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
-            if idx < 1:
-                return row, nnz, slow, n_slow, ERR_INDEX_LT1, line, s, pos, idx, 0
+            if idx < base:
+                code = ERR_INDEX_LT1 if base == 1 else ERR_INDEX_LT0
+                return row, nnz, slow, n_slow, code, line, s, pos, idx, 0
             if idx <= prev:
                 return row, nnz, slow, n_slow, ERR_ORDER, line, s, pos, prev, idx
-            if limit > 0 and idx > limit:
+            if limit > 0 and idx - base >= limit:
                 return row, nnz, slow, n_slow, ERR_LIMIT, line, s, pos, idx, limit
             st, v = _parse_float(buf, colon + 1, pos, pow10, w_nan, w_inf, w_infinity)
             if st == 2:
@@ -243,7 +249,7 @@ def parse_kernel(buf, limit, pow10, w_nan, w_inf, w_infinity, y, indptr, indices
                 return row, nnz, slow, n_slow, ERR_NONFINITE, line, s, pos, idx, 0
             if st == 1:
                 slow, n_slow = _push_slow(slow, n_slow, nnz, colon + 1, pos, line)
-            indices[nnz] = idx - 1
+            indices[nnz] = idx - base
             data[nnz] = v
             nnz += 1
             prev = idx
@@ -257,6 +263,8 @@ _W_INF = np.frombuffer(b"inf", dtype=np.uint8)
 _W_INFINITY = np.frombuffer(b"infinity", dtype=np.uint8)
 
 
-def parse_bytes(arr, limit, y, indptr, indices, data):
+def parse_bytes(arr, limit, y, indptr, indices, data, base=1):
     """parse_kernel with the constant tables filled in."""
-    return parse_kernel(arr, limit, _POW10, _W_NAN, _W_INF, _W_INFINITY, y, indptr, indices, data)
+    return parse_kernel(
+        arr, limit, base, _POW10, _W_NAN, _W_INF, _W_INFINITY, y, indptr, indices, data
+    )

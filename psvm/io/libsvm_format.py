@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from psvm.io._libsvm_kernel import (
     ERR_INDEX,
     ERR_INDEX_BIG,
+    ERR_INDEX_LT0,
     ERR_INDEX_LT1,
     ERR_LABEL,
     ERR_LIMIT,
@@ -39,6 +40,7 @@ from psvm.io._libsvm_kernel import (
     OK,
     parse_bytes,
 )
+from psvm.io._libsvm_plain import PYTHON_PARSE_BYTES, parse_plain
 from psvm.io.atomic import write_atomic
 
 __all__ = [
@@ -92,6 +94,7 @@ _REASONS = {
     ERR_INDEX: "invalid feature index in {token}: expected a base-10 integer >= 1",
     ERR_INDEX_BIG: f"feature index in {{token}} is too large (max {MAX_INDEX})",
     ERR_INDEX_LT1: "feature index {a} is not >= 1 (indices are 1-based)",
+    ERR_INDEX_LT0: "index {a} is negative (a precomputed kernel's columns start at 0)",
     ERR_ORDER: "feature index {b} follows {a}: indices must be strictly ascending",
     ERR_LIMIT: "feature index {a} exceeds n_features={b}",
     ERR_VALUE: "invalid feature value in {token}: expected a decimal number",
@@ -122,7 +125,8 @@ class ParsedBlock(NamedTuple):
         Labels.
     indptr : ndarray of shape (n_rows + 1,), int64
     indices : ndarray of shape (nnz,), int32
-        0-based feature indices (file index - 1), strictly ascending per row.
+        0-based feature indices (file index - 1; with ``zero_based`` the file index),
+        strictly ascending per row.
     data : ndarray of shape (nnz,), float64
     n_lines : int
         Physical lines in the block (blank and comment lines included), so
@@ -148,7 +152,9 @@ class ParsedBlock(NamedTuple):
         return LibsvmFormatError(path, lines_before + self.error_line, self.error_reason)
 
 
-def parse_block(buf: bytes, *, n_features_limit: int | None = None) -> ParsedBlock:
+def parse_block(
+    buf: bytes, *, n_features_limit: int | None = None, zero_based: bool = False
+) -> ParsedBlock:
     """Parse whole LIBSVM lines from ``buf``; never raises on bad input.
 
     Parameters
@@ -157,6 +163,9 @@ def parse_block(buf: bytes, *, n_features_limit: int | None = None) -> ParsedBlo
         Complete lines (the last one may lack its ``\\n``).
     n_features_limit : int, default=None
         If given, a 1-based feature index above it is an error.
+    zero_based : bool, default=False
+        Indices start at 0 and are kept as they are: the rows of a precomputed
+        kernel (LIBSVM's ``-t 4``), whose column 0 holds a serial number.
 
     Returns
     -------
@@ -166,8 +175,12 @@ def parse_block(buf: bytes, *, n_features_limit: int | None = None) -> ParsedBlo
     if n_features_limit is not None and n_features_limit < 1:
         raise ValueError(f"n_features_limit must be >= 1, got {n_features_limit}")
     buf = bytes(buf)
-    arr = np.frombuffer(buf, dtype=np.uint8)
     n_lines = buf.count(b"\n") + (1 if buf and not buf.endswith(b"\n") else 0)
+    if not zero_based and len(buf) <= PYTHON_PARSE_BYTES:
+        arrays = parse_plain(buf, n_features_limit or MAX_INDEX)
+        if arrays is not None:
+            return ParsedBlock(*arrays, n_lines, None, None)
+    arr = np.frombuffer(buf, dtype=np.uint8)
     max_rows = n_lines
     max_nnz = buf.count(b":")
     y = np.empty(max_rows, dtype=np.float64)
@@ -175,8 +188,9 @@ def parse_block(buf: bytes, *, n_features_limit: int | None = None) -> ParsedBlo
     indices = np.empty(max_nnz, dtype=np.int32)
     data = np.empty(max_nnz, dtype=np.float64)
     limit = 0 if n_features_limit is None else int(n_features_limit)
+    base = 0 if zero_based else 1
     n_rows, nnz, slow, n_slow, code, eline, es, ee, ea, eb = parse_bytes(
-        arr, limit, y, indptr, indices, data
+        arr, limit, y, indptr, indices, data, base
     )
     # Tokens off the exact fast path go through float(); none is bad syntax, but
     # one may overflow (1e999). They precede any syntax error the kernel stopped
@@ -187,7 +201,7 @@ def parse_block(buf: bytes, *, n_features_limit: int | None = None) -> ParsedBlo
             if target < 0:
                 reason = _reason(ERR_NONFINITE_LABEL, _token(buf, s, e), 0, 0)
             else:
-                tok = f"{indices[target] + 1}:".encode() + buf[s:e]
+                tok = f"{indices[target] + base}:".encode() + buf[s:e]
                 reason = _reason(ERR_NONFINITE, _token(tok, 0, len(tok)), 0, 0)
             return _failed(n_lines, line, reason)
         if code != OK:

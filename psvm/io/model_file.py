@@ -26,7 +26,13 @@ from psvm.io.atomic import write_atomic
 from psvm.model import SVCModel
 
 # LIBSVM's kernel_type_table names; psvm's names are sklearn's.
-_FILE_KERNELS = {"linear": "linear", "polynomial": "poly", "rbf": "rbf", "sigmoid": "sigmoid"}
+_FILE_KERNELS = {
+    "linear": "linear",
+    "polynomial": "poly",
+    "rbf": "rbf",
+    "sigmoid": "sigmoid",
+    "precomputed": "precomputed",
+}
 _KERNEL_TO_FILE = {v: k for k, v in _FILE_KERNELS.items()}
 _HEADER_KEYS = (
     "svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class",
@@ -34,6 +40,7 @@ _HEADER_KEYS = (
 )  # fmt: skip
 # Probability header fields, kept in ``meta`` (and written back in their place).
 _KEPT_KEYS = ("probA", "probB", "prob_density_marks")
+_N_MARKS = 10  # LIBSVM's nr_marks: svm_load_model reads that many prob_density_marks
 _TRAILER = "#psvm"
 _MAX_INDEX = np.iinfo(np.int32).max  # the kernels' index dtype
 
@@ -112,6 +119,11 @@ def _sv_line(coef: list[float], idx: np.ndarray, val: np.ndarray) -> str:
     return " ".join(parts)
 
 
+def _serial_line(coef: list[float], serial: int) -> str:
+    """A precomputed kernel's SV line: its coefficients, then ``0:serial`` (svm_save_model's)."""
+    return " ".join([*(_g(c) for c in coef), f"0:{serial}"])
+
+
 def _trailer_lines(model: SVCModel) -> list[str]:
     lines = []
     if model.n_features is not None:
@@ -146,13 +158,19 @@ def write_model(path: str | os.PathLike, model: SVCModel) -> None:
     model.validate()
     # Everything that can fail on bad input happens before a file exists.
     header, trailer = _header_lines(model), _trailer_lines(model)
+    sv, coef = model.support_vectors, model.dual_coef.T.tolist()
+    if model.kernel == "precomputed":
+        body = map(_serial_line, coef, model.serials().tolist())
+    else:
+        ptr = sv.indptr.tolist()
+        body = (
+            _sv_line(c, sv.indices[ptr[r] : ptr[r + 1]], sv.data[ptr[r] : ptr[r + 1]])
+            for r, c in enumerate(coef)
+        )
     with write_atomic(path, encoding="ascii", newline="\n") as f:
         f.write("\n".join(header) + "\n")
-        sv = model.support_vectors
-        coef = model.dual_coef.T.tolist()
-        for r in range(sv.shape[0]):
-            lo, hi = sv.indptr[r], sv.indptr[r + 1]
-            f.write(_sv_line(coef[r], sv.indices[lo:hi], sv.data[lo:hi]) + "\n")
+        for line in body:
+            f.write(line + "\n")
         for line in trailer:
             f.write(line + "\n")
 
@@ -213,7 +231,8 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     fields = _header_fields(rd, header, sv_line)
     total_sv = fields.pop("total_sv")
     n_coef = len(fields["classes"]) - 1 if fields["svm_type"] in ("c_svc", "nu_svc") else 1
-    coef, sv = _read_svs(rd, lines, sv_line, total_sv, n_coef)
+    base = 0 if fields["kernel"] == "precomputed" else 1  # LIBSVM's 0:serial
+    coef, sv = _read_svs(rd, lines, sv_line, total_sv, n_coef, base)
     n_features, n_features_line = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
     if n_features is not None and n_features < sv.shape[1]:
         raise rd.error(
@@ -326,14 +345,19 @@ def _kept(rd: _Reader, header: dict, out: dict) -> None:
         if key in header:
             line, vals = header[key]
             out["meta"][key] = [rd.number(v, line, key) for v in vals]
-    if "prob_density_marks" in header and out["svm_type"] != "one_class":
-        raise rd.error(header["prob_density_marks"][0], "prob_density_marks is for one_class only")
+    if "prob_density_marks" in header:
+        line, vals = header["prob_density_marks"]
+        if out["svm_type"] != "one_class":
+            raise rd.error(line, "prob_density_marks is for one_class only")
+        if len(vals) != _N_MARKS:
+            raise rd.error(line, f"prob_density_marks has {len(vals)} values, expected {_N_MARKS}")
 
 
 def _read_svs(
-    rd: _Reader, lines: list[str], sv_line: int, total_sv: int, m: int
+    rd: _Reader, lines: list[str], sv_line: int, total_sv: int, m: int, base: int = 1
 ) -> tuple[np.ndarray, sp.csr_matrix]:
-    """The ``total_sv`` lines after ``SV``: m coefficients, then 1-based ``idx:val``."""
+    """The ``total_sv`` lines after ``SV``: m coefficients, then ``idx:val`` with indices
+    from ``base`` (1; a precomputed kernel's ``0:serial``: 0, each with its serial number)."""
     coef = np.empty((total_sv, m))
     indptr = np.zeros(total_sv + 1, dtype=np.int64)
     indices: list[int] = []
@@ -352,7 +376,9 @@ def _read_svs(
         if len(toks) < m or any(":" in t for t in toks[:m]):
             raise rd.error(lno, f"SV line has fewer than {m} coefficients")
         coef[r] = [rd.number(t, lno, "an SV coefficient") for t in toks[:m]]
-        prev = 0
+        prev = base - 1
+        if base == 0 and not (toks[m:] and toks[m].startswith("0:")):
+            raise rd.error(lno, "a precomputed kernel's SV line must give 0:serial_number")
         for t in toks[m:]:
             i_tok, sep, v_tok = t.partition(":")
             if not sep:
@@ -362,11 +388,13 @@ def _read_svs(
                 raise rd.error(
                     lno,
                     f"feature index {idx} is not in ({prev}, {_MAX_INDEX}]: "
-                    "indices must be 1-based and strictly ascending",
+                    f"indices must be {base}-based and strictly ascending",
                 )
             prev = idx
-            indices.append(idx - 1)
+            indices.append(idx - base)
             data.append(rd.number(v_tok, lno, f"feature {idx}"))
+            if base == 0 and idx == 0 and (data[-1] < 1 or data[-1] % 1):
+                raise rd.error(lno, f"serial number {v_tok!r} is not an integer >= 1")
         indptr[r + 1] = len(indices)
     sv = sp.csr_matrix(
         (np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int32), indptr),

@@ -16,6 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from psvm.io.gram_rows import (
+    SERIAL_FRACTION,
+    SERIAL_RANGE,
+    bad_row_reason,
+    first_bad_row,
+    max_serial,
+)
 from psvm.io.libsvm_format import (
     LibsvmFormatError,
     data_line_number,
@@ -164,6 +171,8 @@ def load_shard(
     min_classes: int = 2,
     balance: bool = True,
     allow_empty: bool = False,
+    gram: str | None = None,
+    gram_columns: int = 0,
 ) -> Shard:
     """Load this rank's rows of a LIBSVM file; collective over ``comm``.
 
@@ -183,6 +192,14 @@ def load_shard(
         Otherwise rows stay where their byte range put them.
     allow_empty : bool, default=False
         Accept a file without data lines (a test file: nothing to predict).
+    gram : {None, 'train', 'test'}, default=None
+        The rows of a precomputed kernel (LIBSVM's ``-t 4``): indices start at 0
+        and are kept (column 0 holds the serial number) and the rows are checked
+        (:mod:`psvm.io.gram_rows`): 'train' rows name their serial numbers and
+        reach the largest one, 'test' rows reach ``gram_columns``.
+    gram_columns : int, default=0
+        With ``gram='test'``: the last column every row must hold (the model's
+        largest serial number).
 
     Returns
     -------
@@ -209,22 +226,30 @@ def load_shard(
     try:
         start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
         block = read_byte_range(raw, start, end)
-        parsed = parse_block(block, n_features_limit=n_features)
+        parsed = parse_block(block, n_features_limit=n_features, zero_based=gram is not None)
     except OSError as e:
         err = e
     lines_before = comm.exscan_sum(0 if parsed is None else parsed.n_lines)
     if err is None:
         err = parsed.error(path, lines_before) or _overflow_error(path, parsed, block, lines_before)
-    del block
     comm.agree(err)
 
     y, indptr, indices, data = parsed.y, parsed.indptr, parsed.indices, parsed.data
     row_nnz = np.diff(indptr)
     local_max = np.array(
-        [int(indices.max()) + 1 if indices.size else 0, int(row_nnz.max()) if y.size else 0],
+        [
+            int(indices.max()) + 1 if indices.size else 0,
+            int(row_nnz.max()) if y.size else 0,
+            max_serial(indptr, indices, data) if gram == "train" else gram_columns,
+        ],
         dtype=np.int64,
     )
-    max_index, max_row_nnz = (int(v) for v in comm.max_(local_max))
+    max_index, max_row_nnz, need = (int(v) for v in comm.max_(local_max))
+    if gram is not None:  # serial numbers first: a bad one would make other rows look short
+        train = gram == "train"
+        comm.agree(_gram_error(path, parsed, block, lines_before, train, max_index, -1))
+        comm.agree(_gram_error(path, parsed, block, lines_before, train, max_index, need, False))
+    del block
     counts = comm.allgatherv(np.array([y.size], dtype=np.int64))
     n_samples = int(counts.sum())
     if n_samples == 0 and not allow_empty:  # agree() marks it collective: every rank raises it
@@ -274,6 +299,19 @@ def _overflow_error(path: str, parsed, block: bytes, lines_before: int):
         f"(largest |value| {np.abs(values).max():.3g}); scale the "
         "features, e.g. with svm-scale",
     )
+
+
+def _gram_error(path, parsed, block, lines_before, train, n_cols, need, serials=True):
+    """The error naming the first line that is no precomputed-kernel row, else None.
+    ``n_cols``: the file's columns (svm-train's max_index is the last); ``serials``: check
+    a training row's serial number (``train``)."""
+    indptr, indices, data = parsed.indptr, parsed.indices, parsed.data
+    row, code, a, b = first_bad_row(indptr, indices, data, train and serials, n_cols - 1, need)
+    if row < 0:
+        return None
+    value = float(parsed.data[parsed.indptr[row]]) if code in (SERIAL_RANGE, SERIAL_FRACTION) else 0
+    line = lines_before + data_line_number(block, row)
+    return LibsvmFormatError(path, line, bad_row_reason(code, a, b, value, train))
 
 
 def _check_readable(path: str) -> OSError | None:

@@ -41,7 +41,8 @@ def _slots(budget: int, width: int, n_global: int) -> int:
 
 
 def _table_size(n: int) -> int:
-    return 1 << int(np.ceil(np.log2(2 * max(n, 1))))
+    """The power of two >= 2 n: a hash table's size for n keys."""
+    return 1 << (2 * max(n, 1) - 1).bit_length()
 
 
 def new_cache(
@@ -59,11 +60,12 @@ def new_cache(
     meta[LIMIT] = max(2, min(limit, n_slots))
     need = n_slots * max(width, 1)
     pool = memory[:need] if memory is not None and memory.size >= need else np.empty(need)
+    links = np.full((3, n_slots), -1, dtype=np.int64)
     return (
         pool,  # untouched pages cost no memory
-        np.full(n_slots, -1, dtype=np.int64),  # keys
-        np.full(n_slots, -1, dtype=np.int64),  # prev (towards the most recent)
-        np.full(n_slots, -1, dtype=np.int64),  # next (towards the least recent)
+        links[0],  # keys
+        links[1],  # prev (towards the most recent)
+        links[2],  # next (towards the least recent)
         np.full(size, -1, dtype=np.int64),  # table: hash -> slot
         np.zeros(n_slots, dtype=np.bool_),  # complete
         np.zeros(0, dtype=np.int64),  # missing positions of incomplete columns
@@ -71,14 +73,10 @@ def new_cache(
     )
 
 
-def _with_old(new: tuple, old: tuple, pos: np.ndarray, ghosts: tuple) -> tuple:
-    """``new``'s arrays, then the previous window's columns and the map to them, then the
-    ghosts."""
-    return (
-        new
-        + (old[POOL], old[KEYS], old[NEXT], old[TABLE], old[COMPLETE], old[META], pos)
-        + (ghosts)
-    )
+def _with_old(new: tuple, old: tuple, pos: np.ndarray) -> tuple:
+    """``new``'s arrays, then the previous window's columns and the map to them (the
+    ghosts, :data:`GHOST_KEYS` on, go after)."""
+    return new + (old[POOL], old[KEYS], old[NEXT], old[TABLE], old[COMPLETE], old[META], pos)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -241,6 +239,11 @@ def carry(c, s, g):
     return True, complete
 
 
+# no previous window (a new cache): an empty cache that nothing writes (a column is carried
+# only when found there), shared by every solver
+_NO_OLD = _with_old((), new_cache(0, 2), np.zeros(0, dtype=np.int64))
+
+
 class ColumnCache:
     """The cache's arrays (:attr:`arrays`) for a window of all ``n_local`` rows, within
     ``cache_mb`` MB."""
@@ -249,16 +252,10 @@ class ColumnCache:
         self.n_global = n_global
         n = max(n_local, 1)
         self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * max(n_global, 1)))
-        empty = new_cache(0, 2)
         self._memory = [np.empty(self.budget)]  # the pools' memory: two, used in turn
         slots = _slots(self.budget, n_local, n_global)
         ghosts = (np.full(slots, -1, dtype=np.int64), np.full(_table_size(slots), -1))
-        self.arrays = _with_old(
-            new_cache(n_local, slots, self._memory[0]),
-            empty,
-            np.zeros(0, dtype=np.int64),
-            ghosts,
-        )
+        self.arrays = new_cache(n_local, slots, self._memory[0]) + _NO_OLD + ghosts
 
     @property
     def hits(self) -> int:
@@ -309,4 +306,4 @@ class ColumnCache:
         new = new[:MISSING] + (np.flatnonzero(pos < 0),) + new[MISSING + 1 :]
         meta = new[META]
         meta[HITS], meta[MISSES], meta[GHEAD] = o[HITS], o[MISSES], o[GHEAD]
-        self.arrays = _with_old(new, old, pos, old[GHOST_KEYS:])
+        self.arrays = _with_old(new, old, pos) + old[GHOST_KEYS:]

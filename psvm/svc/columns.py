@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from psvm.gram import PRECOMPUTED, gram_column, gram_diag, gram_sums, serial_numbers
 from psvm.kernels import (
     column_csc,
     column_csr,
@@ -45,6 +46,9 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     """
     indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots = ker
     kid, gamma, coef0, degree, has_dense, has_csc = kp
+    if kid == PRECOMPUTED:  # sq holds the rows' serial numbers
+        gram_column(idx, val, sq, rows, work, out)
+        return
     n = sq.size
     dense = idx.size * n // 4 if has_dense else csr_work
     csc = csc_cost(idx, colptr) + n // 2 if has_csc else csr_work
@@ -62,16 +66,23 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
 
 
 class LocalKernel:
-    """The kernel over a shard ``X`` (CSR, local rows); ``kparams`` = (id, gamma, coef0, degree)."""
+    """The kernel over a shard ``X`` (CSR, local rows); ``kparams`` = (id, gamma, coef0, degree).
+
+    A precomputed kernel (:mod:`psvm.gram`) keeps each row's serial number in ``sq``
+    and builds no column-major copy.
+    """
 
     def __init__(self, X: sp.csr_matrix, kparams: tuple):
         self._build(*csr_arrays(X), X.shape[1], kparams)
 
     @classmethod
-    def of_arrays(cls, indptr, indices, data, n_features: int, kparams: tuple) -> LocalKernel:
-        """The kernel over CSR arrays (:func:`~psvm.kernels.csr_arrays`' dtypes)."""
+    def of_arrays(
+        cls, indptr, indices, data, n_features: int, kparams: tuple, sq=None, diag=None
+    ) -> LocalKernel:
+        """The kernel over CSR arrays (:func:`~psvm.kernels.csr_arrays`' dtypes); the rows'
+        squared norms and kernel diagonal are computed unless given."""
         self = cls.__new__(cls)
-        self._build(indptr, indices, data, n_features, kparams)
+        self._build(indptr, indices, data, n_features, kparams, sq, diag)
         return self
 
     @classmethod
@@ -89,19 +100,41 @@ class LocalKernel:
         self.indptr, self.indices, self.data = indptr, indices, data
         self.row_nnz = np.diff(indptr)
         self.nnz = int(indptr[-1])
+        self.work = np.zeros(d + 1)
+        self.dots = np.zeros(n)
+        self.XT = self.colptr = None
+        if self.kid == PRECOMPUTED:
+            self._build_gram(sq, diag)
+            return
         self.sq = row_sq_norms(indptr, data, np.empty(n)) if sq is None else sq
         self.diag = kernel_diag(self.sq, *kparams, np.empty(n)) if diag is None else diag
         # column-major copies for columns of x with few features: dense (vectorised
         # passes) when small, CSC when the data is sparse; each column takes the cheaper
         dense_bytes = 8 * n * d
-        self.XT = self.colptr = None
         csr_bytes = 12 * self.nnz
         if dense_bytes <= max(1.5 * csr_bytes, min(8 * csr_bytes, DENSE_BYTES)):
             self.XT = feature_major(indptr, indices, data, np.zeros((d, n)))
         if dense_bytes > 1.5 * csr_bytes:
             self.colptr, self.rowidx, self.cdata = transpose_csr(indptr, indices, data, d)
-        self.work = np.zeros(d + 1)
-        self.dots = np.zeros(n)
+
+    def _build_gram(self, serial, diag) -> None:
+        """Serial numbers in ``sq`` (each within the rows' columns: the compiled reads
+        trust them) and the diagonal K(x_r, x_r) = x_r[serial_r]."""
+        n = self.n
+        if serial is None:
+            serial = serial_numbers(self.indptr, self.indices, self.data, np.empty(n))
+            bad = np.flatnonzero((serial < 1) | (serial >= self.n_features) | (serial % 1 != 0))
+            if bad.size:
+                raise ValueError(
+                    f"row {bad[0]} of a precomputed kernel has serial number {serial[bad[0]]:g}: "
+                    f"expected an integer in [1, {self.n_features - 1}] in column 0"
+                )
+        self.sq = serial
+        self.diag = (
+            gram_diag(self.indptr, self.indices, self.data, serial, np.empty(n))
+            if diag is None
+            else diag
+        )
 
     def engine_arrays(self) -> tuple[tuple, tuple]:
         """The arrays and parameters of :func:`psvm.svc.engine.kernel_column`."""
@@ -170,6 +203,8 @@ class LocalKernel:
         same order.
         """
         fi, fx, fd = F
+        if self.kid == PRECOMPUTED:  # F's rows read at the serial numbers of ``rows``
+            return gram_sums(F, coef, self.sq[rows].astype(np.int64))
         if f_sq is None:
             f_sq = row_sq_norms(fi, fd, np.empty(fi.size - 1))
         coef = np.ascontiguousarray(coef, dtype=np.float64)

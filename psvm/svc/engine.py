@@ -28,8 +28,9 @@ the window's arrays costs 0.2 µs); the loop and its helpers are compiled
 without reference counting (``_nrt=False``: they allocate nothing), which cost
 a third of a small problem's time.
 
-The timers are sampled on every 16th iteration (a clock read costs about
-20 ns); :class:`psvm.svc.solver.Solver` scales them to the whole run.
+The timers are sampled on every 64th iteration (a timed iteration reads the
+clock six times, 20 ns a read: every 16th cost iris-poly 5% of its time);
+:class:`psvm.svc.solver.Solver` scales them to the whole run.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from psvm.comm.compiled import allgather, now
+from psvm.jit import inner
 from psvm.kernels import RBF, SIGMOID, exp
 from psvm.svc import cache as cc
 from psvm.svc.columns import kernel_column
@@ -80,7 +82,7 @@ C_ELIMINATED, C_TIMED, C_TRACE, C_ROUND1, C_ROUND2, N_COUNTS = range(6)
 T_SELECT, T_COMM, T_KERNEL, T_UPDATE, N_TIMERS = range(5)
 # the INFO block after the two packets of round 1
 INFO_CLOCK, INFO_ACTIVE, INFO_KEEP, INFO_WINDOW, INFO = range(5)
-TIMED_EVERY = 16  # iterations per timed one
+TIMED_EVERY = 64  # iterations per timed one
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
@@ -131,7 +133,7 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
         kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, col, ker[0][-1])
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _lap(timed, ctl_i, ts, timers, k, since):
     """On a timed iteration, add the time since ``since`` to timer k; returns the time now."""
     if not timed:
@@ -293,7 +295,7 @@ def _stop_test(gap, cache, ctl_i, ctl_f, out, counts, trace, ts):
     return NONE
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _record(trace, counts, ctl_i, misses, gap, ts):
     """One trace sample: iteration, gap, local active rows, cache misses, clock."""
     k = counts[C_TRACE]
@@ -303,7 +305,7 @@ def _record(trace, counts, ctl_i, misses, gap, ts):
     ctl_i[LAST_TRACE] = ctl_i[N_ITER]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _ready(ctl_i, ctl_f, gap):
     """Whether the policy tests the elimination rule at this iteration."""
     n_iter, mode = ctl_i[N_ITER], ctl_i[READY]
@@ -342,7 +344,7 @@ def eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, need):
     return n_out
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def shrink(win, ctl_i, out, counts):
     """The policy's elimination test against the gathered extremes (LIBSVM's do_shrinking)."""
     _, _, y, alpha, C, G, _, act, streak, up, low = win[:11]
@@ -421,7 +423,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
 
 
 # -- Solver_NU (nu-SVC, nu-SVR): the two signs of y kept apart ---------------------------------
-@njit(cache=True, nogil=True)
+@inner
 def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed):
     """Round 1 of Solver_NU: each rank sends its best i and best of I_low for each sign of y
     (four packets, the two i with their rows); the gap is the larger of the two signs'.
@@ -483,7 +485,7 @@ def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep):
     return s
 
 
-@njit(cache=True, nogil=True)
+@inner
 def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n):
     """Solver_NU's round 2: the columns of both signs' i; j by the second-order gain against
     the i of its own sign; i is then that one; the step and the update as :func:`step`."""

@@ -9,6 +9,7 @@ class, so every rank ends with the same :class:`~psvm.model.SVCModel`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache, partial
@@ -17,13 +18,20 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import SVCConfig, make_svc_config
-from psvm.kernels import arithmetic_probe, csr_arrays, take_rows
+from psvm.gram import serial_rows
+from psvm.kernels import arithmetic_probe, csr_arrays, kernel_diag, row_sq_norms, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.solver import Solver
-from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
+from psvm.svc.state import (
+    compact_features,
+    fill_start,
+    gather_csr,
+    row_sums,
+    weighted_total,
+)
 
 
 class TrainingError(ValueError):
@@ -109,10 +117,7 @@ def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> 
     Each row's sums are added in the row's own order, then the rows exactly
     (:meth:`psvm.comm.Comm.exact_sum`): gamma='scale' has the same bits for every P.
     """
-    row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    data = X.data.astype(np.float64)
-    total = comm.exact_sum(np.bincount(row, weights=data, minlength=X.shape[0]))
-    square = comm.exact_sum(np.bincount(row, weights=data * data, minlength=X.shape[0]))
+    total, square = (comm.exact_sum(v) for v in row_sums(*csr_arrays(X)[::2]))
     n = float(n_samples) * n_features
     return float(square / n - (total / n) ** 2) if n else 0.0
 
@@ -157,8 +162,22 @@ def solver_config(comm, shard, params: dict) -> SVCConfig:
     that the ranks compute kernels with the same bits (collective)."""
     if comm.size > 1:
         check_same_arithmetic(comm)
-    x_var = global_variance(comm, shard.X, shard.n_samples, shard.n_features)
+    x_var = 0.0  # only gamma='scale' reads it (every rank has the same params)
+    if params["gamma"] == "scale" and params["kernel"] != "precomputed":
+        x_var = global_variance(comm, shard.X, shard.n_samples, shard.n_features)
     return make_svc_config(params, shard.n_features, x_var)
+
+
+def solver_rows(comm, X: sp.csr_matrix, kernel: str) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The solver's copy of the rows and the rows a model keeps (collective).
+
+    Feature vectors: the features in use renumbered (:func:`compact_features`), and the
+    rows as given. A precomputed kernel reads columns by serial number, so its rows stay
+    as they are, and a model keeps their serial numbers only, as LIBSVM's.
+    """
+    if kernel == "precomputed":
+        return X, serial_rows(X)
+    return compact_features(comm, X), X
 
 
 def open_checkpoint(comm, config, shard, C_row, cfg, classes, gamma) -> Checkpoint | None:
@@ -166,6 +185,22 @@ def open_checkpoint(comm, config, shard, C_row, cfg, classes, gamma) -> Checkpoi
     if config is None:
         return None
     return Checkpoint(comm, config, fingerprint(comm, shard, C_row, cfg, classes, gamma))
+
+
+def _solve_pair(comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int) -> BinaryResult:
+    """Class pair ``pair``'s result: from the checkpoint if it finished there, else solved
+    (and recorded in the checkpoint)."""
+    done = None if ck is None else ck.finished_pair(pair, problem.offset, problem.y.size)
+    if done is not None:
+        return BinaryResult(**done)
+    name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
+    pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
+    res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
+    check_finite(res, f"in class pair {pair + 1} of {n_pairs}")
+    if ck is not None:
+        scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
+        ck.pair_solved(pair, res.alpha, scalars)
+    return res
 
 
 def fit_ovo(
@@ -204,54 +239,51 @@ def fit_ovo(
     else:
         weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
         C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
-    Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
+    Xc, X = solver_rows(comm, X, cfg.kernel)
     Xc_arrays = csr_arrays(Xc)
+    kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
+    sq = diag = None  # a precomputed kernel's serials and diagonal: each pair's kernel
+    if cfg.kernel != "precomputed":  # norms and diagonal once for every pair
+        sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(y.size))
+        diag = kernel_diag(sq, *kp, np.empty(y.size))
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
     rho, n_iter, objective, status, approximate, r = [], [], [], 0, False, []
-    pair, n_pairs = -1, k * (k - 1) // 2
-    for a in range(k):
-        for b in range(a + 1, k):
-            pair += 1
-            rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
-            problem = BinaryProblem(
-                X=take_rows(*Xc_arrays, rows),
-                n_features=Xc.shape[1],
-                y=np.where(cls[rows] == a, 1.0, -1.0),
-                C=C_row[rows],
-                offset=comm.exscan_sum(rows.size),
-                n_samples=comm.sum_(int(rows.size)),
-                max_row_nnz=shard.max_row_nnz,
-            )
-            if nu:
-                nu_start(comm, problem, cfg.nu, sample_weight is not None)
-            done = None if ck is None else ck.finished_pair(pair, problem.offset, rows.size)
-            if done is not None:
-                res = BinaryResult(**done)
-            else:
-                name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
-                pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
-                res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
-                check_finite(res, f"in class pair {pair + 1} of {n_pairs}")
-                if ck is not None:
-                    scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
-                    ck.pair_solved(pair, res.alpha, scalars)
-            scale = 1.0 / res.r if nu else 1.0  # solve_nu_svc: alpha y / r, rho / r, obj / r^2
-            sv = res.alpha > 0
-            is_sv[rows[sv]] = True
-            ya = problem.y * res.alpha * scale
-            coef[b - 1, rows[cls[rows] == a]] = ya[cls[rows] == a]
-            coef[a, rows[cls[rows] == b]] = ya[cls[rows] == b]
-            rho.append(res.rho * scale)
-            r.append(res.r)
-            n_iter.append(res.n_iter)
-            objective.append(res.objective * scale * scale)
-            status = max(status, res.status)
-            approximate |= res.approximate
+    n_pairs = k * (k - 1) // 2
+    for pair, (a, b) in enumerate(itertools.combinations(range(k), 2)):
+        rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
+        first = cls[rows] == a
+        every = rows.size == y.size  # (two classes: the shard itself, not a copy)
+        problem = BinaryProblem(
+            X=Xc_arrays if every else take_rows(*Xc_arrays, rows),
+            n_features=Xc.shape[1],
+            y=np.where(first, 1.0, -1.0),
+            C=C_row[rows],
+            offset=comm.exscan_sum(rows.size),
+            n_samples=comm.sum_(int(rows.size)),
+            max_row_nnz=shard.max_row_nnz,
+            sq=sq if every or sq is None else sq[rows],
+            diag=diag if every or diag is None else diag[rows],
+        )
+        if nu:
+            nu_start(comm, problem, cfg.nu, sample_weight is not None)
+        res = _solve_pair(comm, problem, cfg, stats, log, ck, pair, n_pairs)
+        scale = 1.0 / res.r if nu else 1.0  # solve_nu_svc: alpha y / r, rho / r, obj / r^2
+        is_sv[rows[res.alpha > 0]] = True
+        ya = problem.y * res.alpha * scale
+        coef[b - 1, rows[first]] = ya[first]
+        coef[a, rows[~first]] = ya[~first]
+        rho.append(res.rho * scale)
+        r.append(res.r)
+        n_iter.append(res.n_iter)
+        objective.append(res.objective * scale * scale)
+        status = max(status, res.status)
+        approximate |= res.approximate
+        if log is not None or comm.size > 1:  # collective: every rank, if any logs
             note = f"C = {scale:f}" if nu else None
             shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
-            summary = pair_summary(comm, problem, shown, note=note)  # collective: every rank
+            summary = pair_summary(comm, problem, shown, note=note)
             if log is not None:
                 log(summary)
     local = np.flatnonzero(is_sv)
@@ -281,5 +313,6 @@ def fit_ovo(
             "heuristic": cfg.heuristic,
             "reconstruction": cfg.reconstruction,
         },
+        trusted=True,
     )
     return model, sv_gidx[order]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from numba import njit
 
+from psvm.gram import PRECOMPUTED
+from psvm.jit import inner
 from psvm.kernels import pre_kernel
 from psvm.svc.update import two_variable_step
 
@@ -58,7 +60,7 @@ def winner(recv, off, maximise):
     return best
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def column_total(recv, col):
     """Sum over ranks of ``recv[:, col]`` (exact for the integer counts it carries)."""
     s = 0.0
@@ -71,10 +73,16 @@ def column_total(recv, col):
 def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
     """pre-K(x_i, x_j) from two packets, by the arithmetic of
     :func:`psvm.kernels.column_csr` (x_i scattered, x_j's terms in order), so after
-    :func:`psvm.kernels.from_pre` it equals the column entry bitwise."""
+    :func:`psvm.kernels.from_pre` it equals the column entry bitwise. A precomputed
+    kernel reads x_i at x_j's serial number (its ``SQ``), as :func:`psvm.gram.gram_column`."""
     n_i, n_j = int(p_i[NNZ]), int(p_j[NNZ])
     for p in range(n_i):
         work[int(p_i[ROW + p])] = p_i[ROW + width + p]
+    if kernel_id == PRECOMPUTED:
+        v = work[int(p_j[SQ])]
+        for p in range(n_i):
+            work[int(p_i[ROW + p])] = 0.0
+        return v
     dot = 0.0
     for p in range(n_j):
         dot += p_j[ROW + width + p] * work[int(p_j[ROW + p])]
@@ -83,7 +91,7 @@ def pair_pre(p_i, p_j, width, work, kernel_id, gamma, coef0, degree):
     return pre_kernel(kernel_id, dot, p_i[SQ], p_j[SQ], gamma, coef0, degree)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def pair_step(p_i, p_j, K_ij):
     """The two-variable step for the packets' candidates: (a_i, a_j, y_i da_i, y_j da_j)."""
     a_i, a_j = two_variable_step(

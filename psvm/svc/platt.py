@@ -2,7 +2,7 @@
 cross-validation on the distributed engine, then :func:`psvm.probability.sigmoid_train` on
 its decision values (LIBSVM's ``svm_binary_svc_probability``). Each fold is one
 distributed training over all ranks' rows (collective), so probA/probB have the same bits
-for every P.
+for every P. Also the regressors' Laplace sigma and one-class SVM's density marks.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from psvm.probability import sigmoid_train
+from psvm.probability import density_marks, sigmoid_train
 
 N_FOLDS = 5  # LIBSVM's nr_fold for probability estimates
 
@@ -144,3 +144,12 @@ def fit_svr_sigma(comm, shard, params: dict, gamma: float, *, seed: int = 0, sta
     outlier = residual > 5 * np.sqrt(2 * mae * mae)
     kept = n - comm.sum_(int(np.count_nonzero(outlier)))
     return comm.exact_sum(residual[~outlier]) / kept
+
+
+def fit_density_marks(comm, shard, model) -> np.ndarray | None:
+    """LIBSVM 3.3x's ``svm_one_class_probability`` for a one-class ``model`` trained on
+    ``shard``: :func:`psvm.probability.density_marks` of every training row's decision
+    value (collective). A row's decision value has the same bits on any rank, and the marks
+    are order statistics, so they have the same bits for every P."""
+    dec = model.decision_function(shard.X)[:, 0]
+    return density_marks(comm.allgatherv(dec))

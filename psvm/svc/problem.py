@@ -32,11 +32,15 @@ class BinaryProblem:
     p: np.ndarray | None = None  # linear term per variable; None: -1 (C-SVC)
     alpha0: np.ndarray | None = None  # starting alphas; None: 0
     per_row: int = 1  # variables per row
+    sq: np.ndarray | None = None  # |x_r|^2 of the local rows, if known (one-vs-one: per fit)
+    diag: np.ndarray | None = None  # K(x_r, x_r) of the local rows, if known
 
     def global_index(self) -> np.ndarray:
         """Each local variable's global index."""
         n = self.X[0].size - 1
-        rows = np.arange(n, dtype=np.int64) + self.offset
+        rows = np.arange(self.offset, self.offset + n, dtype=np.int64)
+        if self.per_row == 1:
+            return rows
         return np.concatenate([rows + k * self.n_samples for k in range(self.per_row)])
 
 

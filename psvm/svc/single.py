@@ -31,10 +31,11 @@ from psvm.svc.multiclass import (
     open_checkpoint,
     pair_summary,
     solver_config,
+    solver_rows,
 )
 from psvm.svc.problem import BinaryProblem
 from psvm.svc.solver import Solver
-from psvm.svc.state import compact_features, fill_start, gather_csr, weighted_total
+from psvm.svc.state import fill_start, gather_csr, weighted_total
 
 
 def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool):
@@ -92,7 +93,7 @@ def fit_single(
     X, n = shard.X, shard.y.size
     weighted = sample_weight is not None
     weight = np.ones(n) if not weighted else np.asarray(sample_weight, dtype=np.float64)
-    Xc = compact_features(comm, X)  # the solver's copy; model rows keep their indices
+    Xc, X = solver_rows(comm, X, cfg.kernel)
     problem = _problem(comm, cfg, Xc, shard, weight, weighted)
     C_row = problem.C[:n]  # an SVR row's two variables share its bound
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, [], params["gamma"])

@@ -62,6 +62,7 @@ PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
+_NO_TRACE = tuple(np.empty(0, dtype=t) for t in (np.int64, float, np.int64, np.int64, float))
 
 
 class Solver:
@@ -84,16 +85,18 @@ class Solver:
         self.log = log
         self.offset, self.n_samples = problem.offset, problem.n_samples
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
-        self.K = LocalKernel.of_arrays(*problem.X, problem.n_features, kp)
+        self.K = LocalKernel.of_arrays(*problem.X, problem.n_features, kp, problem.sq, problem.diag)
         # local-order state: every variable's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
         n = self.y.size
         self.per_row, self.n_vars = problem.per_row, problem.n_samples * problem.per_row
-        self.row_of = np.arange(n, dtype=np.int64) % max(self.K.n, 1)  # variable -> local row
+        self.row_of = np.arange(n, dtype=np.int64)  # variable -> local row
+        if self.per_row > 1:
+            self.row_of %= max(self.K.n, 1)
         self.gid = problem.global_index()
         self.QD = self.K.diag[self.row_of]
-        self.p = -np.ones(n) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
+        self.p = np.full(n, -1.0) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
         self.alpha = np.zeros(n) if problem.alpha0 is None else np.array(problem.alpha0, float)
         self.G = self.p.copy()
         self.active = np.ones(n, dtype=bool)
@@ -196,7 +199,7 @@ class Solver:
         self.timers = np.zeros(E.N_TIMERS)
         self._ts = np.zeros(2, dtype=np.int64)
         self._trace_arrays(1000)
-        self._trace = [np.empty(0, dtype=a.dtype) for a in self.trace]
+        self._trace = _NO_TRACE
 
     def _trace_arrays(self, budget: int) -> None:
         cap = budget // int(self.ctl_i[E.TRACE_EVERY]) + 2
@@ -215,11 +218,15 @@ class Solver:
         window is its rows' first variables, then their second ones, in the same order,
         and both halves read one column (as LIBSVM's ``SVR_Q``)."""
         self.win = rows
-        self.pos = np.full(self.y.size, -1, dtype=np.int64)  # local variable -> window position
-        self.pos[rows] = np.arange(rows.size)
-        self.in_window[:] = False
-        self.in_window[rows] = True
         full = rows.size == self.y.size  # then the window arrays are the local ones
+        if full:  # every variable, in order
+            self.pos = np.arange(rows.size, dtype=np.int64)  # local variable -> window position
+            self.in_window[:] = True
+        else:
+            self.pos = np.full(self.y.size, -1, dtype=np.int64)
+            self.pos[rows] = np.arange(rows.size)
+            self.in_window[:] = False
+            self.in_window[rows] = True
         take = (lambda a: a) if full else (lambda a: a[rows])
         self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.QD)
         self.walpha, self.wG = take(self.alpha), take(self.G)
@@ -243,8 +250,10 @@ class Solver:
             self._up[:w],
             self._low[:w],
             self._obj[:w],
-            np.arange(self.window_kernel.n, dtype=np.int64),
-            self.gid[rows],
+            self.pos
+            if full and self.per_row == 1
+            else np.arange(self.window_kernel.n, dtype=np.int64),
+            take(self.gid),
             vrow,
         )
         self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
@@ -406,7 +415,12 @@ class Solver:
             return
         it, gap, active, misses, clock = (a[:k] for a in self.trace)
         new = (it, gap, active, misses, clock - self._t_start)
-        self._trace = [np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)]
+        if self._trace[0].size:
+            self._trace = [
+                np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)
+            ]
+        else:  # the solve's first samples (copies: the engine's arrays are reused)
+            self._trace = [it.copy(), gap.copy(), active.copy(), misses.copy(), new[-1]]
         self.counts[E.C_TRACE] = 0
         stride = int(self.ctl_i[E.TRACE_EVERY])
         while self._trace[0].size > TRACE_POINTS:
@@ -418,18 +432,14 @@ class Solver:
     def _result(self, status: int, gap: float) -> BinaryResult:
         """Statistics, rho and the objective at the end of the loop."""
         n_iter = int(self.ctl_i[E.N_ITER])
-        last = self._trace[0][-1:]
-        if last.size == 0 or last[0] != n_iter:  # the final state, always
-            final = (
-                n_iter,
-                gap,
-                self.n_active,
-                self.cache.misses,
-                time.perf_counter() - self._t_start,
-            )
-            self._trace = [np.append(v, x) for v, x in zip(self._trace, final, strict=True)]
-        for name, v in zip(TRACES, self._trace, strict=True):
-            self.stats.traces[name].extend(v.tolist())
+        traces = [self.stats.traces[name] for name in TRACES]
+        for trace, v in zip(traces, self._trace, strict=True):
+            trace.extend(v.tolist())
+        if not self._trace[0].size or self._trace[0][-1] != n_iter:  # the final state, always
+            seconds = time.perf_counter() - self._t_start
+            final = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
+            for trace, x in zip(traces, final, strict=True):
+                trace.append(x)
         self._sync()
         st = self.stats
         st.add("n_iter", n_iter)
@@ -451,7 +461,7 @@ class Solver:
         self.comm.record("allgather", int(sum(rounds)), int(nbytes), comm_seconds)
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
-        rows = np.flatnonzero(self.active if approximate else np.ones(self.y.size, dtype=bool))
+        rows = np.flatnonzero(self.active) if approximate else np.arange(self.y.size)
         rho, r = rho_and_r(self.comm, rows, self.y, self.alpha, self.C, self.G, self.nu)
         sv = self.alpha != 0  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
         obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] + self.p[sv]))

@@ -1,12 +1,10 @@
-"""Whole-shard helpers: numba reductions over the dual state, and row gathering."""
+"""Whole-shard helpers: numba reductions over the dual state, row gathering, dense X to CSR."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit
-
-from psvm.kernels import restrict_columns
 
 
 def gather_csr(comm, indptr, indices, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -18,6 +16,31 @@ def gather_csr(comm, indptr, indices, data) -> tuple[np.ndarray, np.ndarray, np.
     return indptr, comm.allgatherv(indices.astype(np.int32)), comm.allgatherv(data)
 
 
+@njit(cache=True, nogil=True)
+def dense_csr(X):
+    """(data, indices, indptr) of the non-zeros of a C-ordered float64 ``X`` of fewer than
+    2^31 entries (int32 indices), each row's in column order, as scipy converts a dense
+    matrix; branch-free (a zero's slot is written over by the next value), 4x faster than
+    with a branch on digits' pixels."""
+    n, d = X.shape
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        k = 0
+        for f in range(d):
+            k += X[r, f] != 0.0
+        indptr[r + 1] = indptr[r] + k
+    nnz = indptr[n]
+    indices = np.empty(nnz + 1, dtype=np.int32)
+    data = np.empty(nnz + 1)
+    p = 0
+    for r in range(n):
+        for f in range(d):
+            v = X[r, f]
+            indices[p], data[p] = f, v
+            p += v != 0.0
+    return data[:nnz], indices[:nnz], indptr
+
+
 def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     """X with its columns renumbered 0..d-1 over the features some rank uses (collective).
 
@@ -26,10 +49,38 @@ def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
     per rank. The map is monotone, so every dot product adds the same terms
     in the same order and results are unchanged.
     """
-    used = np.unique(comm.allgatherv(np.unique(X.indices).astype(np.int64)))
+    used = used_columns(X.indices, X.shape[1])
+    if comm.size > 1:
+        used = np.unique(comm.allgatherv(used))
     if used.size in (0, X.shape[1]):
         return X
-    return restrict_columns(X, used)
+    # every local index is used: the map is a lookup (restrict_columns' search: 1.8 ms, digits)
+    column = np.zeros(X.shape[1], dtype=np.int32 if used.size < 2**31 else np.int64)
+    column[used] = np.arange(used.size)
+    return sp.csr_matrix((X.data, column[X.indices], X.indptr), shape=(X.shape[0], used.size))
+
+
+def used_columns(indices: np.ndarray, n_columns: int) -> np.ndarray:
+    """The sorted distinct ``indices`` (int64): counted when the columns are few next to the
+    entries (digits: 0.1 ms against np.unique's sort, 1.5 ms), else sorted."""
+    if n_columns <= 4 * indices.size + 1024:
+        return np.flatnonzero(np.bincount(indices, minlength=n_columns)).astype(np.int64)
+    return np.unique(indices).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def row_sums(indptr, data):
+    """Each row's sum and sum of squares, its entries added in stored order: np.bincount's
+    arithmetic (the same bits), in one pass."""
+    n = indptr.size - 1
+    total, square = np.zeros(n), np.zeros(n)
+    for r in range(n):
+        s = q = 0.0
+        for p in range(indptr[r], indptr[r + 1]):
+            s += data[p]
+            q += data[p] * data[p]
+        total[r], square[r] = s, q
+    return total, square
 
 
 def weighted_total(comm, C: np.ndarray, nu: float) -> float:
@@ -58,9 +109,12 @@ def fill_start(comm, C: np.ndarray, total: float) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True)
-def bias_bounds(rows, y, alpha, C, G):
-    """LIBSVM's bounds on rho over ``rows``' bound vectors: (ub, lb) of y_t G_t."""
+def bias_terms(rows, y, alpha, C, G):
+    """LIBSVM's bounds on rho over ``rows``' bound vectors, (ub, lb) of y_t G_t, and the
+    y_t G_t of its free ones, in one pass."""
     ub, lb = np.inf, -np.inf
+    free = np.empty(rows.size)
+    k = 0
     for q in range(rows.size):
         t = rows[q]
         yg = y[t] * G[t]
@@ -74,7 +128,10 @@ def bias_bounds(rows, y, alpha, C, G):
                 ub = min(ub, yg)
             else:
                 lb = max(lb, yg)
-    return ub, lb
+        else:
+            free[k] = yg
+            k += 1
+    return ub, lb, free[:k]
 
 
 def rho_and_r(comm, rows, y, alpha, C, G, nu: bool) -> tuple[float, float]:
@@ -94,9 +151,7 @@ def rho_and_r(comm, rows, y, alpha, C, G, nu: bool) -> tuple[float, float]:
 def _side(comm, rows, y, alpha, C, G) -> float:
     """Mean of y_t G_t over the free variables of ``rows`` (all ranks, summed exactly), else
     the midpoint of LIBSVM's bounds from the bound ones."""
-    ub, lb = bias_bounds(rows, y, alpha, C, G)
+    ub, lb, free = bias_terms(rows, y, alpha, C, G)
     ub, lb = comm.min_(ub), comm.max_(lb)
-    a, c, g = alpha[rows], C[rows], G[rows]
-    free = (a > 0) & (a < c)
-    nf = comm.sum_(int(np.count_nonzero(free)))
-    return comm.exact_sum(y[rows][free] * g[free]) / nf if nf > 0 else float((ub + lb) / 2)
+    nf = comm.sum_(int(free.size))
+    return comm.exact_sum(free) / nf if nf > 0 else float((ub + lb) / 2)

@@ -347,7 +347,7 @@ def test_random_state_and_n_jobs_do_not_change_the_model(digits):
     [
         (dict(C=-1.0), "C"),
         (dict(C="big"), "C"),
-        (dict(kernel="precomputed"), "kernel"),
+        (dict(kernel="gauss"), "kernel"),
         (dict(degree=-1), "degree"),
         (dict(degree=2**31), "degree"),
         (dict(degree=3.0), "degree"),

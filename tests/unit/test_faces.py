@@ -72,3 +72,115 @@ def test_mpi_worker_is_recognised(monkeypatch):
     monkeypatch.setenv("PMI_FD", str(a.fileno()))  # closed now: a spawned worker
     assert mpi_worker()
     assert world().size == 1
+
+
+def _canonical(X):
+    return sp.csr_matrix(X, dtype=np.float64)  # scipy's conversion
+
+
+def test_dense_to_csr_gives_scipys_arrays():
+    from psvm.faces.fit_input import as_csr
+
+    rng = np.random.default_rng(1)
+    for shape in [(150, 4), (37, 64), (1, 7), (5, 1), (3, 0), (0, 3)]:
+        X = rng.normal(size=shape)
+        X[rng.random(shape) < 0.5] = 0.0
+        if X.size:
+            X.flat[0] = -0.0  # a zero: not stored
+        ours, ref = as_csr(X), _canonical(X)
+        assert ours.shape == ref.shape and ours.has_canonical_format
+        for a, b in [(ours.indptr, ref.indptr), (ours.indices, ref.indices)]:
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert np.array_equal(ours.data.view(np.int64), ref.data.view(np.int64))
+    X.flags.writeable = False  # read-only: scipy's path, same result
+    assert (as_csr(X) != _canonical(X)).nnz == 0
+
+
+def test_plain_input_is_what_validate_data_leaves_alone():
+    from psvm.faces.checks import plain_input
+
+    X, y = np.ones((4, 2)), np.array([0, 1, 0, 1])
+    assert plain_input(X, y)
+    assert plain_input(sp.csr_matrix(X), y.astype(float))
+    assert plain_input(X, np.array([True, False, True, False]))
+    for bad_X in (X.astype(np.float32), X.T.copy().T, X.tolist(), np.ones((0, 2)), X[:, :0]):
+        assert not plain_input(bad_X, y if np.shape(bad_X)[0] == 4 else y[:0])
+    nan = X.copy()
+    nan[1, 1] = np.nan
+    assert not plain_input(nan, y)
+    assert not plain_input(np.full((4, 2), 1e308), y)  # the sum overflows: the full check
+    for bad_y in (y[:3], y.reshape(-1, 1), y + 0.5, y.astype(str), np.array([0, 1, np.inf, 0])):
+        assert not plain_input(X, bad_y)
+    assert not plain_input(X, np.array([0.0, 1.0, 2.0**60, 0.0]))  # int cast not exact
+
+
+@pytest.mark.parametrize(
+    "X, y, message",
+    [
+        (np.array([[0.0, np.nan]] * 4), [0, 1, 0, 1], "NaN"),
+        (np.ones((4, 2)), [0.5, 1, 0, 1], "Unknown label type"),
+        (np.ones((4, 2)), [0, 1, 0], "inconsistent numbers of samples"),
+    ],
+)
+def test_fit_errors_are_scikit_learns(X, y, message):
+    import sklearn.svm
+
+    import psvm
+
+    for est in (psvm.SVC(), sklearn.svm.SVC()):
+        with pytest.raises(ValueError, match=message):
+            est.fit(X, np.asarray(y))
+
+
+def test_plain_fit_sets_what_validate_data_sets():
+    import psvm
+
+    X, y = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]]), np.array([0, 1, 1, 0])
+    est = psvm.SVC()
+    est.feature_names_in_ = np.array(["a", "b"], dtype=object)  # as a DataFrame's fit leaves
+    est.fit(X, y)  # plain input: the names go, as validate_data drops them
+    assert not hasattr(est, "feature_names_in_") and est.n_features_in_ == 2
+
+
+def test_label_counts_is_np_unique():
+    from psvm.faces.agreement import label_counts
+
+    for y in (
+        np.array([3, 1, 3, 3, 7]),
+        np.array([5], dtype=np.uint8),
+        np.array([-1, 1, 1]),
+        np.array([0, 10**9]),
+        np.array([1.5, -2.0, 1.5]),
+        np.array(["b", "a", "b"]),
+        np.array([True, False, True]),
+        np.zeros(0, dtype=int),
+    ):
+        labels, counts = label_counts(y)
+        ref_labels, ref_counts = np.unique(y, return_counts=True)
+        assert labels.dtype == ref_labels.dtype and np.array_equal(labels, ref_labels)
+        assert counts.dtype == ref_counts.dtype and np.array_equal(counts, ref_counts)
+
+
+def test_dense_sparse_and_checked_paths_fit_the_same_bits():
+    """Plain dense input (checks skipped, compiled CSR conversion), CSR input, and input that
+    takes scikit-learn's checks (float32, Fortran order, a list) give one model."""
+    from sklearn.datasets import load_iris
+
+    import psvm
+
+    X, y = load_iris(return_X_y=True)
+    X32 = X.astype(np.float32).astype(np.float64)  # values a float32 copy can hold
+    ref = psvm.SVC(C=10).fit(X32, y)
+    for Xi, yi in [
+        (sp.csr_matrix(X32), y),
+        (X32.astype(np.float32), y),
+        (np.asfortranarray(X32), y.astype(float)),
+        (X32.tolist(), y.tolist()),
+    ]:
+        est = psvm.SVC(C=10).fit(Xi, yi)
+        for name in ("dual_coef_", "intercept_", "support_"):
+            a, b = getattr(est, name), getattr(ref, name)
+            a = a.toarray() if sp.issparse(a) else a  # (no -0.0 there: + 0.0 below)
+            assert np.array_equal(
+                np.asarray(a + 0).view(np.uint8), np.asarray(b + 0).view(np.uint8)
+            )

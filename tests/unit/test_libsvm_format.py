@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_svmlight_file
 
+from psvm.io import libsvm_format
+from psvm.io._libsvm_plain import parse_plain
 from psvm.io.libsvm_format import (
     LibsvmFormatError,
     cached_path,
@@ -31,6 +33,15 @@ def cache_env(tmp_path_factory):
         d = tmp_path_factory.mktemp("psvm_cache")
         mp.setenv("PSVM_CACHE_DIR", str(d))
         yield d
+
+
+@pytest.fixture(scope="module", autouse=True, params=["python", "compiled"])
+def parser(request):
+    """Every test runs on both parsers: Python's for small plain blocks, and the compiled one."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "compiled":
+            mp.setattr(libsvm_format, "PYTHON_PARSE_BYTES", -1)
+        yield request.param
 
 
 @pytest.fixture
@@ -403,12 +414,61 @@ def test_corrupt_compressed_file(tmp_path, cache_env):
     assert not [f for f in os.listdir(cache_env) if f.startswith(".tmp-")]
 
 
-def test_kernel_compiles_once():
+def test_kernel_compiles_once(parser):
     from psvm.io._libsvm_kernel import parse_kernel
 
     parse_block(b"1 1:1\n", n_features_limit=3)
-    parse_block(bytearray(b"1 1:1\n"))
+    parse_block(bytearray(b"1 1:1 2:x\n"))
     assert len(parse_kernel.signatures) == 1
+
+
+plain_lines = st.lists(
+    st.lists(
+        st.sampled_from(
+            [
+                "1",
+                "-1",
+                "+2",
+                "0",
+                "01",
+                ":",
+                "1:",
+                ":2",
+                "1e",
+                "e",
+                ".",
+                "3:1e3",
+                "2:-0.5",
+                "9:.5",
+                "4:1e999",
+                "2147483648:1",
+                "2147483649:1",
+            ]
+        ),
+        max_size=6,
+    ).map(" ".join),
+    max_size=5,
+).map(lambda lines: "\n".join(lines).encode())
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(plain_lines, st.sampled_from([None, 3]))
+def test_python_and_compiled_parsers_agree(content, limit):
+    python = parse_block(content, n_features_limit=limit)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(libsvm_format, "PYTHON_PARSE_BYTES", -1)
+        compiled = parse_block(content, n_features_limit=limit)
+    for a, b in zip(python[:4], compiled[:4], strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype
+    assert python[4:] == compiled[4:]
+
+
+def test_small_plain_blocks_do_not_compile_the_parser():
+    y, indptr, _, _ = parse_plain(b"1 1:0.5 3:2\n\n-1 2:1e-3\n", 2**31)
+    assert y.tolist() == [1.0, -1.0] and indptr.tolist() == [0, 2, 3]
+    for declined in (b"1 1:1 # c\n", b"1 1:nan\n", b"1 2:1 1:1\n", b"1 qid:1\n", b"1 1:1\x0b2:1\n"):
+        assert parse_plain(declined, 2**31) is None
 
 
 def test_data_line_number_skips_blank_and_comment_lines():

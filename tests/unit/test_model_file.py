@@ -185,8 +185,8 @@ def _at(key):
         ),
         (
             lambda ls: _replace_key(ls, "kernel_type", "kernel_type precomputed"),
-            _at("kernel_type"),
-            "unsupported kernel_type 'precomputed'",
+            lambda ls: _line_of(ls, "SV") + 1,
+            "a precomputed kernel's SV line must give 0:serial_number",
         ),
         (
             lambda ls: _replace_key(ls, "rho", "rho 0.1 0.2"),

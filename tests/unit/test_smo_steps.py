@@ -114,3 +114,42 @@ def test_the_winning_rank_is_the_best_key_then_the_smallest_global_index():
     assert winner(recv, ROW + 2, False) == 2  # minimising: the same tie on -3.0
     recv[:, GIDX] = -1
     assert winner(recv, 0, True) == -1
+
+
+def test_one_pass_helpers_match_their_numpy_forms():
+    """The compiled one-pass forms of whole-shard sums: the bits of the numpy expressions
+    they replace (gamma='scale', the used columns, rho's bounds and free terms)."""
+    import scipy.sparse as sp
+
+    from psvm.comm import Comm
+    from psvm.kernels import csr_arrays, restrict_columns
+    from psvm.svc.state import bias_terms, compact_features, row_sums, used_columns
+
+    rng = np.random.default_rng(3)
+    X = sp.random(300, 2000, density=0.02, format="csr", random_state=rng) * 1e3
+    X.data[::7] *= -1e-5
+    total, square = row_sums(*csr_arrays(X)[::2])
+    row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    for ours, weights in ((total, X.data), (square, X.data * X.data)):
+        ref = np.bincount(row, weights=weights, minlength=X.shape[0])
+        assert np.array_equal(ours.view(np.int64), ref.view(np.int64))
+    used = np.unique(X.indices)
+    assert used.size < X.shape[1]  # compact_features renumbers
+    for n_columns in (X.shape[1], 10**8):  # counted, or sorted
+        assert np.array_equal(used_columns(X.indices, n_columns), used)
+    compact, ref = compact_features(Comm(), X), restrict_columns(X, used)
+    assert compact.shape == ref.shape and (compact != ref).nnz == 0
+    assert np.array_equal(compact.indices, ref.indices)
+
+    n = 200
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    C = rng.choice([0.5, 1.0], n)
+    alpha = np.select([rng.random(n) < 0.3, rng.random(n) < 0.5], [C, 0.0], rng.random(n) * C)
+    G = rng.normal(size=n)
+    rows = np.flatnonzero(rng.random(n) < 0.8)
+    ub, lb, free = bias_terms(rows, y, alpha, C, G)
+    a, c, yg = alpha[rows], C[rows], y[rows] * G[rows]
+    upper = ((a >= c) & (y[rows] < 0)) | ((a <= 0) & (y[rows] > 0))
+    lower = ((a >= c) & (y[rows] > 0)) | ((a <= 0) & (y[rows] < 0))
+    assert ub == yg[upper].min() and lb == yg[lower].max()
+    assert np.array_equal(free, yg[(a > 0) & (a < c)])
