@@ -25,8 +25,9 @@ HEURISTICS = tuple(POLICIES)
 # (geometric mean; docs/heuristics.md)
 DEFAULT_HEURISTIC = "frequent"
 RECONSTRUCTIONS = ("single", "multi", "approximate")
-# the default reconstruction per svm_type: 'multi' for the regressors, whose eliminated rows
-# turn into violators far more often (docs/performance.md: "Why epsilon-SVR took more ...")
+# the default reconstruction per svm_type: 'multi' for the regressors, where a row eliminated
+# by mistake and found at the end makes the long end game run again (docs/performance.md:
+# "Why epsilon-SVR took more iterations than LIBSVM")
 REGRESSORS = ("epsilon_svr", "nu_svr")
 SELECTIONS = {"first": FIRST_ORDER, "second": SECOND_ORDER}
 

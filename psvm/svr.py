@@ -25,9 +25,9 @@ class SVR(RegressorMixin, SingleModelSVM):
     epsilon : float, default=0.1
         Width of the tube in which errors cost nothing; >= 0.
     reconstruction : {'single', 'multi', 'approximate'}, default='multi'
-        As :class:`psvm.SVC`; 'multi' by default: eliminated samples of a
-        regression turn into violators far more often than a classifier's
-        (docs/performance.md).
+        As :class:`psvm.SVC`; 'multi' by default: a sample eliminated by
+        mistake and found only at the end makes a regression's long end game
+        run again (docs/performance.md).
     shrinking, heuristic, selection, n_threads, n_jobs, comm, distributed, \
 checkpoint, checkpoint_seconds, checkpoint_iters, resume
         As :class:`psvm.SVC`.

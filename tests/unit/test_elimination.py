@@ -26,8 +26,8 @@ def test_registry_is_the_parameter_table():
 
 
 def test_regressors_reconstruct_at_several_gaps_by_default():
-    """epsilon-SVR and nu-SVR default to 'multi' (their eliminated rows turn into violators
-    far more often), on every face; an explicit value wins."""
+    """epsilon-SVR and nu-SVR default to 'multi' (a row eliminated by mistake and found at
+    the end makes their long end game run again), on every face; an explicit value wins."""
     import psvm
     from psvm._params import SVM_TYPES
     from psvm.cli.train import svc_params
