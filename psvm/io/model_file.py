@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from psvm._params import SVM_TYPES
 from psvm.io.atomic import write_atomic
 from psvm.model import SVCModel
+from psvm.probability import N_MARKS  # svm_load_model reads that many prob_density_marks
 
 # LIBSVM's kernel_type_table names; psvm's names are sklearn's.
 _FILE_KERNELS = {
@@ -40,7 +41,6 @@ _HEADER_KEYS = (
 )  # fmt: skip
 # Probability header fields, kept in ``meta`` (and written back in their place).
 _KEPT_KEYS = ("probA", "probB", "prob_density_marks")
-_N_MARKS = 10  # LIBSVM's nr_marks: svm_load_model reads that many prob_density_marks
 _TRAILER = "#psvm"
 _MAX_INDEX = np.iinfo(np.int32).max  # the kernels' index dtype
 
@@ -349,8 +349,8 @@ def _kept(rd: _Reader, header: dict, out: dict) -> None:
         line, vals = header["prob_density_marks"]
         if out["svm_type"] != "one_class":
             raise rd.error(line, "prob_density_marks is for one_class only")
-        if len(vals) != _N_MARKS:
-            raise rd.error(line, f"prob_density_marks has {len(vals)} values, expected {_N_MARKS}")
+        if len(vals) != N_MARKS:
+            raise rd.error(line, f"prob_density_marks has {len(vals)} values, expected {N_MARKS}")
 
 
 def _read_svs(
