@@ -222,18 +222,7 @@ def load_shard(
     comm.agree(_check_readable(path))
     raw = _decompress_once_per_node(comm, path)
 
-    err, parsed, block = None, None, b""
-    try:
-        start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
-        block = read_byte_range(raw, start, end)
-        parsed = parse_block(block, n_features_limit=n_features, zero_based=gram is not None)
-    except OSError as e:
-        err = e
-    lines_before = comm.exscan_sum(0 if parsed is None else parsed.n_lines)
-    if err is None:
-        err = parsed.error(path, lines_before) or _overflow_error(path, parsed, block, lines_before)
-    comm.agree(err)
-
+    parsed, block, lines_before = _parse_own_lines(comm, path, raw, n_features, gram)
     y, indptr, indices, data = parsed.y, parsed.indptr, parsed.indices, parsed.data
     row_nnz = np.diff(indptr)
     local_max = np.array(
@@ -254,13 +243,7 @@ def load_shard(
     n_samples = int(counts.sum())
     if n_samples == 0 and not allow_empty:  # agree() marks it collective: every rank raises it
         comm.agree(LibsvmFormatError(path, None, "no data lines (empty file)"))
-    classes = labels_in_order(comm, y)
-    if len(classes) < min_classes:
-        if len(classes) == 1:
-            reason = f"only one class (label {_format_label(classes[0])})"
-        else:
-            reason = f"only {len(classes)} classes"
-        comm.agree(LibsvmFormatError(path, None, f"{reason}; at least {min_classes} are needed"))
+    classes = _classes(comm, path, y, min_classes)
 
     if balance and comm.size > 1:
         y, row_nnz, indices, data, offsets = _rebalance(comm, y, row_nnz, indices, data)
@@ -282,6 +265,35 @@ def load_shard(
         max_row_nnz=max_row_nnz,
         classes=classes,
     )
+
+
+def _parse_own_lines(comm: Comm, path: str, raw: str, n_features, gram):
+    """Parse this rank's byte range of ``raw``: (parsed, block, lines before it); a bad line
+    on any rank raises on every rank."""
+    err, parsed, block = None, None, b""
+    try:
+        start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
+        block = read_byte_range(raw, start, end)
+        parsed = parse_block(block, n_features_limit=n_features, zero_based=gram is not None)
+    except OSError as e:
+        err = e
+    lines_before = comm.exscan_sum(0 if parsed is None else parsed.n_lines)
+    if err is None:
+        err = parsed.error(path, lines_before) or _overflow_error(path, parsed, block, lines_before)
+    comm.agree(err)
+    return parsed, block, lines_before
+
+
+def _classes(comm: Comm, path: str, y: np.ndarray, min_classes: int) -> np.ndarray:
+    """The labels in file order; fewer than ``min_classes`` raises on every rank."""
+    classes = labels_in_order(comm, y)
+    if len(classes) < min_classes:
+        if len(classes) == 1:
+            reason = f"only one class (label {_format_label(classes[0])})"
+        else:
+            reason = f"only {len(classes)} classes"
+        comm.agree(LibsvmFormatError(path, None, f"{reason}; at least {min_classes} are needed"))
+    return classes
 
 
 def _overflow_error(path: str, parsed, block: bytes, lines_before: int):
