@@ -110,29 +110,8 @@ def agree_on_training_set(
     on every rank; None: the labels of y over all ranks. Not ``labelled`` (regression,
     novelty): no classes, and y's bits go into the digest.
     """
-    if labelled:
-        labels, counts = label_counts(y)
-        weighted = sample_weight > 0
-        positive = labels if weighted.all() else np.unique(y[weighted])
-    else:
-        labels, counts = np.zeros(0), np.zeros(0, dtype=np.int64)
-        positive = np.ones(int(np.any(sample_weight > 0)))
-    digest = ""
-    if not sharded and comm.size > 1:
-        codes = np.ascontiguousarray(y, dtype=np.float64).view(np.int64)
-        if labelled:
-            codes = np.searchsorted(labels, y)
-        digest = input_digest(X, codes, sample_weight)
-    mine = RankInput(
-        shape=X.shape,
-        sparse=sparse,
-        labels=labels,
-        counts=counts,
-        positive=positive,
-        max_row_nnz=int(np.diff(X.indptr).max(initial=0)),
-        digest=digest,
-        classes=classes,
-    )
+    digested = not sharded and comm.size > 1
+    mine = _rank_input(X, y, sample_weight, sparse, classes, labelled, digested)
     ranks = comm.allgather_obj(mine) if comm.size > 1 else [mine]
     if not sharded:
         same_everywhere(ranks)
@@ -148,16 +127,7 @@ def agree_on_training_set(
     rows = [r.shape[0] for r in ranks] if sharded else [X.shape[0]]
     if sum(rows) == 0:
         raise InputError("Found array with 0 sample(s) on every rank: fit needs at least one")
-    parts = ranks if sharded else [mine]
-    if len(parts) == 1 and not given and labels.size:  # one rank's sorted labels: all there is
-        classes, class_counts = labels, counts
-    else:
-        if not given:  # (a rank without rows has labels of another dtype: leave them out)
-            classes = np.unique(np.concatenate([r.labels for r in parts if r.labels.size] or [[]]))
-        class_counts = np.zeros(classes.size, dtype=np.int64)
-        for r in parts:
-            class_counts[np.searchsorted(classes, r.labels)] += r.counts
-        positive = np.unique(np.concatenate([r.positive for r in parts if r.positive.size] or [[]]))
+    classes, class_counts, positive = _all_classes(ranks if sharded else [mine], classes)
     check_classes(classes, positive, given=given or not labelled, every=every_class_weighted)
     return TrainingSet(
         classes=classes,
@@ -167,6 +137,48 @@ def agree_on_training_set(
         rows_before=sum(rows[: comm.rank]) if sharded else 0,
         max_row_nnz=max(r.max_row_nnz for r in ranks),
     )
+
+
+def _rank_input(X, y, sample_weight, sparse, classes, labelled, digested) -> RankInput:
+    """This rank's facts; ``digested``: with a digest of its rows (replicated input)."""
+    if labelled:
+        labels, counts = label_counts(y)
+        weighted = sample_weight > 0
+        positive = labels if weighted.all() else np.unique(y[weighted])
+    else:
+        labels, counts = np.zeros(0), np.zeros(0, dtype=np.int64)
+        positive = np.ones(int(np.any(sample_weight > 0)))
+    digest = ""
+    if digested:
+        codes = np.ascontiguousarray(y, dtype=np.float64).view(np.int64)
+        if labelled:
+            codes = np.searchsorted(labels, y)
+        digest = input_digest(X, codes, sample_weight)
+    return RankInput(
+        shape=X.shape,
+        sparse=sparse,
+        labels=labels,
+        counts=counts,
+        positive=positive,
+        max_row_nnz=int(np.diff(X.indptr).max(initial=0)),
+        digest=digest,
+        classes=classes,
+    )
+
+
+def _all_classes(parts: list[RankInput], classes: np.ndarray | None):
+    """(classes, their counts, the labels with positive weight) over the ranks' ``parts``;
+    ``classes`` given (partial_fit) are kept."""
+    mine = parts[0]
+    if len(parts) == 1 and classes is None and mine.labels.size:  # sorted labels: all there is
+        return mine.labels, mine.counts, mine.positive
+    if classes is None:  # (a rank without rows has labels of another dtype: leave them out)
+        classes = np.unique(np.concatenate([r.labels for r in parts if r.labels.size] or [[]]))
+    class_counts = np.zeros(classes.size, dtype=np.int64)
+    for r in parts:
+        class_counts[np.searchsorted(classes, r.labels)] += r.counts
+    positive = np.unique(np.concatenate([r.positive for r in parts if r.positive.size] or [[]]))
+    return classes, class_counts, positive
 
 
 def label_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
