@@ -213,6 +213,7 @@ def fit_ovo(
     stats: Stats | None = None,
     log: Callable[[str], None] | None = None,
     checkpoint: CheckpointConfig | None = None,
+    alpha0: np.ndarray | None = None,
 ) -> tuple[SVCModel, np.ndarray]:
     """Train one-vs-one C-SVC on a shard; collective, same model on every rank.
 
@@ -221,7 +222,9 @@ def fit_ovo(
     ``classes`` fixes the class order (LIBSVM: first appearance; sklearn: sorted).
     ``params`` are validated parameters (:func:`psvm._params.validate_svc_params`).
     ``checkpoint`` saves the solver state now and then and, to resume, reads it
-    back (:mod:`psvm.svc.checkpoint`).
+    back (:mod:`psvm.svc.checkpoint`). ``alpha0`` (C-SVC): a feasible start, y alpha over
+    the shard's rows in ``dual_coef``'s layout (k - 1 rows: pair (a, b)'s class a in row
+    b - 1, class b in row a); default 0.
     """
     stats = Stats() if stats is None else stats
     X, y = shard.X, shard.y
@@ -268,6 +271,8 @@ def fit_ovo(
         )
         if nu:
             nu_start(comm, problem, cfg.nu, sample_weight is not None)
+        elif alpha0 is not None:
+            problem.alpha0 = np.abs(np.where(first, alpha0[b - 1, rows], alpha0[a, rows]))
         res = _solve_pair(comm, problem, cfg, stats, log, ck, pair, n_pairs)
         scale = 1.0 / res.r if nu else 1.0  # solve_nu_svc: alpha y / r, rho / r, obj / r^2
         is_sv[rows[res.alpha > 0]] = True
