@@ -227,8 +227,7 @@ def fit_ovo(
     b - 1, class b in row a); default 0.
     """
     stats = Stats() if stats is None else stats
-    X, y = shard.X, shard.y
-    k = len(classes)
+    y, k = shard.y, len(classes)
     if k < 2:
         raise TrainingError(f"training data has only one class (label {classes[0]:g})")
     cfg = solver_config(comm, shard, params)
@@ -236,39 +235,16 @@ def fit_ovo(
     for c, label in enumerate(classes):
         cls[y == label] = c
     nu = cfg.svm_type == "nu_svc"
-    if nu:  # bounds 1 (times the sample weight), as LIBSVM's solve_nu_svc; no class weights
-        C_row = np.ones(y.size) if sample_weight is None else np.array(sample_weight, float)
-        check_nu_feasible(comm, cfg.nu, C_row, cls, k)
-    else:
-        weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
-        C_row = weight[cls] if sample_weight is None else weight[cls] * sample_weight
-    Xc, X = solver_rows(comm, X, cfg.kernel)
-    Xc_arrays = csr_arrays(Xc)
-    kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
-    sq = diag = None  # a precomputed kernel's serials and diagonal: each pair's kernel
-    if cfg.kernel != "precomputed":  # norms and diagonal once for every pair
-        sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(y.size))
-        diag = kernel_diag(sq, *kp, np.empty(y.size))
+    C_row = _row_bounds(comm, cfg, classes, cls, sample_weight)
+    Xc, X = solver_rows(comm, shard.X, cfg.kernel)
+    rows_of = _pair_rows(comm, shard, cfg, Xc, cls, C_row)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     is_sv = np.zeros(y.size, dtype=bool)
     coef = np.zeros((k - 1, y.size))
     rho, n_iter, objective, status, approximate, r = [], [], [], 0, False, []
     n_pairs = k * (k - 1) // 2
     for pair, (a, b) in enumerate(itertools.combinations(range(k), 2)):
-        rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
-        first = cls[rows] == a
-        every = rows.size == y.size  # (two classes: the shard itself, not a copy)
-        problem = BinaryProblem(
-            X=Xc_arrays if every else take_rows(*Xc_arrays, rows),
-            n_features=Xc.shape[1],
-            y=np.where(first, 1.0, -1.0),
-            C=C_row[rows],
-            offset=comm.exscan_sum(rows.size),
-            n_samples=comm.sum_(int(rows.size)),
-            max_row_nnz=shard.max_row_nnz,
-            sq=sq if every or sq is None else sq[rows],
-            diag=diag if every or diag is None else diag[rows],
-        )
+        rows, first, problem = rows_of(a, b)
         if nu:
             nu_start(comm, problem, cfg.nu, sample_weight is not None)
         elif alpha0 is not None:
@@ -291,6 +267,63 @@ def fit_ovo(
             summary = pair_summary(comm, problem, shown, note=note)
             if log is not None:
                 log(summary)
+    meta = {
+        "n_iter": n_iter,
+        "objective": objective,  # nu-SVC: LIBSVM's, over r^2
+        **({"r": r} if nu else {}),
+        "status": status,
+        "approximate": approximate,
+        "heuristic": cfg.heuristic,
+        "reconstruction": cfg.reconstruction,
+    }
+    return _gathered_model(comm, shard, cfg, classes, X, cls, is_sv, coef, rho, meta)
+
+
+def _row_bounds(comm, cfg, classes, cls, sample_weight) -> np.ndarray:
+    """Each row's upper bound C_t: C times its class weight and sample weight; nu-SVC: 1
+    (times the sample weight), as LIBSVM's solve_nu_svc, after its feasibility check."""
+    if cfg.svm_type == "nu_svc":
+        C_row = np.ones(cls.size) if sample_weight is None else np.array(sample_weight, float)
+        check_nu_feasible(comm, cfg.nu, C_row, cls, len(classes))
+        return C_row
+    weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
+    return weight[cls] if sample_weight is None else weight[cls] * sample_weight
+
+
+def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
+    """A function of a class pair (a, b): its rows (those with C_t > 0), which of them are
+    class a, and its :class:`BinaryProblem` (collective)."""
+    Xc_arrays = csr_arrays(Xc)
+    kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
+    sq = diag = None  # a precomputed kernel's serials and diagonal: each pair's kernel
+    if cfg.kernel != "precomputed":  # norms and diagonal once for every pair
+        sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(cls.size))
+        diag = kernel_diag(sq, *kp, np.empty(cls.size))
+
+    def rows_of(a: int, b: int):
+        rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
+        first = cls[rows] == a
+        every = rows.size == cls.size  # (two classes: the shard itself, not a copy)
+        problem = BinaryProblem(
+            X=Xc_arrays if every else take_rows(*Xc_arrays, rows),
+            n_features=Xc.shape[1],
+            y=np.where(first, 1.0, -1.0),
+            C=C_row[rows],
+            offset=comm.exscan_sum(rows.size),
+            n_samples=comm.sum_(int(rows.size)),
+            max_row_nnz=shard.max_row_nnz,
+            sq=sq if every or sq is None else sq[rows],
+            diag=diag if every or diag is None else diag[rows],
+        )
+        return rows, first, problem
+
+    return rows_of
+
+
+def _gathered_model(comm, shard, cfg, classes, X, cls, is_sv, coef, rho, meta):
+    """The model on every rank: the support vectors gathered in global row order and
+    grouped by class, and their global row indices (collective)."""
+    k = len(classes)
     local = np.flatnonzero(is_sv)
     sv_cls = comm.allgatherv(cls[local])
     sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)
@@ -309,15 +342,7 @@ def fit_ovo(
         dual_coef=sv_coef[:, order],
         rho=np.array(rho),
         n_features=shard.n_features,
-        meta={
-            "n_iter": n_iter,
-            "objective": objective,  # nu-SVC: LIBSVM's, over r^2
-            **({"r": r} if nu else {}),
-            "status": status,
-            "approximate": approximate,
-            "heuristic": cfg.heuristic,
-            "reconstruction": cfg.reconstruction,
-        },
+        meta=meta,
         trusted=True,
     )
     return model, sv_gidx[order]
