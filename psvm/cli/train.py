@@ -162,12 +162,8 @@ def _body(argv: list[str]) -> int:
 
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
-    from psvm.io.model_file import write_model
-    from psvm.io.shard import load_shard
-    from psvm.stats import Stats, reduce_stats
+    from psvm.stats import Stats
     from psvm.svc.checkpoint import make_checkpoint_config
-    from psvm.svc.multiclass import fit_ovo, scale_hint
-    from psvm.svc.single import fit_single
     from psvm.threads import apply_threads
 
     opts = parse_args(argv)
@@ -191,6 +187,25 @@ def _body(argv: list[str]) -> int:
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None
     t0 = time.perf_counter()
+    shard, classes = _load(comm, opts, params, log)
+    stats = Stats()
+    stats.values["n_threads"] = n_threads
+    stats.seconds["load"] = time.perf_counter() - t0
+    with stats.timer("train"):
+        if cv:
+            result = _cross_validate(comm, opts, shard, params, classes, stats, log)
+        else:
+            result = _fit(comm, opts, shard, params, classes, checkpoint, stats, log)
+    _finish(comm, opts, shard, result, stats, log, t0)
+    return 0
+
+
+def _load(comm, opts: dict, params: dict, log):
+    """This rank's shard of the training file and, for the classifiers, the classes in
+    LIBSVM's order (collective)."""
+    from psvm.io.shard import load_shard
+    from psvm.svc.multiclass import scale_hint
+
     gram = "train" if params["kernel"] == "precomputed" else None  # LIBSVM's 0:serial rows
     classify, classes = opts["svm_type"] in ("c_svc", "nu_svc"), None
     # one-class files often hold one label, regression files any values: only the
@@ -208,43 +223,46 @@ def _body(argv: list[str]) -> int:
     hint = scale_hint(comm, shard.X, params)
     if hint is not None and log is not None:
         print(f"psvm-train: note: {hint}", file=sys.stderr, flush=True)
-    stats = Stats()
-    stats.values["n_threads"] = n_threads
-    stats.seconds["load"] = time.perf_counter() - t0
-    with stats.timer("train"):
-        if cv:
-            lines = _cross_validate(comm, opts, shard, params, classes, stats, log)
-        elif classify:
-            model, _ = fit_ovo(
-                comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
+    return shard, classes
+
+
+def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log):
+    """The model, with -b 1's probability information (collective)."""
+    from psvm.svc.multiclass import fit_ovo
+    from psvm.svc.single import fit_single
+
+    probability, seed = opts.get("probability"), opts.get("seed", 0)
+    if classes is not None:
+        model, _ = fit_ovo(
+            comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
+        )
+        if probability:  # LIBSVM's pairwise sigmoids, 5-fold internal CV
+            from psvm.svc.platt import fit_probability
+
+            probA, probB = fit_probability(
+                comm, shard, params, classes, model.gamma, seed=seed, stats=stats, log=log
             )
-            if opts.get("probability"):  # LIBSVM's pairwise sigmoids, 5-fold internal CV
-                from psvm.svc.platt import fit_probability
+            model.meta.update(probA=probA.tolist(), probB=probB.tolist())
+        return model
+    model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
+    if probability and opts["svm_type"] == "one_class":
+        _density_marks(comm, shard, model)
+    elif probability:  # svm_svr_probability: a Laplace sigma, 5-fold CV
+        from psvm.svc.platt import fit_svr_sigma
 
-                probA, probB = fit_probability(
-                    comm,
-                    shard,
-                    params,
-                    classes,
-                    model.gamma,
-                    seed=opts.get("seed", 0),
-                    stats=stats,
-                    log=log,
-                )
-                model.meta.update(probA=probA.tolist(), probB=probB.tolist())
-        else:
-            model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
-            if opts.get("probability") and opts["svm_type"] == "one_class":
-                _density_marks(comm, shard, model)
-            elif opts.get("probability"):  # svm_svr_probability: a Laplace sigma, 5-fold CV
-                from psvm.svc.platt import fit_svr_sigma
+        sigma = fit_svr_sigma(comm, shard, params, model.gamma, seed=seed, stats=stats)
+        model.meta["probA"] = [sigma]
+        if log is not None:
+            log(f"{LAPLACE}= {sigma:g}")  # svm-train's spacing
+    return model
 
-                sigma = fit_svr_sigma(
-                    comm, shard, params, model.gamma, seed=opts.get("seed", 0), stats=stats
-                )
-                model.meta["probA"] = [sigma]
-                if log is not None:
-                    log(f"{LAPLACE}= {sigma:g}")  # svm-train's spacing
+
+def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
+    """Rank 0 writes the model (or prints -v's lines) and the statistics (collective)."""
+    from psvm.io.model_file import write_model
+    from psvm.stats import reduce_stats
+
+    cv = "n_folds" in opts
     report = reduce_stats(comm, stats)
     if "n_iter_own" in report["counts"]:  # fold-parallel -v: every rank's folds, summed
         report["counts"]["n_iter"] = report["counts"].pop("n_iter_own")
@@ -254,21 +272,20 @@ def _body(argv: list[str]) -> int:
         cache_hit_rate=_hit_rate(report["counts"]),
     )
     if not cv:
-        report["values"].update(
-            n_support=int(model.support_vectors.shape[0]), objective=model.meta["objective"]
-        )
-    if comm.rank == 0:
-        if cv:
-            print("\n".join(lines), flush=True)  # also under -q, as svm-train
-            report["values"]["cross_validation"] = lines
-        else:
-            write_model(opts["model"], model)
-        if "stats" in opts:
-            write_json(opts["stats"], report)
-        if log is not None and classify and not cv:  # svm-train: no total for the others
-            log(f"Total nSV = {model.support_vectors.shape[0]}")
-            log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
-    return 0
+        n_sv = int(result.support_vectors.shape[0])
+        report["values"].update(n_support=n_sv, objective=result.meta["objective"])
+    if comm.rank != 0:
+        return
+    if cv:
+        print("\n".join(result), flush=True)  # also under -q, as svm-train
+        report["values"]["cross_validation"] = result
+    else:
+        write_model(opts["model"], result)
+    if "stats" in opts:
+        write_json(opts["stats"], report)
+    if log is not None and not cv and result.svm_type in ("c_svc", "nu_svc"):
+        log(f"Total nSV = {n_sv}")  # svm-train: no total for the other types
+        log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
 
 
 def _density_marks(comm, shard, model) -> None:
