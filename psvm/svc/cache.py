@@ -22,7 +22,8 @@ windows together hold at most twice the budget.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from psvm.jit import njit
 
 # meta fields; LIMIT: the slots in use at most now (grows with ghost hits up to SLOTS);
 # GHEAD: the next ghost to overwrite

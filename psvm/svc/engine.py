@@ -38,10 +38,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from psvm.comm.compiled import allgather, now
-from psvm.jit import inner
+from psvm.jit import inner, njit
 from psvm.kernels import RBF, SIGMOID, exp
 from psvm.svc import cache as cc
 from psvm.svc.columns import kernel_column

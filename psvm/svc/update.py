@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from numba import njit
-
+from psvm.jit import njit
 from psvm.svc.select import TAU, bid
 
 
