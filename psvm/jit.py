@@ -38,25 +38,25 @@ class LeanCache(FunctionCache):
 
 
 class Dispatcher(CPUDispatcher):
-    """numba's CPU dispatcher with :class:`LeanCache`."""
+    """numba's CPU dispatcher with :class:`LeanCache`, typed on non-literal arguments."""
 
     def enable_caching(self):
         self._cache = LeanCache(self.py_func)
 
+    def get_call_template(self, args, kws):
+        args = tuple(types.unliteral(a) for a in args)
+        kws = {k: types.unliteral(v) for k, v in kws.items()}
+        return super().get_call_template(args, kws)
+
 
 class InnerDispatcher(Dispatcher):
-    """A dispatcher without Python entry, typed on non-literal arguments."""
+    """A dispatcher without Python entry."""
 
     def __call__(self, *args, **kws):
         raise TypeError(
             f"{self.py_func.__qualname__} is compiled for compiled callers only "
             "(psvm.jit.inner): declare it with njit to call it from Python"
         )
-
-    def get_call_template(self, args, kws):
-        args = tuple(types.unliteral(a) for a in args)
-        kws = {k: types.unliteral(v) for k, v in kws.items()}
-        return super().get_call_template(args, kws)
 
 
 def _decorator(cls, func, cache, options):
