@@ -8,9 +8,10 @@ against; numba's compiler refreshes the context itself before it compiles anythi
 :class:`LeanCache` loads after initialising the NRT alone, and every psvm function uses it.
 
 Cold start. numba builds two wrappers for each compiled function, one for Python callers and
-one for first-class function use, and compiles one specialisation per literal argument
-(``f(x, 0)`` and ``f(x, k)`` are two). A helper that only compiled code calls needs neither
-wrapper nor the literal copies: ``inner`` drops them.
+one for first-class function use, and compiles one specialisation per literal argument of a
+compiled caller (``f(x, 0)`` and ``f(x, k)`` are two). psvm passes no functions to compiled
+code and needs no literal copies: no psvm function gets either. A helper that only compiled
+code calls needs no Python wrapper either: ``inner`` drops it.
 
 A Python call of an ``inner`` helper raises TypeError. Helpers that Python (tests included)
 calls stay ``njit``: a second, Python-callable compilation of an ``inner`` helper in a process
@@ -61,7 +62,8 @@ class InnerDispatcher(Dispatcher):
 
 def _decorator(cls, func, cache, options):
     def wrap(f):
-        targetoptions = dict(nopython=True, boundscheck=None, **options)
+        # no wrapper for first-class function use: psvm passes no functions to compiled code
+        targetoptions = dict(nopython=True, boundscheck=None, no_cfunc_wrapper=True, **options)
         dispatcher = cls(f, targetoptions=targetoptions)
         if cache:
             dispatcher.enable_caching()
@@ -77,5 +79,5 @@ def njit(func=None, *, cache: bool = False, **options):
 
 def inner(func=None, **options):
     """``njit(cache=True, nogil=True, **options)`` for helpers called only from compiled code."""
-    options = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)
+    options = dict(nogil=True, no_cpython_wrapper=True, **options)
     return _decorator(InnerDispatcher, func, True, options)
