@@ -21,7 +21,7 @@ tests/unit/test_engine.py then test_kernels.py), so there is none.
 
 from __future__ import annotations
 
-from numba.core import types
+from numba.core import config, types
 from numba.core.caching import FunctionCache
 from numba.core.registry import CPUDispatcher
 from numba.core.runtime import rtsys
@@ -62,6 +62,8 @@ class InnerDispatcher(Dispatcher):
 
 def _decorator(cls, func, cache, options):
     def wrap(f):
+        if config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1, as numba's njit: plain Python
+            return f
         # no wrapper for first-class function use: psvm passes no functions to compiled code
         targetoptions = dict(nopython=True, boundscheck=None, no_cfunc_wrapper=True, **options)
         dispatcher = cls(f, targetoptions=targetoptions)
