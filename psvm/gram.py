@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
 from psvm._params import PRECOMPUTED
+from psvm.jit import njit
 from psvm.kernels import LANES, _lane_totals, _weighted_row_sums, csr_arrays, lane_sums
 
 __all__ = ["PRECOMPUTED", "gram_column", "gram_decision", "gram_sums", "serial_rows"]

@@ -1,33 +1,48 @@
-"""``inner``: numba's njit for helpers that only compiled code calls.
+"""psvm's numba decorators: ``njit`` (cached, lean cache loads) and ``inner``.
 
-The first run after install compiles every helper of the engine (#14). numba builds two
-wrappers for each compiled function, one for Python callers and one for first-class
-function use, and compiles one specialisation per literal argument (``f(x, 0)`` and
-``f(x, k)`` are two). A helper that only compiled code calls needs neither wrapper nor the
-literal copies: ``inner`` drops them.
+Warm start (#14). numba refreshes its whole target context before it loads a function from
+its disk cache: it imports every registry of numba (arraymath, linalg and so on, which import
+scipy.linalg, cffi and pycparser), about two thirds of a warm psvm-train's first compiled
+call. A cached nopython function needs none of it, only numba's runtime (NRT) to link
+against; numba's compiler refreshes the context itself before it compiles anything. So
+:class:`LeanCache` loads after initialising the NRT alone, and every psvm function uses it.
 
-A Python call raises TypeError. Helpers that Python (tests included) calls stay ``njit``:
-a second, Python-callable compilation of an ``inner`` helper in a process that loaded the
-helper from numba's cache corrupted the heap (glibc aborts; reproduced with
+Cold start. numba builds two wrappers for each compiled function, one for Python callers and
+one for first-class function use, and compiles one specialisation per literal argument of a
+compiled caller (``f(x, 0)`` and ``f(x, k)`` are two). psvm passes no functions to compiled
+code and needs no literal copies: no psvm function gets either. A helper that only compiled
+code calls needs no Python wrapper either: ``inner`` drops it.
+
+A Python call of an ``inner`` helper raises TypeError. Helpers that Python (tests included)
+calls stay ``njit``: a second, Python-callable compilation of an ``inner`` helper in a process
+that loaded the helper from numba's cache corrupted the heap (glibc aborts; reproduced with
 tests/unit/test_engine.py then test_kernels.py), so there is none.
 """
 
 from __future__ import annotations
 
-from numba.core import types
+from numba.core import config, types
+from numba.core.caching import FunctionCache
 from numba.core.registry import CPUDispatcher
+from numba.core.runtime import rtsys
 
-__all__ = ["inner"]
+__all__ = ["inner", "njit"]
 
 
-class InnerDispatcher(CPUDispatcher):
-    """A CPUDispatcher without Python entry, typed on non-literal arguments."""
+class LeanCache(FunctionCache):
+    """numba's function cache, loading without refreshing the whole target context."""
 
-    def __call__(self, *args, **kws):
-        raise TypeError(
-            f"{self.py_func.__qualname__} is compiled for compiled callers only "
-            "(psvm.jit.inner): declare it with njit to call it from Python"
-        )
+    def load_overload(self, sig, target_context):
+        rtsys.initialize(target_context)  # what a cached nopython function links against
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+
+class Dispatcher(CPUDispatcher):
+    """numba's CPU dispatcher with :class:`LeanCache`, typed on non-literal arguments."""
+
+    def enable_caching(self):
+        self._cache = LeanCache(self.py_func)
 
     def get_call_template(self, args, kws):
         args = tuple(types.unliteral(a) for a in args)
@@ -35,13 +50,36 @@ class InnerDispatcher(CPUDispatcher):
         return super().get_call_template(args, kws)
 
 
-def inner(func=None, **options):
-    """``njit(cache=True, nogil=True, **options)`` for helpers called only from compiled code."""
+class InnerDispatcher(Dispatcher):
+    """A dispatcher without Python entry."""
 
+    def __call__(self, *args, **kws):
+        raise TypeError(
+            f"{self.py_func.__qualname__} is compiled for compiled callers only "
+            "(psvm.jit.inner): declare it with njit to call it from Python"
+        )
+
+
+def _decorator(cls, func, cache, options):
     def wrap(f):
-        target = dict(nopython=True, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-        dispatcher = InnerDispatcher(f, targetoptions={**target, **options})
-        dispatcher.enable_caching()
+        if config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1, as numba's njit: plain Python
+            return f
+        # no wrapper for first-class function use: psvm passes no functions to compiled code
+        targetoptions = dict(nopython=True, boundscheck=None, no_cfunc_wrapper=True, **options)
+        dispatcher = cls(f, targetoptions=targetoptions)
+        if cache:
+            dispatcher.enable_caching()
         return dispatcher
 
     return wrap(func) if func is not None else wrap
+
+
+def njit(func=None, *, cache: bool = False, **options):
+    """``numba.njit`` (no signatures, no ``locals``) whose cache loads lean (see above)."""
+    return _decorator(Dispatcher, func, cache, options)
+
+
+def inner(func=None, **options):
+    """``njit(cache=True, nogil=True, **options)`` for helpers called only from compiled code."""
+    options = dict(nogil=True, no_cpython_wrapper=True, **options)
+    return _decorator(InnerDispatcher, func, True, options)

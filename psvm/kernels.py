@@ -23,10 +23,11 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import prange, types
 from numba.extending import intrinsic
 
 from psvm._params import KERNELS
+from psvm.jit import njit
 
 LINEAR, POLY, RBF, SIGMOID = (KERNELS[k] for k in ("linear", "poly", "rbf", "sigmoid"))
 KERNEL_NAMES = {v: k for k, v in KERNELS.items()}

@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
-from psvm.jit import inner
+from psvm.jit import inner, njit
 
 MIN_PROB = 1e-7  # svm_predict_probability's clip of the pairwise probabilities
 N_MARKS = 10  # LIBSVM's nr_marks: one-class density bins

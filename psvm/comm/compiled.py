@@ -15,10 +15,10 @@ import ctypes
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 
-from psvm.jit import inner
+from psvm.jit import inner, njit
 
 _I8P = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)

@@ -6,9 +6,8 @@ Messages for the codes live in :mod:`psvm.io.libsvm_format`.
 """
 
 import numpy as np
-from numba import njit
 
-from psvm.jit import inner
+from psvm.jit import inner, njit
 
 # Error codes returned by parse_kernel.
 OK = 0

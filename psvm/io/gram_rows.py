@@ -13,7 +13,8 @@ truncates 2.7 to 2).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from psvm.jit import njit
 
 OK, NO_SERIAL, SERIAL_RANGE, SERIAL_FRACTION, GAP, SHORT = range(6)
 

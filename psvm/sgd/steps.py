@@ -16,7 +16,8 @@ iterates since averaging began; a step that adds ``d`` to ``V`` subtracts
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from psvm.jit import njit
 
 PEGASOS, OPTIMAL, CONSTANT, EPOCH = 0, 1, 2, 3
 SCHEDULES = {"pegasos": PEGASOS, "optimal": OPTIMAL, "constant": CONSTANT, "epoch": EPOCH}

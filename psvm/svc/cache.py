@@ -22,7 +22,8 @@ windows together hold at most twice the budget.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from psvm.jit import inner, njit
 
 # meta fields; LIMIT: the slots in use at most now (grows with ghost hits up to SLOTS);
 # GHEAD: the next ghost to overwrite
@@ -79,12 +80,12 @@ def _with_old(new: tuple, old: tuple, pos: np.ndarray) -> tuple:
     return new + (old[POOL], old[KEYS], old[NEXT], old[TABLE], old[COMPLETE], old[META], pos)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _hash(g, mask):
     return (g * 2654435761) & mask  # a bijection on the low bits: consecutive g spread
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def lookup(keys, table, mask, g):
     """Slot of column g, or -1."""
     h = _hash(g, mask)
@@ -95,7 +96,7 @@ def lookup(keys, table, mask, g):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _unhash(keys, table, mask, s):
     """Remove slot s from the table (linear probing, backward-shift deletion)."""
     i = _hash(keys[s], mask)
@@ -114,7 +115,7 @@ def _unhash(keys, table, mask, s):
             i = j
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _unlink(prev, nxt, meta, s):
     if prev[s] >= 0:
         nxt[prev[s]] = nxt[s]
@@ -126,7 +127,7 @@ def _unlink(prev, nxt, meta, s):
         meta[TAIL] = prev[s]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _push_front(prev, nxt, meta, s):
     prev[s], nxt[s] = -1, meta[HEAD]
     if meta[HEAD] >= 0:
@@ -136,7 +137,7 @@ def _push_front(prev, nxt, meta, s):
         meta[TAIL] = s
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _insert(keys, table, mask, s):
     """Put slot s (holding ``keys[s]``) into the hash table."""
     h = _hash(keys[s], mask)
@@ -145,7 +146,7 @@ def _insert(keys, table, mask, s):
     table[h] = s
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _ghost_take(gkeys, gtable, g):
     """Whether column g was evicted lately (it is then forgotten)."""
     mask = gtable.size - 1
@@ -157,7 +158,7 @@ def _ghost_take(gkeys, gtable, g):
     return True
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def _ghost_put(gkeys, gtable, meta, g):
     """Remember that column g was evicted, forgetting the oldest ghost."""
     mask, r = gtable.size - 1, meta[GHEAD]
@@ -168,7 +169,7 @@ def _ghost_put(gkeys, gtable, meta, g):
     meta[GHEAD] = (r + 1) % gkeys.size
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep):
     """(slot, hit) of column g; on a miss the slot is new (fill it). Slot ``keep`` is
     never evicted (the other column of the step). The arrays are a cache's, unpacked.

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
 from psvm.gram import PRECOMPUTED, gram_column, gram_diag, gram_sums, serial_numbers
+from psvm.jit import njit
 from psvm.kernels import (
     column_csc,
     column_csr,

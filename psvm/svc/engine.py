@@ -38,10 +38,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from psvm.comm.compiled import allgather, now
-from psvm.jit import inner
+from psvm.jit import inner, njit
 from psvm.kernels import RBF, SIGMOID, exp
 from psvm.svc import cache as cc
 from psvm.svc.columns import kernel_column
@@ -96,7 +95,7 @@ def _from_pre1(kernel_id, v):
     return v
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
     """Fill slot s (a miss, or a hit on an incomplete column): carry the column over from
     the previous window if it is there, then compute the rows it still lacks, or all."""
@@ -110,7 +109,7 @@ def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
     _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
 
 
-@njit(cache=True, nogil=True)
+@inner
 def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
     """Fill slot s's column from the packet's row: rows that rejoined the window (a hit
     on an incomplete column), or all of them (a miss). A column holds a value per
@@ -360,7 +359,7 @@ def shrink(win, ctl_i, out, counts):
         ctl_i[N_KEEP] = kept_pairs(act)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@inner(_nrt=False)
 def kept_pairs(act):
     """The window variables a cut keeps with two variables per row (the window's first
     variables, then its second ones): both of each row with an active one."""

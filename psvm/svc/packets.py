@@ -10,10 +10,8 @@ step from two, all inside the compiled loop (:mod:`psvm.svc.engine`).
 
 from __future__ import annotations
 
-from numba import njit
-
 from psvm.gram import PRECOMPUTED
-from psvm.jit import inner
+from psvm.jit import inner, njit
 from psvm.kernels import pre_kernel
 from psvm.svc.update import two_variable_step
 

@@ -10,7 +10,8 @@ variables in global order, so the result does not depend on the number of ranks.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from psvm.jit import njit
 
 
 @njit(cache=True, nogil=True)

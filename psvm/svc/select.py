@@ -12,7 +12,8 @@ and global index once ranks compare candidates: the choice does not depend on P.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from psvm.jit import njit
 
 TAU = 1e-12
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+
+from psvm.jit import njit
 
 
 def gather_csr(comm, indptr, indices, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

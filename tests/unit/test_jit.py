@@ -1,10 +1,17 @@
-"""psvm.jit.inner: one specialisation per argument types, no wrappers, no Python entry."""
+"""psvm.jit: one specialisation per argument types, no wrappers for first-class use, no
+Python entry for inner helpers, and cache loads without numba's registries."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from numba import njit
 
-from psvm.jit import inner
+from psvm.jit import inner, njit
+
+REPO = str(Path(__file__).resolve().parents[2])
 
 
 @inner
@@ -29,3 +36,46 @@ def test_literal_and_variable_arguments_share_one_specialisation():
 def test_a_python_call_is_refused_not_a_crash():
     with pytest.raises(TypeError, match="compiled callers only"):
         _total(np.arange(5.0), 3)
+
+
+@njit
+def _head(a, n):
+    return a[:n].sum()
+
+
+@njit
+def _heads(a):
+    return _head(a, 1) + _head(a, a.size)
+
+
+def test_njit_helpers_also_share_one_specialisation_for_literals():
+    assert _heads(np.arange(4.0)) == 0.0 + 6.0
+    assert len(_head.signatures) == 1
+    assert _head.targetoptions["no_cfunc_wrapper"] and not _head.targetoptions.get(
+        "no_cpython_wrapper"
+    )
+
+
+WARM = """
+import sys
+import numpy as np
+from psvm.kernels import row_sq_norms
+out = np.empty(2)
+row_sq_norms(np.array([0, 1, 2]), np.array([3.0, 4.0]), out)
+assert out.tolist() == [9.0, 16.0], out
+print(sorted(m for m in ("numba.np.arraymath", "scipy.linalg", "cffi") if m in sys.modules))
+"""
+
+
+def test_a_warm_process_loads_cached_functions_without_numba_registries():
+    """The second process finds row_sq_norms in numba's cache and loads it without numba's
+    registries (which import scipy.linalg and cffi, 0.3 s of a warm start)."""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", WARM], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    assert runs[1].stdout.strip() == "[]"
