@@ -33,9 +33,18 @@ class LeanCache(FunctionCache):
     """numba's function cache, loading without refreshing the whole target context."""
 
     def load_overload(self, sig, target_context):
+        if not _LEAN:  # another numba: its own load
+            return super().load_overload(sig, target_context)
         rtsys.initialize(target_context)  # what a cached nopython function links against
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)
+
+
+# the private parts of numba's Cache that LeanCache uses (as in numba 0.68); without them it
+# falls back to numba's own load
+_LEAN = all(
+    hasattr(FunctionCache, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")
+)
 
 
 class Dispatcher(CPUDispatcher):

@@ -79,3 +79,18 @@ def test_a_warm_process_loads_cached_functions_without_numba_registries():
     ]
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr
     assert runs[1].stdout.strip() == "[]"
+
+
+def test_without_numbas_private_load_the_cache_loads_as_numba_does():
+    """Another numba without the private parts LeanCache uses: numba's own load, same result
+    (its registries imported again)."""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    )
+    code = "import psvm.jit\npsvm.jit._LEAN = False\n" + WARM
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    assert "numba.np.arraymath" in runs[1].stdout
