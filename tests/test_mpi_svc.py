@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from psvm.io.model_file import read_model
+from tests._helpers import run_mpi
 from tests._svm import assert_models_equal, load_head, run_cli, write_head
 
 TRAIN = "psvm.cli.train"
@@ -105,3 +106,14 @@ def test_libsvm_model_in_psvm_predict(tmp_path, shared_data):
     r = run_cli(PREDICT, [data, tmp_path / "l.model", tmp_path / "out"], 2)
     assert r.returncode == 0, r.stderr
     assert (np.loadtxt(tmp_path / "out") == np.array(theirs)).all()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_with_an_empty_cache_one_rank_per_node_compiles_the_loop(tmp_path, n):
+    """The others wait, then load the loop from numba's cache: one miss, the rest hits."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path)}
+    res = run_mpi("run_first_compile.py", [], n, timeout=600, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = sorted(line.split() for line in res.stdout.splitlines() if line.startswith("rank"))
+    assert [(int(w[3]), int(w[5])) for w in lines] == [(1, 0)] + [(0, 1)] * (n - 1), res.stdout
+    assert len({w[7] for w in lines}) == 1

@@ -18,7 +18,7 @@ import os
 import pickle
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -58,6 +58,7 @@ class Comm:
         # verb -> [calls, bytes sent, seconds]
         self.counters: dict[str, list] = defaultdict(lambda: [0, 0, 0.0])
         self._in_place = self._sum_op = None  # MPI handles, looked up once
+        self.first_calls: set = set()  # psvm.jit.compile_first_on_one_rank's, per communicator
         self._jit = None  # the tuple of :meth:`compiled`
 
     # -- bookkeeping -------------------------------------------------------
@@ -233,6 +234,33 @@ class Comm:
         node = self._c.Split_type(MPI.COMM_TYPE_SHARED)
         try:
             return node.Get_rank() == 0
+        finally:
+            node.Free()
+
+    def leader_first(self, fn: Callable[[], object]) -> None:
+        """``fn()`` on one rank per node, then on the node's others (collective): the leader
+        fills a node-local cache that the others then read. The others wait without spinning
+        (an MPI barrier polls, taking a core from the leader when ranks outnumber cores)."""
+        if self._c is None:
+            fn()
+            return
+        from mpi4py import MPI
+
+        node = self._c.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            leader, error = node.Get_rank() == 0, None
+            if leader:
+                try:
+                    fn()
+                except Exception as e:  # raised after the barrier: the others must not wait
+                    error = e
+            done = node.Ibarrier()
+            while not done.Test():
+                time.sleep(0.005)
+            if error is not None:
+                raise error
+            if not leader:
+                fn()
         finally:
             node.Free()
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.comm.compiled import CLOCK_FN
+from psvm.jit import compile_first_on_one_rank
 from psvm.kernels import take_rows
 from psvm.stats import Stats
 from psvm.svc import engine as E
@@ -362,7 +363,8 @@ class Solver:
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
         t0 = time.perf_counter()
-        event = (E.run_nu if self.nu else E.run)(
+        engine = E.run_nu if self.nu else E.run
+        args = (
             self.window_arrays,
             self.K.packet_arrays(),
             self.kernel_arrays,
@@ -378,6 +380,8 @@ class Solver:
             self.trace,
             self._ts,
         )
+        compile_first_on_one_rank(self.comm, engine, args)
+        event = engine(*args)
         self._flush_trace()
         if event == E.BUDGET and time.perf_counter() - t0 < CALL_SECONDS / 2:
             ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
