@@ -168,7 +168,7 @@ def _ghost_put(gkeys, gtable, meta, g):
     meta[GHEAD] = (r + 1) % gkeys.size
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep):
     """(slot, hit) of column g; on a miss the slot is new (fill it). Slot ``keep`` is
     never evicted (the other column of the step). The arrays are a cache's, unpacked.

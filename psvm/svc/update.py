@@ -54,7 +54,7 @@ def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
     return a_i, a_j
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _update(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
     for t in range(y.size):
         g = G[t] + y[t] * (c_i * K_i[t] + c_j * K_j[t])
@@ -62,7 +62,7 @@ def _update(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], g, act[t])
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
     """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
     row's bids for the next iteration (:func:`psvm.svc.select.bid`) in the same pass.
