@@ -74,11 +74,12 @@ def _first_max(a, sign, bm, bb, be):
     """First position of ``bm``, the maximum of ``sign * a`` over the block [bb, be): the
     first sub-block whose (vectorised) maximum is ``bm``, then a scan of it alone (a
     scalar scan of the whole block cost digits a fifth of its loop time)."""
-    for lo in range(bb, be, SUB):
-        hi = min(lo + SUB, be)
-        if _block_max(a[lo:hi], sign) == bm:
-            return lo + _first_equal(a[lo:hi], sign, bm)
-    return bb + _first_equal(a[bb : bb + BLOCK], sign, bm)  # NaN in ``a``: a plain scan
+    if be - bb > SUB:  # (a block of one sub-block has bm for its maximum)
+        for lo in range(bb, be, SUB):
+            hi = min(lo + SUB, be)
+            if _block_max(a[lo:hi], sign) == bm:
+                return lo + _first_equal(a[lo:hi], sign, bm)
+    return bb + _first_equal(a[bb : bb + BLOCK], sign, bm)  # (NaN in ``a``: a plain scan)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
