@@ -24,9 +24,12 @@ One iteration (see :mod:`psvm.svc.solver` for the algorithm), as in LIBSVM's
   (:func:`update_gradient`).
 
 :func:`select` and :func:`step` are inlined into :func:`run` (a call passing
-the window's arrays costs 0.2 µs); the loop and its helpers are compiled
-without reference counting (``_nrt=False``: they allocate nothing), which cost
-a third of a small problem's time.
+the window's arrays costs 0.2 µs), and so are the cache look-up, the gradient
+update and the Allgather (each array travels as seven words on the stack: on
+iris-poly's 10-row window these calls cost a third of an iteration); the loop
+and its helpers are compiled without reference counting (``_nrt=False``: they
+allocate nothing), which cost a third of a small problem's time. With one
+process K_ij is read from column i (the packets give the same bits).
 
 The timers are sampled on every 64th iteration (a timed iteration reads the
 clock six times, 20 ns a read: every 16th cost iris-poly 5% of its time);
