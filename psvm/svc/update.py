@@ -62,7 +62,7 @@ def _update(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], g, act[t])
 
 
-# inlined (numba) into the loop: a call passing eleven arrays cost more than a small window's pass
+# inlined (numba) into the loop: a call passing nine arrays cost more than a small window's pass
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
     """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
