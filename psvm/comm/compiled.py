@@ -53,7 +53,7 @@ def _clock_gettime(typingctx, fn, ts):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def allgather(mpi, send, recv):
     """recv[r] = rank r's ``send`` (float64; recv C-contiguous (P, send.size)); MPI's code.
 

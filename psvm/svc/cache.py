@@ -169,7 +169,8 @@ def _ghost_put(gkeys, gtable, meta, g):
     meta[GHEAD] = (r + 1) % gkeys.size
 
 
-@inner(_nrt=False)
+# inlined (numba) into the loop: the call, eight arrays on the stack, cost more than a hit
+@inner(_nrt=False, inline="always")
 def get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep):
     """(slot, hit) of column g; on a miss the slot is new (fill it). Slot ``keep`` is
     never evicted (the other column of the step). The arrays are a cache's, unpacked.

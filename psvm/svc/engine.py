@@ -24,9 +24,12 @@ One iteration (see :mod:`psvm.svc.solver` for the algorithm), as in LIBSVM's
   (:func:`update_gradient`).
 
 :func:`select` and :func:`step` are inlined into :func:`run` (a call passing
-the window's arrays costs 0.2 µs); the loop and its helpers are compiled
-without reference counting (``_nrt=False``: they allocate nothing), which cost
-a third of a small problem's time.
+the window's arrays costs 0.2 µs), and so are the cache look-up, the gradient
+update and the Allgather (each array travels as seven words on the stack: on
+iris-poly's 10-row window these calls cost a third of an iteration); the loop
+and its helpers are compiled without reference counting (``_nrt=False``: they
+allocate nothing), which cost a third of a small problem's time. With one
+process K_ij is read from column i (the packets give the same bits).
 
 The timers are sampled on every 64th iteration (a timed iteration reads the
 clock six times, 20 ns a read: every 16th cost iris-poly 5% of its time);
@@ -215,9 +218,9 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     send1, recv1, send2 = bufs[0], bufs[1], bufs[2]
     size, width = send2.size, ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
-    m, i, minus_M, j = best(up, low)
-    pack(send1[:size], m, i, True, width, gid, vrow, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
     with_row = ctl_i[FIRST_ORDER] != 0  # first order: the best of I_low is j, row and all
+    m, i, minus_M, j = best(up, low, with_row)  # else only -M: j is any of I_low
+    pack(send1[:size], m, i, True, width, gid, vrow, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
     pack(
         send1[size : 2 * size],
         minus_M,
@@ -403,7 +406,10 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
             out[GAP_OUT] = 0.0
             return NO_PAIR
         p_j = recv2[r_j]
-    K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
+    if mpi[3] == 1:  # one process: column i holds K_ij, with the packets' bits
+        K_ij = col_i[np.int64(p_j[POS]) % col_i.size]  # (an SVR row's two variables: one)
+    else:
+        K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
     s_j, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_j[RKEY]), s_i
@@ -462,7 +468,7 @@ def _best_of_sign(up, low, y, sign, per_row):
         return best_of_sign(up, low, y, sign)
     h = y.size // 2
     lo = 0 if sign > 0 else h
-    m, i, minus_M, j = best(up[lo : lo + h], low[lo : lo + h])
+    m, i, minus_M, j = best(up[lo : lo + h], low[lo : lo + h], True)
     return m, i + lo if i >= 0 else -1, minus_M, j + lo if j >= 0 else -1
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from psvm.jit import njit
+from psvm.jit import inner, njit
 
 TAU = 1e-12
 
@@ -65,6 +65,22 @@ def _first_equal(a, sign, m):
     return 0
 
 
+SUB = 64  # positions per sub-block of the final scan
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _first_max(a, sign, bm, bb, be):
+    """First position of ``bm``, the maximum of ``sign * a`` over the block [bb, be): the
+    first sub-block whose (vectorised) maximum is ``bm``, then a scan of it alone (a
+    scalar scan of the whole block cost digits a fifth of its loop time)."""
+    if be - bb > SUB:  # (a block of one sub-block has bm for its maximum)
+        for lo in range(bb, be, SUB):
+            hi = min(lo + SUB, be)
+            if _block_max(a[lo:hi], sign) == bm:
+                return lo + _first_equal(a[lo:hi], sign, bm)
+    return bb + _first_equal(a[bb : bb + BLOCK], sign, bm)  # (NaN in ``a``: a plain scan)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def argmax_first(a, sign):
     """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
@@ -79,17 +95,23 @@ def argmax_first(a, sign):
         m = _block_max(a[lo : lo + BLOCK], sign)
         if m > bm:  # strictly: a later block with an equal maximum is not first
             bm, bb = m, lo
-    return bb + _first_equal(a[bb : bb + BLOCK], sign, bm)
+    return _first_max(a, sign, bm, bb, min(bb + BLOCK, a.size))
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def best(up, low):
+@inner(_nrt=False)
+def best(up, low, with_j):
     """(m, i, -M, j) from the bids; an index is -1 when its set is empty. ``argmax`` takes
-    the first maximum: ties go to the smaller position."""
+    the first maximum: ties go to the smaller position. Without ``with_j`` (second-order
+    selection reads only -M of I_low) j is 0 when I_low is not empty: no position search."""
     if up.size == 0:
         return -np.inf, -1, -np.inf, -1
-    i, j = argmax_first(up, 1.0), argmax_first(low, 1.0)
-    m, minus_M = up[i], low[j]
+    i = argmax_first(up, 1.0)
+    if with_j:
+        j = argmax_first(low, 1.0)
+        minus_M = low[j]
+    else:
+        j, minus_M = 0, _block_max(low, 1.0)
+    m = up[i]
     return m, (i if m > -np.inf else -1), minus_M, (j if minus_M > -np.inf else -1)
 
 
@@ -111,7 +133,7 @@ def best_of_sign(up, low, y, sign):
 def candidates(y, alpha, C, G, act, up, low):
     """Local (m, i) over active I_up and (-M, j) over active I_low (``up``, ``low``: scratch)."""
     bids(y, alpha, C, G, act, up, low)
-    return best(up, low)
+    return best(up, low, True)
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
@@ -153,14 +175,14 @@ def second_order(low, QD, K_i, m, QD_i, obj):
     and each block's minimum taken while it is in cache (:func:`argmax_first`).
     """
     h = max(K_i.size, 1)
-    bm, bb = -np.inf, 0
+    bm, bb, be = -np.inf, 0, 0
     for off in range(0, low.size, h):
         for lo in range(off, off + h, BLOCK):
             hi, k = min(lo + BLOCK, off + h), lo - off
             b = _objectives(low[lo:hi], QD[lo:hi], K_i[k : k + hi - lo], m, QD_i, obj[lo:hi])
             if b > bm:
-                bm, bb = b, lo
-    return _lowest(obj, bm, bb)
+                bm, bb, be = b, lo, hi
+    return _lowest(obj, bm, bb, be)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -170,7 +192,7 @@ def second_order_nu(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
     row (nu-SVR) each half of the window is one sign: the plain objectives of that sign."""
     h = max(K_p.size, 1)
     halves = low.size > h
-    bm, bb = -np.inf, 0
+    bm, bb, be = -np.inf, 0, 0
     for off in range(0, low.size, h):
         pos = y[off] > 0 if low.size else True
         for lo in range(off, off + h, BLOCK):
@@ -191,15 +213,15 @@ def second_order_nu(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
                     m_n, QD_p, QD_n, obj[lo:hi],
                 )  # fmt: skip
             if b > bm:
-                bm, bb = b, lo
-    return _lowest(obj, bm, bb)
+                bm, bb, be = b, lo, hi
+    return _lowest(obj, bm, bb, be)
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _lowest(obj, bm, bb):
+def _lowest(obj, bm, bb, be):
     """(objective, j) of the first smallest objective, from the best block's maximum of
-    -obj (``bm``) and its start (``bb``); (inf, -1) when none is finite."""
+    -obj (``bm``) and its bounds [bb, be); (inf, -1) when none is finite."""
     if bm == -np.inf:
         return np.inf, -1
-    j = bb + _first_equal(obj[bb : bb + BLOCK], -1.0, bm)
+    j = _first_max(obj, -1.0, bm, bb, be)
     return obj[j], j

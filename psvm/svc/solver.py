@@ -63,6 +63,15 @@ PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
+FIRST_CALL_ROWS = 10**7  # the first engine call's iterations times the variables, about
+
+
+def first_budget(n: int) -> int:
+    """The first engine call's iteration budget: about 10 ms of work, at least 1000
+    iterations (small problems: fewer calls into the engine, each with its Python around)."""
+    return int(min(1 << 16, max(1000, FIRST_CALL_ROWS // max(n, 1))))
+
+
 _NO_TRACE = tuple(np.empty(0, dtype=t) for t in (np.int64, float, np.int64, np.int64, float))
 
 
@@ -185,7 +194,7 @@ class Solver:
         policy = self.policy
         n = self.n_vars
         ci[E.MAX_ITER_] = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * n)
-        ci[E.ITER_BUDGET] = 1000
+        ci[E.ITER_BUDGET] = first_budget(self.n_samples * self.per_row)
         ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER and not self.nu  # NU: second only
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
         ci[E.START], ci[E.PER_ROW] = policy.start(n), self.per_row
@@ -199,11 +208,11 @@ class Solver:
         self.counts = np.zeros(E.N_COUNTS, dtype=np.int64)
         self.timers = np.zeros(E.N_TIMERS)
         self._ts = np.zeros(2, dtype=np.int64)
-        self._trace_arrays(1000)
+        self._trace_arrays(int(ci[E.ITER_BUDGET]))
         self._trace = _NO_TRACE
 
     def _trace_arrays(self, budget: int) -> None:
-        cap = budget // int(self.ctl_i[E.TRACE_EVERY]) + 2
+        cap = min(budget // int(self.ctl_i[E.TRACE_EVERY]) + 2, 2 * TRACE_POINTS)  # then thin
         self.trace = (
             np.empty(cap, dtype=np.int64),
             np.empty(cap),

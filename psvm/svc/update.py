@@ -53,7 +53,7 @@ def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
     return a_i, a_j
 
 
-@inner(_nrt=False)
+@inner(_nrt=False, inline="always")
 def _update(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
     for t in range(y.size):
         g = G[t] + y[t] * (c_i * K_i[t] + c_j * K_j[t])
@@ -61,7 +61,8 @@ def _update(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
         up[t], low[t] = bid(y[t], alpha[t], C[t], g, act[t])
 
 
-@inner(_nrt=False)
+# inlined (numba) into the loop: a call passing nine arrays cost more than a small window's pass
+@inner(_nrt=False, inline="always")
 def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
     """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
     row's bids for the next iteration (:func:`psvm.svc.select.bid`) in the same pass.

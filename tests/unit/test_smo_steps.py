@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from psvm.svc.packets import GIDX, KEY, ROW, winner
-from psvm.svc.select import BLOCK, argmax_first, bids, candidates, second_order
+from psvm.svc.select import BLOCK, SUB, argmax_first, bids, candidates, second_order
 from psvm.svc.update import two_variable_step
 
 
@@ -68,7 +68,7 @@ def test_second_order_matches_brute_force(seed, n, halves):
 
 def test_argmax_first_takes_the_first_maximum():
     rng = np.random.default_rng(0)
-    for n in (1, 7, 63, 64, BLOCK - 1, BLOCK, BLOCK + 1, 5 * BLOCK + 3):
+    for n in (1, 7, 63, 64, 3 * SUB + 5, BLOCK - 1, BLOCK, BLOCK + 1, 5 * BLOCK + 3):
         for _ in range(20):
             a = rng.integers(-2, 3, n).astype(float)
             a[rng.random(n) < 0.3] = -np.inf
