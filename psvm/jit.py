@@ -21,6 +21,10 @@ tests/unit/test_engine.py then test_kernels.py), so there is none.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+
 from numba.core import config, types
 from numba.core.caching import FunctionCache
 from numba.core.registry import CPUDispatcher
@@ -30,7 +34,14 @@ __all__ = ["compile_first_on_one_rank", "inner", "njit"]
 
 
 class LeanCache(FunctionCache):
-    """numba's function cache, loading without refreshing the whole target context."""
+    """numba's function cache, loading without refreshing the whole target context, and
+    stale when any of psvm's compiled modules changed (see :func:`compiled_sources_stamp`)."""
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        stamped = getattr(self, "_cache_file", None)
+        if hasattr(stamped, "_source_stamp"):
+            stamped._source_stamp = (stamped._source_stamp, compiled_sources_stamp())
 
     def load_overload(self, sig, target_context):
         if not _LEAN:  # another numba: its own load
@@ -45,6 +56,24 @@ class LeanCache(FunctionCache):
 _LEAN = all(
     hasattr(FunctionCache, name) for name in ("_load_overload", "_guard_against_spurious_io_errors")
 )
+
+
+@functools.cache
+def compiled_sources_stamp(root: str = os.path.dirname(os.path.abspath(__file__))) -> str:
+    """A digest of the size and time of every psvm module with compiled code. numba's cache
+    checks only the function's own file: ``engine.run`` inlines helpers of select.py and
+    update.py, and its cache kept the old helpers after only they changed (a ``git pull``)."""
+    digest = hashlib.sha1()
+    for folder, _, files in sorted(os.walk(root)):
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                text = f.read()
+            if b"numba" not in text and b"psvm.jit" not in text:
+                continue
+            st = os.stat(path)
+            digest.update(f"{path}:{st.st_mtime_ns}:{st.st_size};".encode())
+    return digest.hexdigest()
 
 
 class Dispatcher(CPUDispatcher):

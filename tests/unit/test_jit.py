@@ -94,3 +94,18 @@ def test_without_numbas_private_load_the_cache_loads_as_numba_does():
     ]
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr
     assert "numba.np.arraymath" in runs[1].stdout
+
+
+def test_the_cache_goes_stale_when_a_compiled_module_changes(tmp_path):
+    """engine.run inlines other modules' helpers, which numba's own stamp (the function's
+    file) does not see: psvm's stamp covers every module with compiled code."""
+    from psvm.jit import compiled_sources_stamp
+
+    src = os.path.join(REPO, "psvm", "svc", "select.py")
+    (tmp_path / "select.py").write_bytes(open(src, "rb").read())
+    (tmp_path / "plain.py").write_text('"""No compiled code here."""\n')
+    before = compiled_sources_stamp.__wrapped__(str(tmp_path))
+    os.utime(tmp_path / "plain.py", ns=(1, 1))
+    assert compiled_sources_stamp.__wrapped__(str(tmp_path)) == before
+    os.utime(tmp_path / "select.py", ns=(1, 1))
+    assert compiled_sources_stamp.__wrapped__(str(tmp_path)) != before
