@@ -1,14 +1,13 @@
 """LIBSVM's own tools run unmodified on psvm: grid.py (Debian's svm-grid) with psvm-train under
 mpiexec, and easy.py (svm-easy) with psvm-train and psvm-predict (issue 18).
 
-The tools come from Debian's libsvm-tools: from PATH, else fetched into a temporary folder
-(``apt-get download`` + ``dpkg -x``); never copied into the repository.
+The tools come from Debian's libsvm-tools (tests/conftest.py's ``libsvm_tools``: from PATH,
+else fetched into a temporary folder); never copied into the repository.
 """
 
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,24 +19,7 @@ from tests._helpers import mpiexec
 from tests._svm import write_head
 
 REPO = Path(__file__).resolve().parents[1]
-TOOLS = ("svm-grid", "svm-easy", "svm-scale")
 SMALL_GRID = ["-log2c", "-1,1,1", "-log2g", "-3,-1,1"]  # 9 points around heart_scale's best
-
-
-@pytest.fixture(scope="module")
-def tools(tmp_path_factory) -> dict:
-    found = {t: shutil.which(t) for t in TOOLS}
-    if all(found.values()):
-        return found
-    tmp = tmp_path_factory.mktemp("libsvm-tools")
-    try:
-        run = dict(check=True, capture_output=True, timeout=180)
-        subprocess.run(["apt-get", "download", "libsvm-tools"], cwd=tmp, **run)
-        deb = next(tmp.glob("libsvm-tools_*.deb"))
-        subprocess.run(["dpkg", "-x", str(deb), str(tmp / "x")], **run)
-    except (OSError, subprocess.SubprocessError, StopIteration) as e:
-        pytest.skip(f"LIBSVM's tools (libsvm-tools) not on PATH and not downloadable ({e!r})")
-    return {t: str(tmp / "x" / "usr" / "bin" / t) for t in TOOLS}
 
 
 def _script(path: Path, *cmd: str) -> str:
@@ -53,7 +35,9 @@ def _env() -> dict:
     return env
 
 
-def test_grid_py_finds_libsvm_s_best_with_psvm_train_under_mpiexec(tmp_path, shared_data, tools):
+def test_grid_py_finds_libsvm_s_best_with_psvm_train_under_mpiexec(
+    tmp_path, shared_data, libsvm_tools
+):
     from libsvm import svmutil
 
     data = write_head(shared_data / "heart_scale.xz", tmp_path / "heart_scale")
@@ -63,7 +47,7 @@ def test_grid_py_finds_libsvm_s_best_with_psvm_train_under_mpiexec(tmp_path, sha
     r = subprocess.run(
         [
             sys.executable,
-            tools["svm-grid"],
+            libsvm_tools["svm-grid"],
             *SMALL_GRID,
             "-svmtrain",
             train,
@@ -97,20 +81,20 @@ def test_grid_py_finds_libsvm_s_best_with_psvm_train_under_mpiexec(tmp_path, sha
     assert 0 < spread < 5  # the draws differ, within a few points
 
 
-def test_easy_py_runs_on_psvm_train_and_psvm_predict(tmp_path, shared_data, tools):
+def test_easy_py_runs_on_psvm_train_and_psvm_predict(tmp_path, shared_data, libsvm_tools):
     """easy.py runs ../svm-scale, ../svm-train, ../svm-predict and ./grid.py from its folder, and
     asserts /usr/bin/gnuplot; here grid.py is svm-grid on a small grid, to keep the test short."""
     if not os.path.exists("/usr/bin/gnuplot"):
         pytest.skip("easy.py asserts /usr/bin/gnuplot, which is not installed")
     data = write_head(shared_data / "heart_scale.xz", tmp_path / "heart_scale")
-    (tmp_path / "svm-scale").symlink_to(tools["svm-scale"])
+    (tmp_path / "svm-scale").symlink_to(libsvm_tools["svm-scale"])
     _script(tmp_path / "svm-train", sys.executable, "-m", "psvm.cli.train")
     _script(tmp_path / "svm-predict", sys.executable, "-m", "psvm.cli.predict")
     run = tmp_path / "run"
     run.mkdir()
-    _script(run / "grid.py", sys.executable, tools["svm-grid"], *SMALL_GRID)
+    _script(run / "grid.py", sys.executable, libsvm_tools["svm-grid"], *SMALL_GRID)
     r = subprocess.run(
-        [sys.executable, tools["svm-easy"], data, data],
+        [sys.executable, libsvm_tools["svm-easy"], data, data],
         cwd=run,
         env=_env(),
         capture_output=True,

@@ -10,7 +10,6 @@ output file, no hang).
 """
 
 import json
-import shutil
 import subprocess
 
 import pytest
@@ -22,16 +21,13 @@ TIMEOUT = 240
 BAD_LINES = (2, 1500, 3000)  # rank 0's, a middle rank's, the last rank's
 
 
-def _svm(*args) -> str:
-    exe = shutil.which(args[0])
-    if exe is None:
-        pytest.skip(f"LIBSVM's {args[0]} is not on PATH")
-    r = subprocess.run([exe, *args[1:]], capture_output=True, text=True, check=True)
+def _svm(tools, name, *args) -> str:
+    r = subprocess.run([tools[name], *args], capture_output=True, text=True, check=True)
     return r.stdout
 
 
 @pytest.fixture(scope="module")
-def cases(shared_data, tmp_path_factory):
+def cases(shared_data, tmp_path_factory, libsvm_tools):
     """(name, test file, model file, svm-predict's output bytes and stdout) per good case,
     and the bad files with their bad line."""
     d = tmp_path_factory.mktemp("predict")
@@ -42,14 +38,14 @@ def cases(shared_data, tmp_path_factory):
     lines = (d / "usps_all").read_bytes().splitlines(keepends=True)
     (d / "usps").write_bytes(b"".join(lines[:1000]))
     (d / "usps.t").write_bytes(b"".join(lines[1000:]))
-    _svm("svm-train", "-q", d / "a9a", d / "a9a.model")
-    _svm("svm-train", "-q", "-c", "10", "-g", "0.005", d / "usps", d / "usps.model")
+    _svm(libsvm_tools, "svm-train", "-q", d / "a9a", d / "a9a.model")
+    _svm(libsvm_tools, "svm-train", "-q", "-c", "10", "-g", "0.005", d / "usps", d / "usps.model")
     (d / "two.t").write_text("1 1:0.5 40:1\n-1 3:1 124:2\n")  # fewer rows than ranks
     (d / "empty.t").write_text("")
     good = []
     for name, model in (("a9a.t", "a9a"), ("usps.t", "usps"), ("two.t", "a9a")):
         test, model = d / name, d / f"{model}.model"
-        stdout = _svm("svm-predict", test, model, d / f"{name}.libsvm")
+        stdout = _svm(libsvm_tools, "svm-predict", test, model, d / f"{name}.libsvm")
         good.append((name, test, model, (d / f"{name}.libsvm").read_bytes(), stdout))
     a9a_t = (d / "a9a.t").read_bytes().splitlines(keepends=True)
     bad = []

@@ -88,14 +88,16 @@ def test_same_model_as_the_explicit_kernel_for_every_p(heart, tmp_path, kernel, 
     assert outs["pre1"] == outs["explicit"] == outs["pre3"]
 
 
-def test_libsvm_reads_psvm_models_and_psvm_reads_libsvm_models(heart, tmp_path):
+def test_libsvm_reads_psvm_models_and_psvm_reads_libsvm_models(heart, tmp_path, libsvm_tools):
     """svm-train -t 4 and psvm-train -t 4 models, each predicted by svm-predict and
     psvm-predict: the same predictions; the two trainings reach the same objective."""
     import subprocess
 
     train, test = heart["rbf", "train"], heart["rbf", "test"]
     lib, ours = tmp_path / "lib.model", tmp_path / "psvm.model"
-    lib_run = subprocess.run(["svm-train", "-t", "4", train, lib], capture_output=True, text=True)
+    lib_run = subprocess.run(
+        [libsvm_tools["svm-train"], "-t", "4", train, lib], capture_output=True, text=True
+    )
     assert lib_run.returncode == 0, lib_run.stderr
     psvm_run = run_cli(TRAIN, ["-t", "4", train, ours], 2)
     assert psvm_run.returncode == 0, psvm_run.stderr[-2000:]
@@ -105,13 +107,15 @@ def test_libsvm_reads_psvm_models_and_psvm_reads_libsvm_models(heart, tmp_path):
     for model in (lib, ours):
         mine, theirs = tmp_path / "mine", tmp_path / "theirs"
         _predict([test, model, mine], 2)
-        r = subprocess.run(["svm-predict", test, model, theirs], capture_output=True, text=True)
+        r = subprocess.run(
+            [libsvm_tools["svm-predict"], test, model, theirs], capture_output=True, text=True
+        )
         assert r.returncode == 0, r.stderr
         np.testing.assert_array_equal(np.loadtxt(mine), np.loadtxt(theirs))
     np.testing.assert_allclose(read_model(ours).rho, read_model(lib).rho, atol=1e-3)
 
 
-def test_probability_model_read_both_ways(heart, tmp_path):
+def test_probability_model_read_both_ways(heart, tmp_path, libsvm_tools):
     """-b 1 -t 4: the explicit kernel's probA/probB bit for bit; svm-predict -b 1 reads
     psvm's model and agrees with psvm-predict -b 1."""
     import subprocess
@@ -123,7 +127,8 @@ def test_probability_model_read_both_ways(heart, tmp_path):
     assert a.meta["probA"] == b.meta["probA"] and a.meta["probB"] == b.meta["probB"]
     test = heart["rbf", "test"]
     _predict(["-b", "1", test, pre, tmp_path / "mine"])
-    r = subprocess.run(["svm-predict", "-b", "1", test, pre, tmp_path / "theirs"], text=True)
+    svm_predict = libsvm_tools["svm-predict"]
+    r = subprocess.run([svm_predict, "-b", "1", test, pre, tmp_path / "theirs"], text=True)
     assert r.returncode == 0
     mine = (tmp_path / "mine").read_text().splitlines()
     theirs = (tmp_path / "theirs").read_text().splitlines()

@@ -3,7 +3,6 @@ folds, pairwise coupling, svm-predict -b 1's output and the models each side rea
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import warnings
 
@@ -118,35 +117,41 @@ def test_multiclass_probabilities_match_libsvm(shared_data):
     assert np.abs(prob - ref).max() < 0.02
 
 
-def _svm_predict_b1(test, model, out):
+def _svm_predict_b1(tools, test, model, out):
     r = subprocess.run(
-        ["svm-predict", "-b", "1", test, model, out], capture_output=True, text=True, check=False
+        [tools["svm-predict"], "-b", "1", test, model, out],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert r.returncode == 0, r.stderr
     return open(out).read()
 
 
-@pytest.mark.skipif(shutil.which("svm-train") is None, reason="LIBSVM's svm-train not on PATH")
-def test_cli_models_read_both_ways(shared_data, tmp_path):
+def test_cli_models_read_both_ways(shared_data, tmp_path, libsvm_tools):
     """psvm-predict -b 1 writes svm-predict -b 1's file on LIBSVM's model, and svm-predict
     -b 1 reads psvm's -b 1 model with psvm-predict's output; without probA it is LIBSVM's
     error."""
     data = write_head(shared_data / "heart_scale.xz", tmp_path / "heart")
     lib, ours = str(tmp_path / "lib.model"), str(tmp_path / "ours.model")
-    subprocess.run(["svm-train", "-q", "-b", "1", data, lib], check=True)
+    subprocess.run([libsvm_tools["svm-train"], "-q", "-b", "1", data, lib], check=True)
     r = run_cli(PREDICT, ["-b", "1", data, lib, tmp_path / "a"], None)
     assert r.returncode == 0, r.stderr
-    assert open(tmp_path / "a").read() == _svm_predict_b1(data, lib, str(tmp_path / "b"))
+    assert open(tmp_path / "a").read() == _svm_predict_b1(
+        libsvm_tools, data, lib, str(tmp_path / "b")
+    )
     assert open(tmp_path / "a").read().startswith("labels 1 -1\n")
     r = run_cli(TRAIN, ["-q", "-b", "1", data, ours], None)
     assert r.returncode == 0, r.stderr
     assert len(read_model(ours).meta["probA"]) == 1
     r = run_cli(PREDICT, ["-b", "1", data, ours, tmp_path / "c"], None)
     assert r.returncode == 0, r.stderr
-    assert open(tmp_path / "c").read() == _svm_predict_b1(data, ours, str(tmp_path / "d"))
+    assert open(tmp_path / "c").read() == _svm_predict_b1(
+        libsvm_tools, data, ours, str(tmp_path / "d")
+    )
     r = run_cli(PREDICT, [data, ours, tmp_path / "e"], None)
     assert "Model supports probability estimates, but disabled in prediction." in r.stdout
-    subprocess.run(["svm-train", "-q", data, lib], check=True)
+    subprocess.run([libsvm_tools["svm-train"], "-q", data, lib], check=True)
     r = run_cli(PREDICT, ["-b", "1", data, lib, tmp_path / "f"], None)
     assert r.returncode == 1 and "Model does not support probabiliy estimates" in r.stderr
 
@@ -158,16 +163,15 @@ def _brier(path: str, y: np.ndarray) -> float:
     return float(np.mean(np.sum((prob - (y[:, None] == labels)) ** 2, axis=1)))
 
 
-@pytest.mark.skipif(shutil.which("svm-train") is None, reason="LIBSVM's svm-train not on PATH")
-def test_brier_score_as_libsvm(shared_data, tmp_path):
+def test_brier_score_as_libsvm(shared_data, tmp_path, libsvm_tools):
     """a9a (first 2,000 rows; test: a9a.t's first 2,000): psvm-train -b 1 and LIBSVM's,
     each with its own folds, give Brier scores within 0.005."""
     train = write_head(shared_data / "a9a.xz", tmp_path / "train", 2000)
     test = write_head(shared_data / "a9a.t.xz", tmp_path / "test", 2000)
     _, y = load_head(test, n_features=123)
     flags = ["-q", "-b", "1", "-g", "0.05"]
-    subprocess.run(["svm-train", *flags, train, tmp_path / "lib.model"], check=True)
-    _svm_predict_b1(test, str(tmp_path / "lib.model"), str(tmp_path / "lib.out"))
+    subprocess.run([libsvm_tools["svm-train"], *flags, train, tmp_path / "lib.model"], check=True)
+    _svm_predict_b1(libsvm_tools, test, str(tmp_path / "lib.model"), str(tmp_path / "lib.out"))
     r = run_cli(TRAIN, [*flags, train, tmp_path / "ours.model"], None)
     assert r.returncode == 0, r.stderr
     r = run_cli(PREDICT, ["-b", "1", test, tmp_path / "ours.model", tmp_path / "ours.out"], None)
@@ -176,7 +180,7 @@ def test_brier_score_as_libsvm(shared_data, tmp_path):
     assert abs(ours - lib) < 0.005, (ours, lib)
 
 
-def test_class_order_keeps_probabilities(shared_data, tmp_path):
+def test_class_order_keeps_probabilities(shared_data, tmp_path, libsvm_tools):
     """A LIBSVM model with labels in first-appearance order, sorted: the same probabilities
     (probB changes sign with a pair's order)."""
     from psvm.model import SVCModel
@@ -188,7 +192,7 @@ def test_class_order_keeps_probabilities(shared_data, tmp_path):
     from sklearn.datasets import dump_svmlight_file
 
     dump_svmlight_file(X, y, str(data), zero_based=False)
-    subprocess.run(["svm-train", "-q", "-b", "1", data, tmp_path / "m"], check=True)
+    subprocess.run([libsvm_tools["svm-train"], "-q", "-b", "1", data, tmp_path / "m"], check=True)
     model = read_model(tmp_path / "m")
     order = np.sort(model.classes)
     _, prob = model.predict_proba(X)
@@ -240,8 +244,7 @@ def test_estimator_without_probability():
         assert est.probB_.size == 0
 
 
-@pytest.mark.skipif(shutil.which("svm-predict") is None, reason="LIBSVM's svm-predict not on PATH")
-def test_estimator_model_files(shared_data, tmp_path):
+def test_estimator_model_files(shared_data, tmp_path, libsvm_tools):
     """psvm.SVC's -b 1 model gives svm-predict -b 1 its probabilities, and the estimator
     read from LIBSVM's -b 1 model gives svm-predict's."""
     import psvm
@@ -250,12 +253,14 @@ def test_estimator_model_files(shared_data, tmp_path):
     X, y = load_head(data)
     est = _fit_proba(psvm.SVC(gamma=0.1), X, y)
     est.to_libsvm_model(tmp_path / "ours")
-    theirs = _svm_predict_b1(data, str(tmp_path / "ours"), str(tmp_path / "o"))
+    theirs = _svm_predict_b1(libsvm_tools, data, str(tmp_path / "ours"), str(tmp_path / "o"))
     lines = theirs.split("\n")
     assert lines[0] == "labels -1 1"  # psvm's sorted classes
     np.testing.assert_allclose(np.loadtxt(lines[1:])[:, 1:], est.predict_proba(X), atol=2e-6)
-    subprocess.run(["svm-train", "-q", "-b", "1", data, tmp_path / "lib"], check=True)
+    subprocess.run([libsvm_tools["svm-train"], "-q", "-b", "1", data, tmp_path / "lib"], check=True)
     lib = psvm.SVC.from_libsvm_model(tmp_path / "lib")  # labels 1 -1: sorted on reading
-    lines = _svm_predict_b1(data, str(tmp_path / "lib"), str(tmp_path / "l")).split("\n")
+    lines = _svm_predict_b1(libsvm_tools, data, str(tmp_path / "lib"), str(tmp_path / "l")).split(
+        "\n"
+    )
     expected = np.loadtxt(lines[1:])[:, [2, 1]]
     np.testing.assert_allclose(lib.predict_proba(X), expected, atol=2e-6)
