@@ -36,6 +36,12 @@ _FEW_ROWS = 32  # up to this many rows, :meth:`LocalKernel.sums` goes column by 
 DENSE_BYTES = 32 * 2**20  # a dense copy up to 8x the CSR arrays is kept when this small
 
 
+def fits_float32(data: np.ndarray) -> bool:
+    """Whether every value is exactly a float32 (then a float32 copy loses nothing)."""
+    with np.errstate(over="ignore"):
+        return bool(np.array_equal(data.astype(np.float32), data))
+
+
 @njit(cache=True, nogil=True)
 def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     """out[q] = K(x, x_r), r the q-th of ``rows`` (window positions): the cheapest path.
@@ -44,7 +50,7 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     non-zeros of ``rows``; estimated costs are in the same units. All paths
     give the same bits.
     """
-    indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots = ker
+    indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots, XT32 = ker
     kid, gamma, coef0, degree, has_dense, has_csc = kp
     if kid == PRECOMPUTED:  # sq holds the rows' serial numbers
         gram_column(idx, val, sq, rows, work, out)
@@ -52,7 +58,9 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     n = sq.size
     dense = idx.size * n // 4 if has_dense else csr_work
     csc = csc_cost(idx, colptr) + n // 2 if has_csc else csr_work
-    if dense < min(csc, csr_work):
+    if dense < min(csc, csr_work) and XT32.size:
+        column_dense(idx, val, x_sq, XT32, sq, rows, kid, gamma, coef0, degree, dots, out)
+    elif dense < min(csc, csr_work):
         column_dense(idx, val, x_sq, XT, sq, rows, kid, gamma, coef0, degree, dots, out)
     elif csc < csr_work:
         column_csc(
@@ -91,10 +99,17 @@ class LocalKernel:
         scipy (a window cut costs tens of microseconds on small problems)."""
         self = cls.__new__(cls)
         arrays = take_rows(parent.indptr, parent.indices, parent.data, rows)
-        self._build(*arrays, parent.n_features, parent.kparams, parent.sq[rows], parent.diag[rows])
+        self._build(
+            *arrays,
+            parent.n_features,
+            parent.kparams,
+            parent.sq[rows],
+            parent.diag[rows],
+            parent.exact32,
+        )
         return self
 
-    def _build(self, indptr, indices, data, d, kparams, sq=None, diag=None):
+    def _build(self, indptr, indices, data, d, kparams, sq=None, diag=None, exact32=None):
         n = indptr.size - 1
         self.n, self.n_features, self.kparams, self.kid = n, d, kparams, kparams[0]
         self.indptr, self.indices, self.data = indptr, indices, data
@@ -103,18 +118,23 @@ class LocalKernel:
         self.work = np.zeros(d + 1)
         self.dots = np.zeros(n)
         self.XT = self.colptr = None
+        self.exact32 = False
         if self.kid == PRECOMPUTED:
             self._build_gram(sq, diag)
             return
         self.sq = row_sq_norms(indptr, data, np.empty(n)) if sq is None else sq
         self.diag = kernel_diag(self.sq, *kparams, np.empty(n)) if diag is None else diag
         # column-major copies for columns of x with few features: dense (vectorised
-        # passes) when small, CSC when the data is sparse; each column takes the cheaper
-        dense_bytes = 8 * n * d
+        # passes) when small, CSC when the data is sparse; each column takes the cheaper.
+        # The dense copy is float32 when every value is one (0/1 features, pixels, counts):
+        # half the memory traffic of a column, the same products in float64.
+        self.exact32 = fits_float32(data) if exact32 is None else exact32
+        dtype = np.float32 if self.exact32 else np.float64
+        dense_bytes = dtype().itemsize * n * d
         csr_bytes = 12 * self.nnz
         if dense_bytes <= max(1.5 * csr_bytes, min(8 * csr_bytes, DENSE_BYTES)):
-            self.XT = feature_major(indptr, indices, data, np.zeros((d, n)))
-        if dense_bytes > 1.5 * csr_bytes:
+            self.XT = feature_major(indptr, indices, data, np.zeros((d, n), dtype=dtype))
+        if 8 * n * d > 1.5 * csr_bytes:  # sparse
             self.colptr, self.rowidx, self.cdata = transpose_csr(indptr, indices, data, d)
 
     def _build_gram(self, serial, diag) -> None:
@@ -139,18 +159,20 @@ class LocalKernel:
     def engine_arrays(self) -> tuple[tuple, tuple]:
         """The arrays and parameters of :func:`psvm.svc.engine.kernel_column`."""
         none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)
+        XT = self.XT if self.XT is not None else np.zeros((0, 0))
         arrays = (
             self.indptr,
             self.indices,
             self.data,
             self.sq,
             self.row_nnz,
-            self.XT if self.XT is not None else np.zeros((0, 0)),
+            XT if XT.dtype == np.float64 else np.zeros((0, 0)),
             self.colptr if self.colptr is not None else none_i,
             self.rowidx if self.colptr is not None else np.zeros(0, dtype=np.int32),
             self.cdata if self.colptr is not None else none_f,
             self.work,
             self.dots,
+            XT if XT.dtype == np.float32 else np.zeros((0, 0), dtype=np.float32),
         )
         kid, gamma, coef0, degree = self.kparams
         params = (

@@ -95,12 +95,18 @@ def test_column_of_a_subset_is_compact(data):
     assert (out[:3] == full[rows]).all() and (out[3:] == -7.0).all()
 
 
+@pytest.mark.parametrize("float32", [False, True], ids=["float64", "float32 values"])
 @pytest.mark.parametrize("name", sorted(KERNELS))
-def test_column_paths_are_bitwise_equal(data, name):
-    """CSR, CSC or dense is picked per column and rank: values must not depend on it."""
+def test_column_paths_are_bitwise_equal(data, name, float32):
+    """CSR, CSC or dense is picked per column and rank: values must not depend on it.
+    Values that are all float32 take a float32 dense copy: the same bits again."""
+    if float32:
+        data = data.copy()
+        data.data = np.round(data.data * 8) / 8  # 3 bits after the point: exact in float32
     n = data.shape[0]
     wide = LocalKernel(data, kparams(name))  # small and 30% dense: both copies
     assert wide.XT is not None and wide.colptr is not None
+    assert wide.XT.dtype == (np.float32 if float32 else np.float64)
     wide.XT = None  # CSC only
     narrow = LocalKernel(data, kparams(name))
     narrow.colptr = None  # dense only
