@@ -32,6 +32,10 @@ from psvm.jit import njit
 LINEAR, POLY, RBF, SIGMOID = (KERNELS[k] for k in ("linear", "poly", "rbf", "sigmoid"))
 KERNEL_NAMES = {v: k for k, v in KERNELS.items()}
 _PARALLEL_WORK = 1 << 20  # multiply-adds below which a block runs in one thread
+# the same for a block of :func:`kernel_sums` (a few ms of work): its blocks follow each other
+# closely, and each parallel one waits for its slowest thread (on shared cores, for a time slice:
+# make_classification's reconstructions took 6 to 55 ms, one thread 8 ms)
+_PARALLEL_SUMS = 1 << 24
 _BLOCK = 1 << 18  # elements of a block of kernel values in :func:`kernel_sums` (2 MB)
 _FT_LIMIT = 1 << 22  # elements of its feature-major copy of F (32 MB)
 
@@ -480,7 +484,7 @@ def kernel_sums(
         buf = np.empty((min(step, rows.size), s1 - s0))
         for q0 in range(0, rows.size, step):
             blk = rows[q0 : q0 + step]
-            block = _block_pre if blk.size * FT.size >= _PARALLEL_WORK else _block_pre_serial
+            block = _block_pre if blk.size * FT.size >= _PARALLEL_SUMS else _block_pre_serial
             K = block(
                 blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams, buf[: blk.size]
             )
