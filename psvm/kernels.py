@@ -407,11 +407,11 @@ def take_rows(indptr, indices, data, rows):
         out_ptr[q + 1] = out_ptr[q] + indptr[rows[q] + 1] - indptr[rows[q]]
     out_idx = np.empty(out_ptr[rows.size], dtype=np.int32)
     out_val = np.empty(out_ptr[rows.size], dtype=np.float64)
-    for q in range(rows.size):
-        s = indptr[rows[q]]
-        for p in range(out_ptr[q + 1] - out_ptr[q]):
-            out_idx[out_ptr[q] + p] = indices[s + p]
-            out_val[out_ptr[q] + p] = data[s + p]
+    for q in range(rows.size):  # o in a local: the stores could alias out_ptr, read again each time
+        s, o = indptr[rows[q]], out_ptr[q]
+        for p in range(out_ptr[q + 1] - o):
+            out_idx[o + p] = indices[s + p]
+            out_val[o + p] = data[s + p]
     return out_ptr, out_idx, out_val
 
 
