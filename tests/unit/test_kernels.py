@@ -145,24 +145,24 @@ def test_weighted_sums_equal_column_sums(data, name):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("psvm.svc.columns._FEW_ROWS", few)
             np.testing.assert_array_equal(K.sums(csr_arrays(F), coef, rows), want)
-    # tiny blocks and chunks of F give the same bits
-    old = pk._BLOCK, pk._FT_LIMIT
-    try:
-        pk._BLOCK, pk._FT_LIMIT = 2, 30
-        got = kernel_sums(
-            *csr_arrays(F),
-            K.sq[picks],
-            coef,
-            K.indptr,
-            K.indices,
-            K.data,
-            K.sq,
-            rows,
-            kparams(name),
-        )
-    finally:
-        pk._BLOCK, pk._FT_LIMIT = old
-    np.testing.assert_array_equal(got, want)
+    # tiny blocks and chunks of F, in parallel blocks or in this thread, give the same bits
+    for parallel in (0, 1 << 62):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pk, "_BLOCK", 2)
+            mp.setattr(pk, "_FT_LIMIT", 30)
+            mp.setattr(pk, "_PARALLEL_SUMS", parallel)
+            got = kernel_sums(
+                *csr_arrays(F),
+                K.sq[picks],
+                coef,
+                K.indptr,
+                K.indices,
+                K.data,
+                K.sq,
+                rows,
+                kparams(name),
+            )
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
