@@ -61,7 +61,7 @@ def libsvm_tools(tmp_path_factory) -> dict[str, str]:
             subprocess.run(["dpkg", "-x", str(deb), str(tmp / "x")], **run)
     except (OSError, subprocess.SubprocessError) as e:
         pytest.skip(f"LIBSVM's tools (Debian's libsvm-tools) not on PATH and not fetched ({e!r})")
-    lib = ":".join(str(p.parent) for p in (tmp / "x").rglob("libsvm.so*"))
+    lib = ":".join(dict.fromkeys(str(p.parent) for p in (tmp / "x").rglob("libsvm.so*")))
     tools = {}
     for t in LIBSVM_TOOLS:
         exe, wrapper = tmp / "x" / "usr" / "bin" / t, tmp / t

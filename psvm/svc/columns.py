@@ -58,10 +58,11 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     n = sq.size
     dense = idx.size * n // 4 if has_dense else csr_work
     csc = csc_cost(idx, colptr) + n // 2 if has_csc else csr_work
-    if dense < min(csc, csr_work) and XT32.size:
-        column_dense(idx, val, x_sq, XT32, sq, rows, kid, gamma, coef0, degree, dots, out)
-    elif dense < min(csc, csr_work):
-        column_dense(idx, val, x_sq, XT, sq, rows, kid, gamma, coef0, degree, dots, out)
+    if dense < min(csc, csr_work):  # the dense copy is XT32 or XT (float64), never both
+        if XT32.size:
+            column_dense(idx, val, x_sq, XT32, sq, rows, kid, gamma, coef0, degree, dots, out)
+        else:
+            column_dense(idx, val, x_sq, XT, sq, rows, kid, gamma, coef0, degree, dots, out)
     elif csc < csr_work:
         column_csc(
             idx, val, x_sq, colptr, rowidx, cdata, sq, rows, kid, gamma, coef0, degree, dots, out
@@ -85,12 +86,20 @@ class LocalKernel:
 
     @classmethod
     def of_arrays(
-        cls, indptr, indices, data, n_features: int, kparams: tuple, sq=None, diag=None
+        cls,
+        indptr,
+        indices,
+        data,
+        n_features: int,
+        kparams: tuple,
+        sq=None,
+        diag=None,
+        exact32: bool | None = None,
     ) -> LocalKernel:
         """The kernel over CSR arrays (:func:`~psvm.kernels.csr_arrays`' dtypes); the rows'
-        squared norms and kernel diagonal are computed unless given."""
+        squared norms, kernel diagonal and :func:`fits_float32` are computed unless given."""
         self = cls.__new__(cls)
-        self._build(indptr, indices, data, n_features, kparams, sq, diag)
+        self._build(indptr, indices, data, n_features, kparams, sq, diag, exact32)
         return self
 
     @classmethod

@@ -23,6 +23,7 @@ from psvm.kernels import arithmetic_probe, csr_arrays, kernel_diag, row_sq_norms
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
+from psvm.svc.columns import fits_float32
 from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.solver import Solver
 from psvm.svc.state import (
@@ -295,10 +296,11 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
     class a, and its :class:`BinaryProblem` (collective)."""
     Xc_arrays = csr_arrays(Xc)
     kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
-    sq = diag = None  # a precomputed kernel's serials and diagonal: each pair's kernel
-    if cfg.kernel != "precomputed":  # norms and diagonal once for every pair
+    sq = diag = exact32 = None  # a precomputed kernel's serials and diagonal: each pair's kernel
+    if cfg.kernel != "precomputed":  # norms, diagonal and the float32 test once for every pair
         sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(cls.size))
         diag = kernel_diag(sq, *kp, np.empty(cls.size))
+        exact32 = fits_float32(Xc_arrays[2])
 
     def rows_of(a: int, b: int):
         rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
@@ -314,6 +316,7 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
             max_row_nnz=shard.max_row_nnz,
             sq=sq if every or sq is None else sq[rows],
             diag=diag if every or diag is None else diag[rows],
+            exact32=exact32,
         )
         return rows, first, problem
 
