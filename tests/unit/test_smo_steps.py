@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from psvm.svc.packets import GIDX, KEY, ROW, winner
-from psvm.svc.select import BLOCK, SUB, argmax_first, bids, candidates, second_order
+from psvm.svc.select import BLOCK, SUB, _block_max, argmax_first, bids, candidates, second_order
 from psvm.svc.update import two_variable_step
 
 
@@ -67,6 +67,7 @@ def test_second_order_matches_brute_force(seed, n, halves):
 
 
 def test_argmax_first_takes_the_first_maximum():
+    """Also the vectorised block maximum (LLVM's maxnum) against numpy's."""
     rng = np.random.default_rng(0)
     for n in (1, 7, 63, 64, 3 * SUB + 5, BLOCK - 1, BLOCK, BLOCK + 1, 5 * BLOCK + 3):
         for _ in range(20):
@@ -74,7 +75,9 @@ def test_argmax_first_takes_the_first_maximum():
             a[rng.random(n) < 0.3] = -np.inf
             assert argmax_first(a, 1.0) == int(np.argmax(a))
             assert argmax_first(-a, -1.0) == int(np.argmax(a))
+            assert _block_max(a, 1.0) == a.max() and _block_max(-a, -1.0) == a.max()
         assert argmax_first(np.full(n, -np.inf), 1.0) == 0
+    assert _block_max(np.empty(0), 1.0) == -np.inf
 
 
 @pytest.mark.parametrize("seed", range(20))
