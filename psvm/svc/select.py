@@ -4,7 +4,7 @@ With I_up = {t: a_t < C_t, y_t = +1 or a_t > 0, y_t = -1} and I_low the
 mirror set, i maximises -y_t G_t over I_up (m) and M is the minimum of
 -y_t G_t over I_low. Only *active* rows (``act``) bid. The passes are
 branch-free over contiguous arrays, so numba vectorises them, and the best
-bid is found by ``np.argmax``/``np.argmin``: the first occurrence, so ties go
+bid is found by :func:`argmax_first`: the first occurrence, so ties go
 to the smaller position, hence (the window is sorted) to the smaller local
 and global index once ranks compare candidates: the choice does not depend on P.
 """
