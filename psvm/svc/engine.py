@@ -372,6 +372,19 @@ def kept_pairs(act):
     return 2 * n
 
 
+@inner(_nrt=False)
+def _set_alphas(alpha, rank, r_i, p_i, a_i, r_j, p_j, a_j):
+    """The owners set the new alphas (every rank has the step); their window positions,
+    -1 where another rank owns the variable."""
+    q_i = np.int64(p_i[POS]) if r_i == rank else -1
+    q_j = np.int64(p_j[POS]) if r_j == rank else -1
+    if q_i >= 0:
+        alpha[q_i] = a_i
+    if q_j >= 0:
+        alpha[q_j] = a_j
+    return q_i, q_j
+
+
 @njit(cache=True, nogil=True, inline="always")
 def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_i, r_j):
     """Column i; round 2, the partner j by the second-order gain (or I_low's best, first
@@ -418,11 +431,8 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
         _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
-    if r_i == ctl_i[RANK]:  # the owners set the new alphas (every rank has the step)
-        alpha[np.int64(p_i[POS])] = a_i
-    if r_j == ctl_i[RANK]:
-        alpha[np.int64(p_j[POS])] = a_j
-    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
+    q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
+    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE
 
@@ -528,10 +538,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i)
     col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
-    if r_i == ctl_i[RANK]:
-        alpha[np.int64(p_i[POS])] = a_i
-    if r_j == ctl_i[RANK]:
-        alpha[np.int64(p_j[POS])] = a_j
-    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low)
+    q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
+    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from psvm.jit import inner, njit
 from psvm.svc.select import TAU, bid
 
@@ -54,18 +56,26 @@ def two_variable_step(y_i, y_j, a_i, a_j, G_i, G_j, C_i, C_j, QD_i, QD_j, K_ij):
 
 
 @inner(_nrt=False, inline="always")
-def _update(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
+def _update(y, G, K_i, K_j, c_i, c_j, up, low):
     for t in range(y.size):
-        g = G[t] + y[t] * (c_i * K_i[t] + c_j * K_j[t])
+        yt = y[t]
+        g = G[t] + yt * (c_i * K_i[t] + c_j * K_j[t])
         G[t] = g
-        up[t], low[t] = bid(y[t], alpha[t], C[t], g, act[t])
+        yg = yt * g
+        up[t] = -yg if up[t] > -np.inf else -np.inf  # still in I_up (and active)
+        low[t] = yg if low[t] > -np.inf else -np.inf
 
 
 # inlined (numba) into the loop: a call passing nine arrays cost more than a small window's pass
 @inner(_nrt=False, inline="always")
-def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
+def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low, q_i, q_j):
     """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
     row's bids for the next iteration (:func:`psvm.svc.select.bid`) in the same pass.
+
+    Only positions q_i and q_j (-1: not this rank's) changed alpha since the bids were
+    written, so every other row keeps its sets: a bid that was -inf stays -inf, the others
+    take the new G. Reading the old bids instead of alpha, C and the active flags halves
+    the pass (0.8 against 1.7 ns a row on a 1,500-row window); q_i and q_j are bid anew.
 
     Eliminated rows of the window are updated too: their G stays exact. The
     columns hold a value per kernel row: with two variables per row (SVR) both
@@ -74,4 +84,7 @@ def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low):
     h = K_i.size
     for k in range(0, y.size, max(h, 1)):
         e = k + h
-        _update(y[k:e], alpha[k:e], C[k:e], G[k:e], act[k:e], K_i, K_j, c_i, c_j, up[k:e], low[k:e])
+        _update(y[k:e], G[k:e], K_i, K_j, c_i, c_j, up[k:e], low[k:e])
+    for q in (q_i, q_j):
+        if q >= 0:
+            up[q], low[q] = bid(y[q], alpha[q], C[q], G[q], act[q])
