@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+from numba import njit
 
 from psvm.svc.packets import GIDX, KEY, ROW, winner
 from psvm.svc.select import BLOCK, SUB, _block_max, argmax_first, bids, candidates, second_order
-from psvm.svc.update import two_variable_step
+from psvm.svc.update import two_variable_step, update_gradient
 
 
 def random_state(rng, n=30):
@@ -64,6 +65,37 @@ def test_second_order_matches_brute_force(seed, n, halves):
     ok = in_low & act & (b > 0)
     gains = np.where(ok, -(b**2) / (QD[i] + QD - 2 * K_i), np.inf)
     assert j == int(np.argmin(gains)) and obj == gains.min()
+
+
+@njit
+def _update(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low, q_i, q_j):
+    update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low, q_i, q_j)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("halves", [1, 2])
+def test_update_gives_the_bids_of_a_full_pass(seed, halves):
+    """The update keeps every row's sets from its old bids and bids the rows whose alpha
+    changed anew (q = -1: another rank's): the bids a full pass gives on the new state, on
+    a window of one variable per row and of two (SVR's halves reading one column)."""
+    rng = np.random.default_rng(seed)
+    n = 40 * halves
+    y, alpha, C, G = random_state(rng, n)
+    act = rng.random(n) < 0.8
+    up, low = np.empty(n), np.empty(n)
+    bids(y, alpha, C, G, act, up, low)
+    q_i, q_j = rng.choice(n, 2, replace=False)
+    q_j = q_j if seed % 2 else -1
+    for q in (q_i, q_j):
+        if q >= 0:
+            alpha[q] = rng.choice([0.0, C[q], 0.7 * C[q]])
+    K_i, K_j = rng.normal(size=(2, n // halves))
+    expected_G = G + y * (0.3 * np.tile(K_i, halves) - 0.2 * np.tile(K_j, halves))
+    _update(y, alpha, C, G, act, K_i, K_j, 0.3, -0.2, up, low, q_i, q_j)
+    assert np.array_equal(G, expected_G)
+    full_up, full_low = np.empty(n), np.empty(n)
+    bids(y, alpha, C, G, act, full_up, full_low)
+    assert np.array_equal(up, full_up) and np.array_equal(low, full_low)
 
 
 def test_argmax_first_takes_the_first_maximum():
