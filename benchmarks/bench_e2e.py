@@ -183,7 +183,8 @@ def warmup(ranks: list[int], ds: Dataset, train: str, subset: bool, tmp: Path) -
     """One untimed psvm-train per P on the data set itself, so that numba's on-disk cache holds
     every specialisation the timed runs use (a stale cache, e.g. after a source change, costs a
     launch its compile time; the bundled data set compiled neither the large-file reader nor
-    the threaded sums a full a9a needs at P = 1); the wall seconds are kept."""
+    the threaded sums a full a9a needs at P = 1). The wall seconds are kept as ``warmup_wall``:
+    a full training plus whatever compiling was left (before session 12: the bundled set's)."""
     model = str(tmp / "warmup.model")
     return {f"psvm P={p}": psvm_train(p, ds, train, model, subset)["wall"] for p in ranks}
 

@@ -160,6 +160,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,
     recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
     """
+    # every row's bids: Python may have changed alpha or the flags; the update keeps them
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
     event = BUDGET
@@ -354,7 +355,7 @@ def shrink(win, ctl_i, out, counts):
     gone = eliminate(y, alpha, C, G, act, m, M, m_neg, M_neg, streak, ctl_i[NEED])
     ctl_i[N_ACTIVE] -= gone
     counts[C_ELIMINATED] += gone
-    if gone:  # the rows that left bid no more (second_order reads the bids)
+    if gone:  # the rows that left bid no more (second_order and the next update read them)
         bids(y, alpha, C, G, act, up, low)
     if ctl_i[PER_ROW] == 1:
         ctl_i[N_KEEP] = ctl_i[N_ACTIVE]

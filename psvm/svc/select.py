@@ -24,16 +24,12 @@ TAU = 1e-12
 @njit(cache=True, nogil=True, inline="always")
 def bid(y_t, a_t, C_t, g_t, act_t):
     """Row t's bid for i (-y_t G_t in I_up) and for M (y_t G_t in I_low); -inf if none.
-
-    With y_t = +-1, t is in I_up when y_t a_t < C_t (y_t + 1) / 2 (a_t < C_t, or -a_t < 0)
-    and in I_low when y_t a_t > C_t (y_t - 1) / 2 (a_t > 0, or -a_t > -C_t): every product
-    is exact, so these are LIBSVM's tests, as two compares that vectorise (branches on y_t
-    compiled to a dozen mask operations a vector).
-    """
+    Full passes only (a run's start, an elimination): the update keeps each row's sets."""
     yg = y_t * g_t
-    ya = y_t * a_t
-    up = -yg if act_t and ya < 0.5 * (y_t + 1.0) * C_t else -np.inf
-    low = yg if act_t and ya > 0.5 * (y_t - 1.0) * C_t else -np.inf
+    below = a_t < C_t
+    above = a_t > 0.0
+    up = -yg if act_t and (below if y_t > 0 else above) else -np.inf
+    low = yg if act_t and (above if y_t > 0 else below) else -np.inf
     return up, low
 
 
@@ -50,8 +46,9 @@ BLOCK = 512  # positions per block of the argmax passes (4 KB: in L1)
 @intrinsic
 def _maxnum(typingctx, a, b):
     """LLVM's ``maxnum`` without NaNs: loops of it vectorise as one ``vmaxpd`` a vector.
-    The bids hold no NaN (the data are finite); max(-0.0, 0.0) may give either zero, and
-    callers find positions with ``==`` and read values from the array."""
+    Finite data give no NaN; a kernel overflow can (G inf or NaN), and then the solve is
+    refused anyway (the gap test, the finite checks of rho). max(-0.0, 0.0) may give either
+    zero: positions are found with ``==``, and -M's sign of zero reaches only compares."""
 
     def codegen(context, builder, signature, args):
         double = ir.DoubleType()
@@ -102,7 +99,7 @@ def _first_max(a, sign, bm, bb, be):
 def argmax_first(a, sign):
     """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
 
-    Each block's maximum by eight running maxima (numba's ``argmax`` makes one
+    Each block's maximum by :func:`_block_max` (numba's ``argmax`` makes one
     dependent compare per element, 5x slower), the first block holding the
     largest kept, then a scan of that block alone: two passes' worth of reads
     become one, wherever the maximum lies, and the position is the same.

@@ -62,20 +62,23 @@ def _update(y, G, K_i, K_j, c_i, c_j, up, low):
         g = G[t] + yt * (c_i * K_i[t] + c_j * K_j[t])
         G[t] = g
         yg = yt * g
-        up[t] = -yg if up[t] > -np.inf else -np.inf  # still in I_up (and active)
-        low[t] = yg if low[t] > -np.inf else -np.inf
+        up[t] = -np.inf if up[t] == -np.inf else -yg  # still in I_up (and active)
+        low[t] = -np.inf if low[t] == -np.inf else yg  # (a NaN bid stays NaN, as bid gives)
 
 
 # inlined (numba) into the loop: a call passing nine arrays cost more than a small window's pass
 @inner(_nrt=False, inline="always")
 def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low, q_i, q_j):
     """G_t += y_t (c_i K_it + c_j K_jt) on every row (c = y * delta_alpha), writing each
-    row's bids for the next iteration (:func:`psvm.svc.select.bid`) in the same pass.
+    row's bids for the next iteration in the same pass: those :func:`psvm.svc.select.bid`
+    would give.
 
-    Only positions q_i and q_j (-1: not this rank's) changed alpha since the bids were
-    written, so every other row keeps its sets: a bid that was -inf stays -inf, the others
-    take the new G. Reading the old bids instead of alpha, C and the active flags halves
-    the pass (0.8 against 1.7 ns a row on a 1,500-row window); q_i and q_j are bid anew.
+    ``up`` and ``low`` must hold the bids of the state before the step (the engine bids
+    every row when a run starts and when rows are eliminated). Only positions q_i and q_j
+    (-1: not this rank's) changed alpha since, so every other row keeps its sets: a bid
+    that was -inf stays -inf, the others take the new G. Reading the old bids instead of
+    alpha, C and the active flags halves the pass (0.8 against 1.7 ns a row on a 1,500-row
+    window); q_i and q_j are bid anew.
 
     Eliminated rows of the window are updated too: their G stays exact. The
     columns hold a value per kernel row: with two variables per row (SVR) both
