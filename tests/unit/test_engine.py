@@ -82,3 +82,32 @@ def test_trace_is_bounded_and_thinned_on_a_power_of_two_stride():
     assert TRACE_POINTS // 2 < iters.size <= TRACE_POINTS + 1 and iters[-1] == n_iter
     stride = iters[1] - iters[0]
     assert np.all(np.diff(iters[:-1]) == stride) and np.all(iters[:-1] % stride == 0)
+
+
+def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):
+    """The gradient update keeps each row's sets from its last bids (only the step's two rows
+    are bid anew), so whenever the loop returns, its bids must be those a full pass gives:
+    after cuts, eliminations and reconstructions, for C-SVC, nu-SVC and epsilon-SVR."""
+    from sklearn.datasets import load_diabetes
+
+    from psvm.svc import solver
+    from psvm.svc.select import bids
+
+    run, checked = solver.Solver._run, []
+
+    def checked_run(self):
+        event = run(self)
+        w = self.window_arrays
+        up, low = np.empty(w[2].size), np.empty(w[2].size)
+        bids(w[2], w[3], w[4], w[5], w[7], up, low)
+        checked.append(np.array_equal(up, w[9]) and np.array_equal(low, w[10]))
+        return event
+
+    monkeypatch.setattr(solver.Solver, "_run", checked_run)
+    X, y = load_iris(return_X_y=True)
+    clf = psvm.SVC(kernel="poly", gamma=1.0, heuristic="earliest").fit(X, y)
+    psvm.NuSVC(nu=0.3, heuristic="earliest").fit(X, y)
+    Xd, yd = load_diabetes(return_X_y=True)
+    psvm.SVR(C=100.0, epsilon=5.0, heuristic="earliest").fit(Xd, yd)
+    assert clf.fit_stats_["counts"]["n_relayout"] > 0
+    assert len(checked) > 10 and all(checked)
