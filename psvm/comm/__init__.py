@@ -336,8 +336,10 @@ class Comm:
             report(f"{prog}: interrupted" if self.rank == 0 else None)
             MPI.Finalize()
             os._exit(130)
-        if self.rank != 0:
-            time.sleep(GRACE_SECONDS)
+        if self.rank != 0:  # rank 0's one line and MPI_Abort end the job first if it fails too;
+            # after Ctrl-C it may see the signal a while after this rank (a rank sees it when it
+            # leaves a compiled call): two lines came out at P = 3 on two busy cores
+            time.sleep(GRACE_SECONDS * (3 if interrupted and control is not None else 1))
         if interrupted:  # Ctrl-C that not every rank saw yet, or an interrupt of this rank
             report(f"{prog}: interrupted" if control else f"{prog}: rank {self.rank}: interrupted")
         else:
