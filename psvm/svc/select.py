@@ -24,7 +24,8 @@ TAU = 1e-12
 @njit(cache=True, nogil=True, inline="always")
 def bid(y_t, a_t, C_t, g_t, act_t):
     """Row t's bid for i (-y_t G_t in I_up) and for M (y_t G_t in I_low); -inf if none.
-    Full passes only (a run's start, an elimination): the update keeps each row's sets."""
+    Full passes (a run's start, an elimination) and the step's two rows: the gradient update
+    keeps every other row's sets."""
     yg = y_t * g_t
     below = a_t < C_t
     above = a_t > 0.0
