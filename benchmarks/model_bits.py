@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import io
-import lzma
 
 import numpy as np
 
-from heuristics.bench import data_dir
+from heuristics.bench import data_dir, head_path, load_csr
 
 
 def fingerprint(model) -> str:
@@ -37,14 +35,8 @@ def fingerprint(model) -> str:
 
 
 def libsvm(name: str, rows: int | None = None):
-    import scipy.sparse as sp
-    from sklearn.datasets import load_svmlight_file
-
-    with lzma.open(data_dir() / f"{name}.xz") as f:
-        X, y = load_svmlight_file(io.BytesIO(f.read()))
-    X, y = X[:rows], y[:rows]
-    indices, indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
-    return sp.csr_matrix((X.data, indices, indptr), X.shape), y
+    """The first ``rows`` rows of a shared LIBSVM set as CSR with 32-bit indices."""
+    return load_csr(head_path(data_dir() / f"{name}.xz", rows), None)
 
 
 def cases():

@@ -189,7 +189,7 @@ def count_lines(path: str) -> int:
         return sum(1 for _ in f)
 
 
-def load_csr(path: str, n_features: int):
+def load_csr(path: str, n_features: int | None):
     """A LIBSVM file as CSR with 32-bit indices (scikit-learn's SVC refuses 64-bit ones)."""
     import scipy.sparse as sp
     from sklearn.datasets import load_svmlight_file
