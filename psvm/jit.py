@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 
 from numba.core import config, types
 from numba.core.caching import FunctionCache
@@ -40,8 +41,8 @@ class LeanCache(FunctionCache):
     def __init__(self, py_func):
         super().__init__(py_func)
         stamped = getattr(self, "_cache_file", None)
-        if hasattr(stamped, "_source_stamp"):
-            stamped._source_stamp = (stamped._source_stamp, compiled_sources_stamp())
+        if hasattr(stamped, "_source_stamp"):  # numba's: the file's time and size
+            stamped._source_stamp = compiled_sources_stamp()
 
     def load_overload(self, sig, target_context):
         if not _LEAN:  # another numba: its own load
@@ -58,21 +59,26 @@ _LEAN = all(
 )
 
 
+_COMPILED = re.compile(rb"^(from|import) (numba|llvmlite|psvm\.jit)\b", re.MULTILINE)
+
+
 @functools.cache
 def compiled_sources_stamp(root: str = os.path.dirname(os.path.abspath(__file__))) -> str:
-    """A digest of the size and time of every psvm module with compiled code. numba's cache
-    checks only the function's own file: ``engine.run`` inlines helpers of select.py and
-    update.py, and its cache kept the old helpers after only they changed (a ``git pull``)."""
+    """A digest of the text of every psvm module with compiled code (one that imports numba
+    or psvm.jit at its top), by its path in psvm.
+
+    numba's own stamp is the time and size of the function's file. ``engine.run`` inlines
+    helpers of select.py and update.py, and its cache kept the old helpers after only they
+    changed (a ``git pull``). Text, not times: the cache that setup.py compiles into a wheel
+    stays valid where pip installs the wheel, with new times."""
     digest = hashlib.sha1()
     for folder, _, files in sorted(os.walk(root)):
         for name in sorted(f for f in files if f.endswith(".py")):
             path = os.path.join(folder, name)
             with open(path, "rb") as f:
                 text = f.read()
-            if b"numba" not in text and b"psvm.jit" not in text:
-                continue
-            st = os.stat(path)
-            digest.update(f"{path}:{st.st_mtime_ns}:{st.st_size};".encode())
+            if _COMPILED.search(text):
+                digest.update(os.path.relpath(path, root).encode() + b"\0" + text + b"\0")
     return digest.hexdigest()
 
 

@@ -98,14 +98,22 @@ def test_without_numbas_private_load_the_cache_loads_as_numba_does():
 
 def test_the_cache_goes_stale_when_a_compiled_module_changes(tmp_path):
     """engine.run inlines other modules' helpers, which numba's own stamp (the function's
-    file) does not see: psvm's stamp covers every module with compiled code."""
+    file) does not see: psvm's stamp covers every module with compiled code, by its text
+    (a wheel's cache stays valid where pip installs it, with new file times)."""
     from psvm.jit import compiled_sources_stamp
 
-    src = os.path.join(REPO, "psvm", "svc", "select.py")
-    (tmp_path / "select.py").write_bytes(open(src, "rb").read())
-    (tmp_path / "plain.py").write_text('"""No compiled code here."""\n')
-    before = compiled_sources_stamp.__wrapped__(str(tmp_path))
-    os.utime(tmp_path / "plain.py", ns=(1, 1))
-    assert compiled_sources_stamp.__wrapped__(str(tmp_path)) == before
-    os.utime(tmp_path / "select.py", ns=(1, 1))
-    assert compiled_sources_stamp.__wrapped__(str(tmp_path)) != before
+    def stamp(root):
+        return compiled_sources_stamp.__wrapped__(str(root))
+
+    text = open(os.path.join(REPO, "psvm", "svc", "select.py"), "rb").read()
+    for root in (tmp_path / "a", tmp_path / "b"):
+        root.mkdir()
+        (root / "select.py").write_bytes(text)
+        (root / "plain.py").write_text('"""No compiled code here."""\n')
+    before = stamp(tmp_path / "a")
+    os.utime(tmp_path / "a" / "select.py", ns=(1, 1))
+    assert stamp(tmp_path / "a") == before == stamp(tmp_path / "b")  # another place and time
+    (tmp_path / "a" / "plain.py").write_text('"""Still none."""\n')
+    assert stamp(tmp_path / "a") == before
+    (tmp_path / "a" / "select.py").write_bytes(text + b"\n# a change\n")
+    assert stamp(tmp_path / "a") != before

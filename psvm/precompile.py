@@ -1,0 +1,171 @@
+"""Compile psvm's numba code ahead of its first use: ``python -m psvm.precompile``.
+
+pip runs this while it installs psvm (``setup.py``), so that the first psvm-train after
+installing loads compiled code from numba's disk cache instead of compiling it for 10-25 s.
+It trains and predicts small synthetic problems of every kind in one process: each compiled
+function is typed on the same argument types as a user's run, and the compiled code does not
+depend on the number of ranks, so one process fills the cache for ``mpiexec -n P`` too.
+Run it again after a numba upgrade, or to warm a cache that ``NUMBA_CACHE_DIR`` moved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["PARTS", "main", "precompile", "run_part"]
+
+
+def _problems(folder: Path) -> dict[str, str]:
+    """LIBSVM files: two classes, three, a regression target, and two classes over 1 MB
+    (larger files take the compiled reader, and their kernel sums and predictions the
+    threaded blocks)."""
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(0)
+
+    def sample(n: int, d: int, density: float) -> tuple[np.ndarray, np.ndarray]:
+        X = rng.standard_normal((n, d))
+        X[rng.random((n, d)) >= density] = 0.0
+        return X, X[:, :2] @ [1.0, 0.5] + 0.3 * rng.standard_normal(n)
+
+    # dense rows, and sparse ones (their columns take the sparse copy of the data)
+    (X, score), (big, big_score) = sample(300, 10, 0.8), sample(4000, 300, 0.1)
+    problems = {
+        "small": (X, np.where(score > 0, 1, -1)),
+        "small3": (X, np.digitize(score, [-0.5, 0.5])),
+        "smallreg": (X, score),
+        "large": (big, np.where(big_score > 0, 1, -1)),
+    }
+    files = {name: str(folder / f"{name}.txt") for name in problems}
+    for name, (X, y) in problems.items():
+        dump_svmlight_file(X, y, files[name], zero_based=False)
+    # -t 4's file: "label 0:serial 1:K(x, x_1) ..." on the first 100 rows, linear kernel
+    rows = problems["small"][0][:100]
+    gram = np.hstack([np.arange(1.0, 101.0)[:, None], rows @ rows.T])
+    files["gram"] = str(folder / "gram.txt")
+    dump_svmlight_file(gram, problems["small"][1][:100], files["gram"], zero_based=True)
+    return files
+
+
+# psvm-train jobs (options, problem), in two parts that two processes compile side by side:
+# the C-SVC loop and the nu loop are the two longest compiles (docs/performance.md)
+PARTS = (
+    [
+        ([], "small"),  # the README's job: C-SVC, rbf
+        (["-t", "0"], "small"),
+        (["-t", "1"], "small"),
+        (["-t", "3"], "small"),
+        ([], "small3"),
+        (["-s", "2"], "small"),
+        (["-s", "3"], "smallreg"),
+        (["-b", "1"], "small3"),
+        (["-s", "3", "-b", "1"], "smallreg"),
+        (["-t", "4"], "gram"),
+        (["-v", "3"], "small3"),
+        ("estimators", "small3"),
+    ],
+    [
+        (["-s", "1"], "small3"),
+        (["-s", "4"], "smallreg"),
+        (["--solver", "sgd"], "small"),
+        ([], "large"),
+    ],
+)
+
+
+def _cli(opts: list[str], data: str, folder: Path) -> None:
+    from psvm.cli import predict, train
+
+    model, out = str(folder / "m.model"), str(folder / "out.txt")
+    if train.main(["-q", *opts, data, model]) != 0:
+        raise RuntimeError(f"psvm-train {' '.join(opts)} {data} failed")
+    flags = ["-b", "1"] if "-b" in opts else []
+    if "-v" not in opts and predict.main(["-q", *flags, data, model, out]) != 0:
+        raise RuntimeError(f"psvm-predict {data} failed")
+
+
+def _estimators(files: dict[str, str]) -> None:
+    from sklearn.datasets import load_svmlight_file
+
+    import psvm
+
+    X, y = load_svmlight_file(files["small3"])
+    dense = X.toarray()
+    for data in (X, dense):
+        psvm.SVC().fit(data, y).decision_function(data)
+    _, target = load_svmlight_file(files["smallreg"])
+    for model in (psvm.SVR(), psvm.NuSVR(), psvm.OneClassSVM()):
+        model.fit(dense, target).predict(dense)
+    psvm.NuSVC().fit(dense, y).predict(dense)
+    psvm.SGDSVC().fit(dense, y).predict(dense)
+
+
+def run_part(k: int, log=lambda job, seconds: None) -> None:
+    """Part ``k`` of :data:`PARTS` in this process; ``log(job, seconds)`` after each job."""
+    with tempfile.TemporaryDirectory(prefix="psvm-precompile-") as tmp:
+        folder = Path(tmp)
+        files = _problems(folder)
+        for opts, name in PARTS[k]:
+            t0 = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):  # -v's accuracy line
+                if opts == "estimators":
+                    _estimators(files)
+                else:
+                    _cli(opts, files[name], folder)
+            job = opts if opts == "estimators" else f"psvm-train {' '.join(opts)} {name}"
+            log(f"part {k}: {job}", time.perf_counter() - t0)
+
+
+def precompile(verbose: bool = False) -> float:
+    """Run every part, side by side when there are cores for it (numba compiles and caches
+    what they use); returns the wall seconds. Raises CalledProcessError if a part fails."""
+    t0 = time.perf_counter()
+    command = [sys.executable, "-m", "psvm.precompile", *(["-v"] if verbose else []), "--part"]
+    parts = range(len(PARTS))
+    if (os.cpu_count() or 1) > 1:
+        procs = [subprocess.Popen([*command, str(k)]) for k in parts]
+        codes = [p.wait() for p in procs]
+    else:
+        codes = [subprocess.call([*command, str(k)]) for k in parts]
+    for k, code in zip(parts, codes, strict=True):
+        if code != 0:
+            raise subprocess.CalledProcessError(code, [*command, str(k)])
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m psvm.precompile", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("-v", action="store_true", help="print each job's time")
+    parser.add_argument("--part", type=int, choices=range(len(PARTS)), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.part is not None:
+
+        def log(job: str, seconds: float) -> None:
+            if args.v:
+                print(f"{seconds:6.1f}s  {job}", file=sys.stderr, flush=True)
+
+        run_part(args.part, log)
+        return 0
+    try:
+        seconds = precompile(args.v)
+    except subprocess.CalledProcessError as e:
+        print(f"psvm: precompiling failed: {e}", file=sys.stderr)
+        return 1
+    print(f"psvm: compiled in {seconds:.1f}s (numba's disk cache)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
