@@ -32,7 +32,7 @@ class BuildPy(build_py):
             # its own session: a timeout ends the compiling processes too
             proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)
             try:
-                code = proc.wait(timeout=1200)
+                code = proc.wait(timeout=600)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
