@@ -27,7 +27,9 @@ class BuildPy(build_py):
         root = here if self.editable_mode else os.path.abspath(self.build_lib)
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         command = [sys.executable, "-m", "psvm.precompile"]
-        env = {**os.environ, "PYTHONPATH": path}
+        # one process of its own: not a rank of a job whose launcher ran pip (srun pip ...)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_"))}
+        env["PYTHONPATH"] = path
         with tempfile.TemporaryDirectory() as cwd:  # not the tree: psvm comes from root
             # its own session: a timeout ends the compiling processes too
             proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)
