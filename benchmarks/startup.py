@@ -4,7 +4,9 @@
 
 Run as users run psvm (no NUMBA_NUM_THREADS or other overrides):
 
-(a) cold run: numba's cache of the imported psvm package is deleted (the
+(a) cold run (what a first run costs where the cache compiled at install does not fit:
+    another numba or CPU, or ``PSVM_PRECOMPILE=0``; ``benchmarks/first_run.py`` times the
+    install itself): numba's cache of the imported psvm package is deleted (the
     ``*.nbi`` / ``*.nbc`` files in its ``__pycache__`` folders, found from
     ``psvm.__file__``, so an editable install works; also their mirror under
     ``$NUMBA_CACHE_DIR`` when set), then README's main job
