@@ -21,10 +21,10 @@ tests/unit/test_engine.py then test_kernels.py), so there is none.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
-import re
 
 from numba.core import config, types
 from numba.core.caching import FunctionCache
@@ -36,13 +36,26 @@ __all__ = ["compile_first_on_one_rank", "inner", "njit"]
 
 class LeanCache(FunctionCache):
     """numba's function cache, loading without refreshing the whole target context, and
-    stale when any of psvm's compiled modules changed (see :func:`compiled_sources_stamp`)."""
+    stale when any psvm module changed (see :func:`psvm_sources_stamp`)."""
 
     def __init__(self, py_func):
         super().__init__(py_func)
         stamped = getattr(self, "_cache_file", None)
-        if hasattr(stamped, "_source_stamp"):  # numba's: the file's time and size
-            stamped._source_stamp = compiled_sources_stamp()
+        if hasattr(stamped, "_source_stamp"):  # numba's: the function's file
+            stamped._source_stamp = (stamped._source_stamp, psvm_sources_stamp())
+
+    def save_overload(self, sig, data):
+        """numba's save under a lock on the cache folder: two processes adding entries to one
+        index at once (psvm.precompile's parts, ranks) could lose one, or point one's key at
+        the other's data file."""
+        try:
+            self._impl.locator.ensure_cache_path()
+            lock = open(os.path.join(self._cache_path, "psvm-save.lock"), "a")
+        except OSError:  # numba's own save reports an unwritable folder
+            return super().save_overload(sig, data)
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            super().save_overload(sig, data)
 
     def load_overload(self, sig, target_context):
         if not _LEAN:  # another numba: its own load
@@ -59,26 +72,21 @@ _LEAN = all(
 )
 
 
-_COMPILED = re.compile(rb"^(from|import) (numba|llvmlite|psvm\.jit)\b", re.MULTILINE)
-
-
 @functools.cache
-def compiled_sources_stamp(root: str = os.path.dirname(os.path.abspath(__file__))) -> str:
-    """A digest of the text of every psvm module with compiled code (one that imports numba
-    or psvm.jit at its top), by its path in psvm.
+def psvm_sources_stamp(root: str = os.path.dirname(os.path.abspath(__file__))) -> str:
+    """A digest of the text of every psvm module, by its path in psvm.
 
-    numba's own stamp is the time and size of the function's file. ``engine.run`` inlines
-    helpers of select.py and update.py, and its cache kept the old helpers after only they
-    changed (a ``git pull``). Text, not times: the cache that setup.py compiles into a wheel
-    stays valid where pip installs the wheel, with new times."""
+    numba's own stamp covers the function's file only: ``engine.run`` inlines helpers of
+    select.py and update.py and reads constants of elimination.py, and its cache kept the old
+    helpers after only they changed (a ``git pull``). Text, not times (numba 0.68's own stamp
+    is the file's text too): the cache that setup.py compiles into a wheel stays
+    valid where pip installs the wheel, with new times."""
     digest = hashlib.sha1()
     for folder, _, files in sorted(os.walk(root)):
         for name in sorted(f for f in files if f.endswith(".py")):
             path = os.path.join(folder, name)
             with open(path, "rb") as f:
-                text = f.read()
-            if _COMPILED.search(text):
-                digest.update(os.path.relpath(path, root).encode() + b"\0" + text + b"\0")
+                digest.update(os.path.relpath(path, root).encode() + b"\0" + f.read() + b"\0")
     return digest.hexdigest()
 
 

@@ -2,10 +2,11 @@
 
 pip runs this while it installs psvm (``setup.py``), so that the first psvm-train after
 installing loads compiled code from numba's disk cache instead of compiling it for 10-25 s.
-It trains and predicts small synthetic problems of every kind in one process: each compiled
-function is typed on the same argument types as a user's run, and the compiled code does not
-depend on the number of ranks, so one process fills the cache for ``mpiexec -n P`` too.
-Run it again after a numba upgrade, or to warm a cache that ``NUMBA_CACHE_DIR`` moved.
+It trains and predicts small synthetic problems of every kind, in two processes (one rank
+each): each compiled function is typed on the same argument types as a user's run, and the
+compiled code does not depend on the number of ranks, so the cache serves ``mpiexec -n P`` too.
+Run it again after a numba upgrade, or as each user when numba cannot write next to psvm's
+modules (it then caches under the user's home, or where ``NUMBA_CACHE_DIR`` says).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
 import subprocess
 import sys
 import tempfile
@@ -78,7 +78,7 @@ PARTS = (
         (["-s", "3", "-b", "1"], "smallreg"),
         (["-t", "4"], "gram"),
         (["-v", "3"], "small3"),
-        ("estimators", "small3"),
+        ("estimators", None),
     ],
     [
         (["-s", "1"], "small3"),
@@ -139,10 +139,12 @@ def run_part(k: int, log=lambda job, seconds: None) -> None:
 def precompile(verbose: bool = False) -> float:
     """Run every part, side by side when there are cores for it (numba compiles and caches
     what they use); returns the wall seconds. Raises CalledProcessError if a part fails."""
+    from psvm.threads import usable_cores
+
     t0 = time.perf_counter()
     command = [sys.executable, "-m", "psvm.precompile", *(["-v"] if verbose else []), "--part"]
     parts = range(len(PARTS))
-    if (os.cpu_count() or 1) > 1:
+    if usable_cores() > 1:
         procs = [subprocess.Popen([*command, str(k)]) for k in parts]
         codes = [p.wait() for p in procs]
     else:

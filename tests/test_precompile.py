@@ -1,11 +1,14 @@
 """psvm.precompile, which setup.py runs while pip installs psvm: after it, the README's main
-job compiles nothing, under ``mpiexec -n 2`` as users run it (no thread settings)."""
+job compiles nothing, under ``mpiexec -n 2`` as users run it (no thread settings), also where
+the cache was copied to with new file times (a wheel)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -36,32 +39,35 @@ def _cache_files(root: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in root.rglob("*.nb[ic]")}
 
 
-def test_after_precompiling_the_readme_job_compiles_nothing(tmp_path):
-    cache = tmp_path / "cache"
-    env = {
-        **os.environ,
-        "NUMBA_CACHE_DIR": str(cache),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    env.pop("NUMBA_NUM_THREADS", None)
+def test_a_precompiled_cache_moved_elsewhere_serves_the_readme_job(tmp_path):
+    """As a wheel: compiled next to the modules in one place, then copied with new file times
+    to another (pip's install), the cache serves the README's job there, which compiles
+    nothing (numba writes nothing)."""
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "psvm", tmp_path / "built" / "psvm", ignore=skip)
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_NUM_THREADS")}
 
-    def run(*cmd: str) -> subprocess.CompletedProcess:
+    def run(where: str, *cmd: str) -> subprocess.CompletedProcess:
+        env["PYTHONPATH"] = str(tmp_path / where)
         r = subprocess.run(
             cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900, check=False
         )
         assert r.returncode == 0, r.stderr[-3000:]
         return r
 
-    assert "compiled in" in run(sys.executable, "-m", "psvm.precompile").stderr
-    before = _cache_files(cache)
+    assert "compiled in" in run("built", sys.executable, "-m", "psvm.precompile").stderr
+    time.sleep(0.01)  # new times for the copies
+    built, installed = tmp_path / "built" / "psvm", tmp_path / "installed" / "psvm"
+    shutil.copytree(built, installed, copy_function=shutil.copy)
+    before = _cache_files(installed)
     assert len(before) > 100
     data, model = REPO / "data" / "breast_cancer", str(tmp_path / "m.model")
     launch = [mpiexec(), "-n", "2", sys.executable, "-m"]
-    run(*launch, "psvm.cli.train", "-c", "1", "-g", "0.05", f"{data}.train", model)
-    out = run(*launch, "psvm.cli.predict", f"{data}.test", model, str(tmp_path / "p"))
+    run("installed", *launch, "psvm.cli.train", "-c", "1", "-g", "0.05", f"{data}.train", model)
+    out = run("installed", *launch, "psvm.cli.predict", f"{data}.test", model, str(tmp_path / "p"))
     assert "Accuracy = 96.4497% (163/169)" in out.stdout
-    assert _cache_files(cache) == before  # numba wrote nothing: it compiled nothing
-    missing = set(run(sys.executable, "-c", COVERAGE).stdout.split())
+    assert _cache_files(installed) == before  # numba wrote nothing: it compiled nothing
+    missing = set(run("installed", sys.executable, "-c", COVERAGE).stdout.split())
     assert missing == NOT_PRECOMPILED
 
 

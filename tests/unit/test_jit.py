@@ -96,24 +96,26 @@ def test_without_numbas_private_load_the_cache_loads_as_numba_does():
     assert "numba.np.arraymath" in runs[1].stdout
 
 
-def test_the_cache_goes_stale_when_a_compiled_module_changes(tmp_path):
-    """engine.run inlines other modules' helpers, which numba's own stamp (the function's
-    file) does not see: psvm's stamp covers every module with compiled code, by its text
-    (a wheel's cache stays valid where pip installs it, with new file times)."""
-    from psvm.jit import compiled_sources_stamp
+def test_the_cache_goes_stale_when_any_psvm_module_changes(tmp_path):
+    """engine.run inlines other modules' helpers and constants, which numba's own stamp (the
+    function's file) does not see: psvm's stamp covers every module, by its text (a wheel's
+    cache stays valid where pip installs it, with new file times)."""
+    from psvm.jit import psvm_sources_stamp
 
     def stamp(root):
-        return compiled_sources_stamp.__wrapped__(str(root))
+        return psvm_sources_stamp.__wrapped__(str(root))
 
     text = open(os.path.join(REPO, "psvm", "svc", "select.py"), "rb").read()
     for root in (tmp_path / "a", tmp_path / "b"):
-        root.mkdir()
-        (root / "select.py").write_bytes(text)
-        (root / "plain.py").write_text('"""No compiled code here."""\n')
+        (root / "svc").mkdir(parents=True)
+        (root / "svc" / "select.py").write_bytes(text)
+        (root / "constants.py").write_text("NEVER = 0\n")
     before = stamp(tmp_path / "a")
-    os.utime(tmp_path / "a" / "select.py", ns=(1, 1))
+    os.utime(tmp_path / "a" / "svc" / "select.py", ns=(1, 1))
     assert stamp(tmp_path / "a") == before == stamp(tmp_path / "b")  # another place and time
-    (tmp_path / "a" / "plain.py").write_text('"""Still none."""\n')
+    (tmp_path / "a" / "constants.py").write_text("NEVER = 1\n")
+    assert stamp(tmp_path / "a") != before
+    (tmp_path / "a" / "constants.py").write_text("NEVER = 0\n")
     assert stamp(tmp_path / "a") == before
-    (tmp_path / "a" / "select.py").write_bytes(text + b"\n# a change\n")
+    (tmp_path / "a" / "svc" / "select.py").write_bytes(text + b"\n# a change\n")
     assert stamp(tmp_path / "a") != before
