@@ -48,7 +48,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from heuristics.bench import DATASETS, Dataset, data_dir, machine, mpiexec, tool, versions
+from heuristics.bench import (
+    DATASETS,
+    Dataset,
+    data_dir,
+    machine,
+    mpiexec,
+    tool,
+    versions,
+    write_output,
+)
 from heuristics.report.text import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -333,7 +342,7 @@ def main(argv=None) -> None:
         print("  ".join(cells), flush=True)
     head, body = table(res)
     md = [*(f"{line}  " for line in header), "", *markdown_table(head, body)]
-    _write(a.md, "\n".join(md))
+    write_output(a.md, "\n".join(md))
     out = {
         "argv": sys.argv,
         "header": header,
@@ -346,15 +355,7 @@ def main(argv=None) -> None:
         "repeat": a.repeat,
         "results": res,
     }
-    _write(a.json, json.dumps(out, indent=1))
-
-
-def _write(path: str, text: str) -> None:
-    """Write ``text`` to ``path``; an empty path (``--md ''``) writes nothing."""
-    if not path:
-        return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(text)
+    write_output(a.json, json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

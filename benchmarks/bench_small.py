@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from heuristics.bench import data_dir, machine, versions
+from heuristics.bench import data_dir, machine, versions, write_output
 from heuristics.report.text import markdown_table
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -308,7 +308,7 @@ def main(argv=None) -> None:
             "geometric_mean_ratio": g,
             "rows": rows,
         }
-        _write(a.json, json.dumps(doc, indent=1, default=str))
+        write_output(a.json, json.dumps(doc, indent=1, default=str))
     if a.md:
         body = [cells(r) for r in rows]
         body.append(["geometric mean", "", "", "", "", f"**{g:.2f}**", "", "", "", "", ""])
@@ -318,12 +318,7 @@ def main(argv=None) -> None:
             "agree: training rows on which both predict the same class.",
             "",
         ]
-        _write(a.md, "\n".join(head + markdown_table(HEADER, body)))
-
-
-def _write(path: str, text: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(text)
+        write_output(a.md, "\n".join(head + markdown_table(HEADER, body)))
 
 
 if __name__ == "__main__":

@@ -28,9 +28,16 @@ import platform
 import sys
 import tempfile
 from dataclasses import replace
-from pathlib import Path
 
-from heuristics.bench import DATASETS, Dataset, dataset_paths, load_csr, run_worker, sklearn_svc_fit
+from heuristics.bench import (
+    DATASETS,
+    Dataset,
+    dataset_paths,
+    load_csr,
+    run_worker,
+    sklearn_svc_fit,
+    write_output,
+)
 from heuristics.report.text import markdown_table
 from psvm._params import HEURISTICS
 
@@ -160,15 +167,9 @@ def main(argv=None) -> None:
                     }
                 )
                 _print(rows[-1], rows[-1]["vs_none"], ref)
-    if a.out:
-        _write(a.out, json.dumps({"argv": sys.argv, "repeat": a.repeat, "rows": rows}, indent=1))
-    if a.md:
-        _write(a.md, "\n".join(markdown(rows, heuristics)))
-
-
-def _write(path: str, text: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(text)
+    doc = {"argv": sys.argv, "repeat": a.repeat, "rows": rows}
+    write_output(a.out, json.dumps(doc, indent=1))
+    write_output(a.md, "\n".join(markdown(rows, heuristics)))
 
 
 def markdown(rows: list[dict], heuristics: list[str]) -> list[str]:

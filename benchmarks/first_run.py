@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from heuristics.bench import machine
+from heuristics.bench import machine, write_output
 from heuristics.report.text import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,10 +104,8 @@ def main(argv=None) -> None:
         *markdown_table(head, table),
     ]
     print("\n".join(md))
-    if args.md:
-        Path(args.md).write_text("\n".join(md) + "\n")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1))
+    write_output(args.md, "\n".join(md) + "\n")
+    write_output(args.json, json.dumps({"machine": m, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from heuristics.bench import machine, mpiexec, tool, versions
+from heuristics.bench import machine, mpiexec, tool, versions, write_output
 from heuristics.report.text import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -272,9 +272,9 @@ def main(argv=None) -> None:
         "per_fit": fit,
     }
     if a.json:
-        _write(a.json, json.dumps(doc, indent=1))
+        write_output(a.json, json.dumps(doc, indent=1))
     if a.md:
-        _write(a.md, "\n".join(markdown(doc)))
+        write_output(a.md, "\n".join(markdown(doc)))
 
 
 def markdown(doc: dict) -> list[str]:
@@ -321,11 +321,6 @@ def markdown(doc: dict) -> list[str]:
     out.append("")
     out += markdown_table(["fit", "best ms", "median ms", "psvm train timer ms"], body)
     return out
-
-
-def _write(path: str, text: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(text)
 
 
 if __name__ == "__main__":

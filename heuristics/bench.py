@@ -314,6 +314,14 @@ def git_state() -> str | None:
     return head.stdout.strip() + (f" + {n} modified files" if n else "")
 
 
+def write_output(path: str | None, text: str) -> None:
+    """A benchmark's result file (its folder made); no path (``--md ''``) writes nothing."""
+    if not path:
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(text)
+
+
 def machine() -> dict:
     """Host, CPU model, cores, memory, OS and load at the time of the call."""
     cpu = platform.processor() or platform.machine()
