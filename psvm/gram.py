@@ -25,7 +25,7 @@ from psvm.kernels import LANES, _lane_totals, _weighted_row_sums, csr_arrays, la
 
 __all__ = ["PRECOMPUTED", "gram_column", "gram_decision", "gram_sums", "serial_rows"]
 
-_BLOCK = 1 << 18  # elements of one block of kernel values (2 MB), as psvm.kernels
+_BLOCK = 1 << 18  # elements of one block of kernel values (2 MB)
 
 
 @njit(cache=True, nogil=True)

@@ -32,12 +32,10 @@ from psvm.jit import njit
 LINEAR, POLY, RBF, SIGMOID = (KERNELS[k] for k in ("linear", "poly", "rbf", "sigmoid"))
 KERNEL_NAMES = {v: k for k, v in KERNELS.items()}
 _PARALLEL_WORK = 1 << 20  # multiply-adds below which a block runs in one thread
-# the same for a block of :func:`kernel_sums` (a few ms of work): its blocks follow each other
-# closely, and each parallel one waits for its slowest thread (on shared cores, for a time slice:
-# make_classification's reconstructions took 6 to 55 ms, one thread 8 ms)
+# the same for :func:`kernel_sums` (reconstruction, a few ms of work): a parallel block waits
+# for its slowest thread (on shared cores, for a time slice: make_classification's
+# reconstructions took 6 to 55 ms, one thread 8 ms)
 _PARALLEL_SUMS = 1 << 24
-_BLOCK = 1 << 18  # elements of a block of kernel values in :func:`kernel_sums` (2 MB)
-_FT_LIMIT = 1 << 22  # elements of its feature-major copy of F (32 MB)
 
 
 def canonical_csr(X) -> sp.csr_matrix:
@@ -293,9 +291,9 @@ def csc_cost(x_idx, colptr):
 def _block_row(
     q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out
 ):
-    """Row q of :func:`_block_pre`: x_r's features that F uses, then four of them a pass
-    over the f_s, as :func:`column_dense` (the same additions; make_classification's
-    blocks 1.5 -> 0.93 ms)."""
+    """Row ``rows[q]``'s pre-kernel values against F's chunk (feature-major ``FT``) into
+    ``out[q]``: x_r's features that F uses, then four of them a pass over the f_s, as
+    :func:`column_dense` (the same additions; make_classification's blocks 1.5 -> 0.93 ms)."""
     n_f = FT.shape[1]
     r = rows[q]
     o = out[q]
@@ -326,37 +324,6 @@ def _block_row(
             o[s] += v * ft[s]
     for s in range(n_f):
         o[s] = pre_kernel(kernel_id, o[s], f_sq[s], sq[r], gamma, coef0, degree)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _block_pre(
-    rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out,
-):  # fmt: skip
-    """out[q, s] = pre-K(f_s, x_r) for the q-th row r of ``rows``; ``FT`` is F feature-major.
-
-    ``fmap`` maps a feature to its row of ``FT`` (-1: no f_s uses it; features
-    beyond its end are used by none either). Each of
-    x_r's features adds one contiguous pass over the f_s, in ascending feature
-    order as in :func:`column_csr`, so values equal the column paths' bitwise.
-    """
-    for q in prange(rows.size):
-        _block_row(
-            q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out
-        )
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _block_pre_serial(
-    rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out,
-):  # fmt: skip
-    """:func:`_block_pre` in this thread: for small blocks, where waking the thread pool
-    costs more than the work (and far more on a loaded machine)."""
-    for q in range(rows.size):
-        _block_row(
-            q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out
-        )
-    return out
 
 
 LANES = 8  # partial sums of a weighted kernel sum: s goes to lane s mod LANES
@@ -474,42 +441,18 @@ def kernel_sums(
 ) -> np.ndarray:
     """acc[q] = sum_s f_coef[s] K(f_s, x_r) for the q-th local row r of ``rows``.
 
-    F (CSR arrays: vectors whose alpha changed) is taken in chunks in its own
-    order, each as a dense feature-major block over the features it uses, and
-    the rows in blocks: numba adds dot products one contiguous pass per
-    feature, numpy finishes the block. Chunks start at multiples of ``LANES``,
-    so each term goes to the same lane (:func:`_weighted_row_sums`) whatever
-    the chunks and blocks: the sum does not depend on the number of ranks.
+    F (CSR arrays: vectors whose alpha changed) against the rows, as prediction adds
+    a model's terms (:func:`_weighted_sums`): each term goes to lane s mod ``LANES``
+    whatever the chunks, blocks and threads, so the sum does not depend on the number
+    of ranks.
     """
-    kid = kparams[0]
-    lanes = np.zeros((rows.size, LANES))
-    n_f = f_indptr.size - 1
-    if n_f == 0 or rows.size == 0:
+    if f_indptr.size == 1 or rows.size == 0:
         return np.zeros(rows.size)
     fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)
-    s0 = 0
-    while s0 < n_f:
-        s1 = n_f  # halve the chunk (a multiple of LANES, at least LANES) to fit _FT_LIMIT
-        while True:
-            used = np.unique(f_indices[f_indptr[s0] : f_indptr[s1]])
-            if used.size * (s1 - s0) <= _FT_LIMIT or s1 - s0 <= LANES:
-                break
-            s1 = s0 + max(LANES, (s1 - s0) // 2 // LANES * LANES)
-        fmap[used] = np.arange(used.size)
-        FT = _feature_major(f_indptr, f_indices, f_data, s0, fmap, np.zeros((used.size, s1 - s0)))
-        step = max(1, _BLOCK // (s1 - s0))
-        buf = np.empty((min(step, rows.size), s1 - s0))
-        for q0 in range(0, rows.size, step):
-            blk = rows[q0 : q0 + step]
-            block = _block_pre if blk.size * FT.size >= _PARALLEL_SUMS else _block_pre_serial
-            K = block(
-                blk, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1], *kparams, buf[: blk.size]
-            )
-            from_pre(kid, K)
-            _weighted_row_sums(K, f_coef[s0:s1], lanes[q0 : q0 + blk.size])
-        fmap[used] = -1
-        s0 = s1
-    return _lane_totals(lanes, np.empty(rows.size))
+    coef = np.ascontiguousarray(f_coef, dtype=np.float64).reshape(1, -1)
+    F = (f_indptr, f_indices, f_data, f_sq)
+    X = (*take_rows(indptr, indices, data, rows), np.ascontiguousarray(sq[rows]))
+    return _weighted_sums(X, F, coef, kparams, fmap, _PARALLEL_SUMS)[:, 0]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -678,20 +621,36 @@ def decision_values(
             f"coef has shape {coef.shape} and rho {rho.shape} for {sv.shape[0]} support "
             f"vectors: expected (m, {sv.shape[0]}) and (m,)"
         )
-    dec = np.empty((n, m))
     if n == 0 or m == 0:
-        return dec
+        return np.empty((n, m))
+    sq, f_sq = sq_norms_of(X), sq_norms_of(sv)  # whole rows: unseen features count (LIBSVM)
+    used = np.unique(sv.indices)
+    X = (*csr_arrays(restrict_columns(X, used)), sq)
+    F = (*csr_arrays(restrict_columns(sv, used)), f_sq)
+    fmap = np.full(used.size, -1, dtype=np.int64)
+    return _weighted_sums(X, F, coef, kparams, fmap, _PARALLEL_WORK) - rho
+
+
+def _weighted_sums(X: tuple, F: tuple, coef: np.ndarray, kparams, fmap, parallel) -> np.ndarray:
+    """out[r, p] = sum_s coef[p, s] K(f_s, x_r): X and F as (indptr, indices, data, sq).
+
+    F goes in chunks whose feature-major copy stays in L2 for all rows, the rows in
+    super-blocks whose lanes fit :data:`_LANE_LIMIT`; each term goes to lane s mod
+    ``LANES`` and the lanes are added pairwise, so a row's sums have the same bits
+    whatever the other rows, the chunks, the threads or the rank. ``fmap`` (all -1)
+    maps F's features to rows of the copy; blocks of at least ``parallel``
+    multiply-adds run in threads.
+    """
+    indptr, indices, data, sq = X
+    f_indptr, f_indices, f_data, f_sq = F
     kid, gamma, coef0, degree = (
         int(kparams[0]),
         float(kparams[1]),
         float(kparams[2]),
         int(kparams[3]),
     )
-    sq, f_sq = sq_norms_of(X), sq_norms_of(sv)  # whole rows: unseen features count (LIBSVM)
-    used = np.unique(sv.indices)
-    indptr, indices, data = csr_arrays(restrict_columns(X, used))
-    f_indptr, f_indices, f_data = csr_arrays(restrict_columns(sv, used))
-    fmap = np.full(used.size, -1, dtype=np.int64)
+    n, m = indptr.size - 1, coef.shape[0]
+    out = np.empty((n, m))
     chunks = _feature_chunks(f_indptr, f_indices, _FT_TILE)
     rows_per = max(1, _LANE_LIMIT // (m * LANES))
     for r0 in range(0, n, rows_per):
@@ -702,15 +661,14 @@ def decision_values(
             FT = _feature_major(f_indptr, f_indices, f_data, s0, fmap, np.zeros((u.size, s1 - s0)))
             c = np.ascontiguousarray(coef[:, s0:s1])
             work = (r1 - r0) * (FT.size + c.size)
-            block = _decision_block if work >= _PARALLEL_WORK else _decision_block_serial
+            block = _decision_block if work >= parallel else _decision_block_serial
             block(
                 r0, r1, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1],
                 kid, gamma, coef0, degree, c, lanes,
             )  # fmt: skip
             fmap[u] = -1
         a = lanes  # the lanes added pairwise, as :func:`_lane_totals`
-        total = ((a[..., 0] + a[..., 1]) + (a[..., 2] + a[..., 3])) + (
+        out[r0:r1] = ((a[..., 0] + a[..., 1]) + (a[..., 2] + a[..., 3])) + (
             (a[..., 4] + a[..., 5]) + (a[..., 6] + a[..., 7])
         )
-        dec[r0:r1] = total - rho
-    return dec
+    return out

@@ -148,8 +148,8 @@ def test_weighted_sums_equal_column_sums(data, name):
     # tiny blocks and chunks of F, in parallel blocks or in this thread, give the same bits
     for parallel in (0, 1 << 62):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(pk, "_BLOCK", 2)
-            mp.setattr(pk, "_FT_LIMIT", 30)
+            mp.setattr(pk, "_LANE_LIMIT", 16)
+            mp.setattr(pk, "_FT_TILE", 30)
             mp.setattr(pk, "_PARALLEL_SUMS", parallel)
             got = kernel_sums(
                 *csr_arrays(F),
