@@ -288,15 +288,11 @@ def csc_cost(x_idx, colptr):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _block_row(
-    q, rows, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, out
-):
-    """Row ``rows[q]``'s pre-kernel values against F's chunk (feature-major ``FT``) into
-    ``out[q]``: x_r's features that F uses, then four of them a pass over the f_s, as
-    :func:`column_dense` (the same additions; make_classification's blocks 1.5 -> 0.93 ms)."""
+def _block_row(r, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, o):
+    """Row r's pre-kernel values against F's chunk (feature-major ``FT``) into ``o``: x_r's
+    features that F uses, then four of them a pass over the f_s, as :func:`column_dense`
+    (the same additions; make_classification's blocks 1.5 -> 0.93 ms)."""
     n_f = FT.shape[1]
-    r = rows[q]
-    o = out[q]
     ks = np.empty(indptr[r + 1] - indptr[r], dtype=np.int64)
     vs = np.empty(ks.size)
     m = 0
@@ -451,8 +447,10 @@ def kernel_sums(
     fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)
     coef = np.ascontiguousarray(f_coef, dtype=np.float64).reshape(1, -1)
     F = (f_indptr, f_indices, f_data, f_sq)
-    X = (*take_rows(indptr, indices, data, rows), np.ascontiguousarray(sq[rows]))
-    return _weighted_sums(X, F, coef, kparams, fmap, _PARALLEL_SUMS)[:, 0]
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    return _weighted_sums(
+        (indptr, indices, data, sq), rows, F, coef, kparams, fmap, _PARALLEL_SUMS
+    )[:, 0]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -533,51 +531,48 @@ _FT_TILE = 1 << 17  # elements of a chunk of SVs, feature-major (1 MB: it stays 
 
 @njit(cache=True, nogil=True, inline="always")
 def _decision_row(
-    r, r0, row, k, indptr, indices, data, sq, fmap, FT, f_sq,
-    kernel_id, gamma, coef0, degree, coef, lanes,
+    r, lane_rows, k, indptr, indices, data, sq, fmap, FT, f_sq,
+    kernel_id, gamma, coef0, degree, coef,
 ):  # fmt: skip
     """Row r's kernel values against F's chunk (:func:`_block_row`, :func:`from_pre_flat`),
-    added into its lanes for every output p (:func:`_weighted_row_sums`)."""
-    row[0] = r
-    _block_row(
-        0, row, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, k
-    )
+    added into its lanes (``lane_rows``: one per output p) (:func:`_weighted_row_sums`)."""
+    _block_row(r, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, k[0])
     from_pre_flat(kernel_id, k[0])
     for p in range(coef.shape[0]):
-        _weighted_row_sums(k, coef[p], lanes[r - r0, p : p + 1])
+        _weighted_row_sums(k, coef[p], lane_rows[p : p + 1])
 
 
 @njit(cache=True, nogil=True, parallel=True)
 def _decision_block(
-    r0, r1, indptr, indices, data, sq, fmap, FT, f_sq,
+    rows, q0, indptr, indices, data, sq, fmap, FT, f_sq,
     kernel_id, gamma, coef0, degree, coef, lanes,
 ):  # fmt: skip
-    """lanes[r - r0, p, s % LANES] += coef[p, s] K(f_s, x_r) for rows r0..r1-1, F's chunk
-    feature-major in ``FT``; threads over rows, each with its own row of kernel values."""
+    """lanes[q, p, s % LANES] += coef[p, s] K(f_s, x_r) for r = rows[q0 + q], q < lanes'
+    length, F's chunk feature-major in ``FT``; threads over rows, each with its own row of
+    kernel values."""
     chunk = 8
-    for c in prange((r1 - r0 + chunk - 1) // chunk):
-        row = np.empty(1, dtype=np.int64)
+    n = lanes.shape[0]
+    for c in prange((n + chunk - 1) // chunk):
         k = np.empty((1, FT.shape[1]))
-        for r in range(r0 + c * chunk, min(r1, r0 + (c + 1) * chunk)):
+        for q in range(c * chunk, min(n, (c + 1) * chunk)):
             _decision_row(
-                r, r0, row, k, indptr, indices, data, sq, fmap, FT, f_sq,
-                kernel_id, gamma, coef0, degree, coef, lanes,
+                rows[q0 + q], lanes[q], k, indptr, indices, data, sq, fmap, FT, f_sq,
+                kernel_id, gamma, coef0, degree, coef,
             )  # fmt: skip
     return lanes
 
 
 @njit(cache=True, nogil=True)
 def _decision_block_serial(
-    r0, r1, indptr, indices, data, sq, fmap, FT, f_sq,
+    rows, q0, indptr, indices, data, sq, fmap, FT, f_sq,
     kernel_id, gamma, coef0, degree, coef, lanes,
 ):  # fmt: skip
     """:func:`_decision_block` in this thread, for little work (one row, a small model)."""
-    row = np.empty(1, dtype=np.int64)
     k = np.empty((1, FT.shape[1]))
-    for r in range(r0, r1):
+    for q in range(lanes.shape[0]):
         _decision_row(
-            r, r0, row, k, indptr, indices, data, sq, fmap, FT, f_sq,
-            kernel_id, gamma, coef0, degree, coef, lanes,
+            rows[q0 + q], lanes[q], k, indptr, indices, data, sq, fmap, FT, f_sq,
+            kernel_id, gamma, coef0, degree, coef,
         )  # fmt: skip
     return lanes
 
@@ -628,11 +623,15 @@ def decision_values(
     X = (*csr_arrays(restrict_columns(X, used)), sq)
     F = (*csr_arrays(restrict_columns(sv, used)), f_sq)
     fmap = np.full(used.size, -1, dtype=np.int64)
-    return _weighted_sums(X, F, coef, kparams, fmap, _PARALLEL_WORK) - rho
+    rows = np.arange(n, dtype=np.int64)
+    return _weighted_sums(X, rows, F, coef, kparams, fmap, _PARALLEL_WORK) - rho
 
 
-def _weighted_sums(X: tuple, F: tuple, coef: np.ndarray, kparams, fmap, parallel) -> np.ndarray:
-    """out[r, p] = sum_s coef[p, s] K(f_s, x_r): X and F as (indptr, indices, data, sq).
+def _weighted_sums(
+    X: tuple, rows: np.ndarray, F: tuple, coef: np.ndarray, kparams, fmap, parallel
+) -> np.ndarray:
+    """out[q, p] = sum_s coef[p, s] K(f_s, x_r), r = rows[q]: X and F as (indptr, indices,
+    data, sq), ``rows`` int64.
 
     F goes in chunks whose feature-major copy stays in L2 for all rows, the rows in
     super-blocks whose lanes fit :data:`_LANE_LIMIT`; each term goes to lane s mod
@@ -649,7 +648,7 @@ def _weighted_sums(X: tuple, F: tuple, coef: np.ndarray, kparams, fmap, parallel
         float(kparams[2]),
         int(kparams[3]),
     )
-    n, m = indptr.size - 1, coef.shape[0]
+    n, m = rows.size, coef.shape[0]
     out = np.empty((n, m))
     chunks = _feature_chunks(f_indptr, f_indices, _FT_TILE)
     rows_per = max(1, _LANE_LIMIT // (m * LANES))
@@ -663,7 +662,7 @@ def _weighted_sums(X: tuple, F: tuple, coef: np.ndarray, kparams, fmap, parallel
             work = (r1 - r0) * (FT.size + c.size)
             block = _decision_block if work >= parallel else _decision_block_serial
             block(
-                r0, r1, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1],
+                rows, r0, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1],
                 kid, gamma, coef0, degree, c, lanes,
             )  # fmt: skip
             fmap[u] = -1
