@@ -432,27 +432,6 @@ def _feature_major(f_indptr, f_indices, f_data, s0, fmap, FT):
     return FT
 
 
-def kernel_sums(
-    f_indptr, f_indices, f_data, f_sq, f_coef, indptr, indices, data, sq, rows, kparams
-) -> np.ndarray:
-    """acc[q] = sum_s f_coef[s] K(f_s, x_r) for the q-th local row r of ``rows``.
-
-    F (CSR arrays: vectors whose alpha changed) against the rows, as prediction adds
-    a model's terms (:func:`_weighted_sums`): each term goes to lane s mod ``LANES``
-    whatever the chunks, blocks and threads, so the sum does not depend on the number
-    of ranks.
-    """
-    if f_indptr.size == 1 or rows.size == 0:
-        return np.zeros(rows.size)
-    fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)
-    coef = np.ascontiguousarray(f_coef, dtype=np.float64).reshape(1, -1)
-    F = (f_indptr, f_indices, f_data, f_sq)
-    rows = np.ascontiguousarray(rows, dtype=np.int64)
-    return _weighted_sums(
-        (indptr, indices, data, sq), rows, F, coef, kparams, fmap, _PARALLEL_SUMS
-    )[:, 0]
-
-
 @njit(cache=True, nogil=True, parallel=True)
 def _matrix_pre(
     a_indptr, a_indices, a_data, a_sq, b_indptr, b_indices, b_data, b_sq,
@@ -523,14 +502,19 @@ def kernel_matrix(
     return from_pre(kernel_id, out)
 
 
-# -- decision values: sum_s coef[p, s] K(sv_s, x) - rho[p] -------------------------------------
+# -- weighted kernel sums: decision values (sum_s coef[p, s] K(sv_s, x) - rho[p]) and
+# -- reconstruction (sum_s coef[s] K(f_s, x_r) over stale rows) ------------------------------
 
 _LANE_LIMIT = 1 << 22  # elements of the lane sums of one super-block of rows (32 MB)
-_FT_TILE = 1 << 17  # elements of a chunk of SVs, feature-major (1 MB: it stays in L2 for all rows)
+# a chunk of F (SVs, changed vectors): at most _SV_TILE vectors (a row's kernel values, 16 KB,
+# stay in L1) and _FT_TILE elements of its feature-major copy (32 MB). Many features (rcv1-like)
+# make chunks of few vectors, each of which costs every row a scan of its features.
+_SV_TILE = 2048
+_FT_TILE = 1 << 22
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _decision_row(
+def _sums_row(
     r, lane_rows, k, indptr, indices, data, sq, fmap, FT, f_sq,
     kernel_id, gamma, coef0, degree, coef,
 ):  # fmt: skip
@@ -543,7 +527,7 @@ def _decision_row(
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _decision_block(
+def _sums_block(
     rows, q0, indptr, indices, data, sq, fmap, FT, f_sq,
     kernel_id, gamma, coef0, degree, coef, lanes,
 ):  # fmt: skip
@@ -555,7 +539,7 @@ def _decision_block(
     for c in prange((n + chunk - 1) // chunk):
         k = np.empty((1, FT.shape[1]))
         for q in range(c * chunk, min(n, (c + 1) * chunk)):
-            _decision_row(
+            _sums_row(
                 rows[q0 + q], lanes[q], k, indptr, indices, data, sq, fmap, FT, f_sq,
                 kernel_id, gamma, coef0, degree, coef,
             )  # fmt: skip
@@ -563,14 +547,14 @@ def _decision_block(
 
 
 @njit(cache=True, nogil=True)
-def _decision_block_serial(
+def _sums_block_serial(
     rows, q0, indptr, indices, data, sq, fmap, FT, f_sq,
     kernel_id, gamma, coef0, degree, coef, lanes,
 ):  # fmt: skip
-    """:func:`_decision_block` in this thread, for little work (one row, a small model)."""
+    """:func:`_sums_block` in this thread, for little work (one row, a small model)."""
     k = np.empty((1, FT.shape[1]))
     for q in range(lanes.shape[0]):
-        _decision_row(
+        _sums_row(
             rows[q0 + q], lanes[q], k, indptr, indices, data, sq, fmap, FT, f_sq,
             kernel_id, gamma, coef0, degree, coef,
         )  # fmt: skip
@@ -579,10 +563,11 @@ def _decision_block_serial(
 
 def _feature_chunks(f_indptr: np.ndarray, f_indices: np.ndarray, limit: int) -> list:
     """(s0, s1, used features) of F's rows s0..s1-1 whose feature-major copy has at most
-    ``limit`` elements (or 8 rows); s0 a multiple of ``LANES`` (as :func:`kernel_sums` cuts F)."""
+    ``limit`` elements (or 8 rows); s0 a multiple of ``LANES``, so that a term's lane does not
+    depend on the chunks."""
     chunks, n_f, s0 = [], f_indptr.size - 1, 0
     while s0 < n_f:
-        s1 = n_f
+        s1 = min(n_f, s0 + _SV_TILE)
         while True:
             used = np.unique(f_indices[f_indptr[s0] : f_indptr[s1]])
             if used.size * (s1 - s0) <= limit or s1 - s0 <= LANES:
@@ -623,8 +608,9 @@ def decision_values(
     X = (*csr_arrays(restrict_columns(X, used)), sq)
     F = (*csr_arrays(restrict_columns(sv, used)), f_sq)
     fmap = np.full(used.size, -1, dtype=np.int64)
-    rows = np.arange(n, dtype=np.int64)
-    return _weighted_sums(X, rows, F, coef, kparams, fmap, _PARALLEL_WORK) - rho
+    dec = _weighted_sums(X, np.arange(n, dtype=np.int64), F, coef, kparams, fmap, _PARALLEL_WORK)
+    dec -= rho
+    return dec
 
 
 def _weighted_sums(
@@ -633,7 +619,7 @@ def _weighted_sums(
     """out[q, p] = sum_s coef[p, s] K(f_s, x_r), r = rows[q]: X and F as (indptr, indices,
     data, sq), ``rows`` int64.
 
-    F goes in chunks whose feature-major copy stays in L2 for all rows, the rows in
+    F goes in chunks (:data:`_SV_TILE`, :data:`_FT_TILE`) copied feature-major, the rows in
     super-blocks whose lanes fit :data:`_LANE_LIMIT`; each term goes to lane s mod
     ``LANES`` and the lanes are added pairwise, so a row's sums have the same bits
     whatever the other rows, the chunks, the threads or the rank. ``fmap`` (all -1)
@@ -660,14 +646,32 @@ def _weighted_sums(
             FT = _feature_major(f_indptr, f_indices, f_data, s0, fmap, np.zeros((u.size, s1 - s0)))
             c = np.ascontiguousarray(coef[:, s0:s1])
             work = (r1 - r0) * (FT.size + c.size)
-            block = _decision_block if work >= parallel else _decision_block_serial
+            block = _sums_block if work >= parallel else _sums_block_serial
             block(
                 rows, r0, indptr, indices, data, sq, fmap, FT, f_sq[s0:s1],
                 kid, gamma, coef0, degree, c, lanes,
             )  # fmt: skip
             fmap[u] = -1
-        a = lanes  # the lanes added pairwise, as :func:`_lane_totals`
-        out[r0:r1] = ((a[..., 0] + a[..., 1]) + (a[..., 2] + a[..., 3])) + (
-            (a[..., 4] + a[..., 5]) + (a[..., 6] + a[..., 7])
-        )
+        _lane_totals(lanes.reshape(-1, LANES), out[r0:r1].reshape(-1))
     return out
+
+
+def kernel_sums(
+    f_indptr, f_indices, f_data, f_sq, f_coef, indptr, indices, data, sq, rows, kparams
+) -> np.ndarray:
+    """acc[q] = sum_s f_coef[s] K(f_s, x_r) for the q-th local row r of ``rows``.
+
+    F (CSR arrays: vectors whose alpha changed) against the rows, as prediction adds
+    a model's terms (:func:`_weighted_sums`): each term goes to lane s mod ``LANES``
+    whatever the chunks, blocks and threads, so the sum does not depend on the number
+    of ranks.
+    """
+    if f_indptr.size == 1 or rows.size == 0:
+        return np.zeros(rows.size)
+    fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)
+    coef = np.ascontiguousarray(f_coef, dtype=np.float64).reshape(1, -1)
+    F = (f_indptr, f_indices, f_data, f_sq)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    return _weighted_sums(
+        (indptr, indices, data, sq), rows, F, coef, kparams, fmap, _PARALLEL_SUMS
+    )[:, 0]

@@ -1,5 +1,7 @@
 """Each numba kernel against scikit-learn's pairwise kernels."""
 
+import itertools
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -131,7 +133,7 @@ def test_weighted_sums_equal_column_sums(data, name):
     picks = [7, 2, 30, 3, 11, 0, 5, 8, 13, 21, 34, 1, 4, 9, 16, 25, 36, 6, 19]
     F = data[picks]
     coef = np.linspace(-1.5, 2.0, len(picks))
-    rows = np.array([0, 3, 4, 9, 38], dtype=np.int64)
+    rows = np.array([38, 0, 3, 9, 4, 17, 22, 29, 31, 12, 5, 27], dtype=np.int64)  # 8-row chunks
     cols = np.empty((F.shape[0], n))
     for s in range(F.shape[0]):
         K.column(*row(F, s), K.sq[picks[s]], np.arange(n), cols[s])
@@ -145,11 +147,14 @@ def test_weighted_sums_equal_column_sums(data, name):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("psvm.svc.columns._FEW_ROWS", few)
             np.testing.assert_array_equal(K.sums(csr_arrays(F), coef, rows), want)
-    # tiny blocks and chunks of F, in parallel blocks or in this thread, give the same bits
-    for parallel in (0, 1 << 62):
+    # tiny super-blocks of rows and chunks of F, or whole ones, in threads or in this thread:
+    # the same bits
+    for (lane_limit, tile), parallel in itertools.product(
+        ((16, 30), (1 << 22, 1 << 17)), (0, 1 << 62)
+    ):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(pk, "_LANE_LIMIT", 16)
-            mp.setattr(pk, "_FT_TILE", 30)
+            mp.setattr(pk, "_LANE_LIMIT", lane_limit)
+            mp.setattr(pk, "_FT_TILE", tile)
             mp.setattr(pk, "_PARALLEL_SUMS", parallel)
             got = kernel_sums(
                 *csr_arrays(F),
