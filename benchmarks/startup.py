@@ -271,10 +271,8 @@ def main(argv=None) -> None:
         "importtime": imports,
         "per_fit": fit,
     }
-    if a.json:
-        write_output(a.json, json.dumps(doc, indent=1))
-    if a.md:
-        write_output(a.md, "\n".join(markdown(doc)))
+    write_output(a.json, json.dumps(doc, indent=1))
+    write_output(a.md, "\n".join(markdown(doc)))
 
 
 def markdown(doc: dict) -> list[str]:

@@ -561,16 +561,16 @@ def _sums_block_serial(
     return lanes
 
 
-def _feature_chunks(f_indptr: np.ndarray, f_indices: np.ndarray, limit: int) -> list:
-    """(s0, s1, used features) of F's rows s0..s1-1 whose feature-major copy has at most
-    ``limit`` elements (or 8 rows); s0 a multiple of ``LANES``, so that a term's lane does not
-    depend on the chunks."""
+def _feature_chunks(f_indptr: np.ndarray, f_indices: np.ndarray) -> list:
+    """(s0, s1, used features) of F's rows s0..s1-1: at most :data:`_SV_TILE` rows whose
+    feature-major copy has at most :data:`_FT_TILE` elements (or 8 rows); s0 a multiple of
+    ``LANES``, so that a term's lane does not depend on the chunks."""
     chunks, n_f, s0 = [], f_indptr.size - 1, 0
     while s0 < n_f:
         s1 = min(n_f, s0 + _SV_TILE)
         while True:
             used = np.unique(f_indices[f_indptr[s0] : f_indptr[s1]])
-            if used.size * (s1 - s0) <= limit or s1 - s0 <= LANES:
+            if used.size * (s1 - s0) <= _FT_TILE or s1 - s0 <= LANES:
                 break
             s1 = s0 + max(LANES, (s1 - s0) // 2 // LANES * LANES)
         chunks.append((s0, s1, used))
@@ -607,14 +607,13 @@ def decision_values(
     used = np.unique(sv.indices)
     X = (*csr_arrays(restrict_columns(X, used)), sq)
     F = (*csr_arrays(restrict_columns(sv, used)), f_sq)
-    fmap = np.full(used.size, -1, dtype=np.int64)
-    dec = _weighted_sums(X, np.arange(n, dtype=np.int64), F, coef, kparams, fmap, _PARALLEL_WORK)
+    dec = _weighted_sums(X, np.arange(n, dtype=np.int64), F, coef, kparams, _PARALLEL_WORK)
     dec -= rho
     return dec
 
 
 def _weighted_sums(
-    X: tuple, rows: np.ndarray, F: tuple, coef: np.ndarray, kparams, fmap, parallel
+    X: tuple, rows: np.ndarray, F: tuple, coef: np.ndarray, kparams, parallel: int
 ) -> np.ndarray:
     """out[q, p] = sum_s coef[p, s] K(f_s, x_r), r = rows[q]: X and F as (indptr, indices,
     data, sq), ``rows`` int64.
@@ -622,9 +621,8 @@ def _weighted_sums(
     F goes in chunks (:data:`_SV_TILE`, :data:`_FT_TILE`) copied feature-major, the rows in
     super-blocks whose lanes fit :data:`_LANE_LIMIT`; each term goes to lane s mod
     ``LANES`` and the lanes are added pairwise, so a row's sums have the same bits
-    whatever the other rows, the chunks, the threads or the rank. ``fmap`` (all -1)
-    maps F's features to rows of the copy; blocks of at least ``parallel``
-    multiply-adds run in threads.
+    whatever the other rows, the chunks, the threads or the rank. Blocks of at least
+    ``parallel`` multiply-adds run in threads.
     """
     indptr, indices, data, sq = X
     f_indptr, f_indices, f_data, f_sq = F
@@ -636,7 +634,8 @@ def _weighted_sums(
     )
     n, m = rows.size, coef.shape[0]
     out = np.empty((n, m))
-    chunks = _feature_chunks(f_indptr, f_indices, _FT_TILE)
+    chunks = _feature_chunks(f_indptr, f_indices)
+    fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)  # feature -> FT row
     rows_per = max(1, _LANE_LIMIT // (m * LANES))
     for r0 in range(0, n, rows_per):
         r1 = min(n, r0 + rows_per)
@@ -668,10 +667,7 @@ def kernel_sums(
     """
     if f_indptr.size == 1 or rows.size == 0:
         return np.zeros(rows.size)
-    fmap = np.full(int(f_indices.max(initial=0)) + 1, -1, dtype=np.int64)
     coef = np.ascontiguousarray(f_coef, dtype=np.float64).reshape(1, -1)
     F = (f_indptr, f_indices, f_data, f_sq)
     rows = np.ascontiguousarray(rows, dtype=np.int64)
-    return _weighted_sums(
-        (indptr, indices, data, sq), rows, F, coef, kparams, fmap, _PARALLEL_SUMS
-    )[:, 0]
+    return _weighted_sums((indptr, indices, data, sq), rows, F, coef, kparams, _PARALLEL_SUMS)[:, 0]
