@@ -288,13 +288,14 @@ def csc_cost(x_idx, colptr):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _block_row(r, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, o):
+def _block_row(
+    r, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, o, ks, vs
+):  # fmt: skip
     """Row r's pre-kernel values against F's chunk (feature-major ``FT``) into ``o``: x_r's
-    features that F uses, then four of them a pass over the f_s, as :func:`column_dense`
-    (the same additions; make_classification's blocks 1.5 -> 0.93 ms)."""
+    features that F uses (into ``ks``, ``vs``: FT's rows, scratch), then four of them a pass
+    over the f_s, as :func:`column_dense` (the same additions; make_classification's blocks
+    1.5 -> 0.93 ms)."""
     n_f = FT.shape[1]
-    ks = np.empty(indptr[r + 1] - indptr[r], dtype=np.int64)
-    vs = np.empty(ks.size)
     m = 0
     for p in range(indptr[r], indptr[r + 1]):
         f = indices[p]
@@ -515,15 +516,25 @@ _FT_TILE = 1 << 22
 
 @njit(cache=True, nogil=True, inline="always")
 def _sums_row(
-    r, lane_rows, k, indptr, indices, data, sq, fmap, FT, f_sq,
+    r, lane_rows, k, ks, vs, indptr, indices, data, sq, fmap, FT, f_sq,
     kernel_id, gamma, coef0, degree, coef,
 ):  # fmt: skip
     """Row r's kernel values against F's chunk (:func:`_block_row`, :func:`from_pre_flat`),
-    added into its lanes (``lane_rows``: one per output p) (:func:`_weighted_row_sums`)."""
-    _block_row(r, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, k[0])
+    added into its lanes (``lane_rows``: one per output p) (:func:`_weighted_row_sums`);
+    ``k``, ``ks``, ``vs``: scratch (:func:`_scratch`)."""
+    _block_row(
+        r, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, k[0], ks, vs
+    )  # fmt: skip
     from_pre_flat(kernel_id, k[0])
     for p in range(coef.shape[0]):
         _weighted_row_sums(k, coef[p], lane_rows[p : p + 1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scratch(FT):
+    """A row's kernel values and its features in F's chunk, once per run of rows (a row's
+    own allocations cost 5% of ijcnn1's reconstruction sums)."""
+    return np.empty((1, FT.shape[1])), np.empty(FT.shape[0], dtype=np.int64), np.empty(FT.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -537,10 +548,10 @@ def _sums_block(
     chunk = 8
     n = lanes.shape[0]
     for c in prange((n + chunk - 1) // chunk):
-        k = np.empty((1, FT.shape[1]))
+        k, ks, vs = _scratch(FT)
         for q in range(c * chunk, min(n, (c + 1) * chunk)):
             _sums_row(
-                rows[q0 + q], lanes[q], k, indptr, indices, data, sq, fmap, FT, f_sq,
+                rows[q0 + q], lanes[q], k, ks, vs, indptr, indices, data, sq, fmap, FT, f_sq,
                 kernel_id, gamma, coef0, degree, coef,
             )  # fmt: skip
     return lanes
@@ -552,10 +563,10 @@ def _sums_block_serial(
     kernel_id, gamma, coef0, degree, coef, lanes,
 ):  # fmt: skip
     """:func:`_sums_block` in this thread, for little work (one row, a small model)."""
-    k = np.empty((1, FT.shape[1]))
+    k, ks, vs = _scratch(FT)
     for q in range(lanes.shape[0]):
         _sums_row(
-            rows[q0 + q], lanes[q], k, indptr, indices, data, sq, fmap, FT, f_sq,
+            rows[q0 + q], lanes[q], k, ks, vs, indptr, indices, data, sq, fmap, FT, f_sq,
             kernel_id, gamma, coef0, degree, coef,
         )  # fmt: skip
     return lanes

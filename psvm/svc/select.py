@@ -96,6 +96,17 @@ def _first_max(a, sign, bm, bb, be):
     return bb + _first_equal(a[bb : bb + BLOCK], sign, bm)  # (NaN in ``a``: a plain scan)
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _scan_first(a, sign):
+    """:func:`argmax_first` by one scalar pass (the same position: the first maximum)."""
+    bm, i = -np.inf, 0
+    for t in range(a.size):
+        v = sign * a[t]
+        if v > bm:
+            bm, i = v, t
+    return i
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def argmax_first(a, sign):
     """First position of the maximum of ``sign * a`` (sign +-1; a non-empty, no NaN).
@@ -105,6 +116,8 @@ def argmax_first(a, sign):
     largest kept, then a scan of that block alone: two passes' worth of reads
     become one, wherever the maximum lies, and the position is the same.
     """
+    if a.size <= SUB:  # a small window: one scalar pass beats the passes' set-up
+        return _scan_first(a, sign)
     bm, bb = -np.inf, 0
     for lo in range(0, a.size, BLOCK):
         m = _block_max(a[lo : lo + BLOCK], sign)
@@ -190,6 +203,8 @@ def second_order(low, QD, K_i, m, QD_i, obj):
     and each block's minimum taken while it is in cache (:func:`argmax_first`).
     """
     h = max(K_i.size, 1)
+    if low.size <= SUB:  # a small window: one scalar pass, dividing only where t qualifies
+        return _second_order_scan(low, QD, K_i, m, QD_i, h)
     bm, bb, be = -np.inf, 0, 0
     for off in range(0, low.size, h):
         for lo in range(off, off + h, BLOCK):
@@ -198,6 +213,22 @@ def second_order(low, QD, K_i, m, QD_i, obj):
             if b > bm:
                 bm, bb, be = b, lo, hi
     return _lowest(obj, bm, bb, be)
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _second_order_scan(low, QD, K_i, m, QD_i, h):
+    """:func:`second_order` by one scalar pass: the same objectives (the same operations as
+    :func:`_objectives`) and the same j, the first smallest."""
+    best, j = np.inf, -1
+    for t in range(low.size):
+        grad_diff = m + low[t]
+        if grad_diff > 0.0:
+            quad = QD_i + QD[t] - 2.0 * K_i[t % h]
+            quad = quad if quad > 0.0 else TAU
+            o = -(grad_diff * grad_diff) / quad
+            if j < 0 or o < best:
+                best, j = o, t
+    return best, j
 
 
 @njit(cache=True, nogil=True, _nrt=False)

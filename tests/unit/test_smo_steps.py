@@ -45,10 +45,13 @@ def test_ties_go_to_the_smallest_index():
 
 
 @pytest.mark.parametrize("seed", range(5))
-@pytest.mark.parametrize("n, halves", [(30, 1), (3 * BLOCK + 7, 1), (2 * BLOCK + 6, 2)])
+@pytest.mark.parametrize(
+    "n, halves", [(30, 1), (SUB, 1), (SUB + 1, 1), (40, 2), (3 * BLOCK + 7, 1), (2 * BLOCK + 6, 2)]
+)
 def test_second_order_matches_brute_force(seed, n, halves):
-    """Blocks and the two halves of an SVR window (one kernel value per row) pick the first
-    smallest objective, as one pass over all positions would."""
+    """Blocks, the scalar pass of small windows (up to SUB) and the two halves of an SVR
+    window (one kernel value per row) pick the first smallest objective, as one pass over
+    all positions would."""
     rng = np.random.default_rng(seed)
     y, alpha, C, G = random_state(rng, n)
     G = np.round(G, 1)  # ties between positions, across blocks too
