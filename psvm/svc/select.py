@@ -220,14 +220,15 @@ def _second_order_scan(low, QD, K_i, m, QD_i, h):
     """:func:`second_order` by one scalar pass: the same objectives (the same operations as
     :func:`_objectives`) and the same j, the first smallest."""
     best, j = np.inf, -1
-    for t in range(low.size):
-        grad_diff = m + low[t]
-        if grad_diff > 0.0:
-            quad = QD_i + QD[t] - 2.0 * K_i[t % h]
-            quad = quad if quad > 0.0 else TAU
-            o = -(grad_diff * grad_diff) / quad
-            if j < 0 or o < best:
-                best, j = o, t
+    for off in range(0, low.size, h):  # (two halves of an SVR window read one column)
+        for k in range(min(h, low.size - off)):
+            grad_diff = m + low[off + k]
+            if grad_diff > 0.0:
+                quad = QD_i + QD[off + k] - 2.0 * K_i[k]
+                quad = quad if quad > 0.0 else TAU
+                o = -(grad_diff * grad_diff) / quad
+                if o < best:
+                    best, j = o, off + k
     return best, j
 
 
