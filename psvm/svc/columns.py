@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from psvm.gram import PRECOMPUTED, gram_column, gram_diag, gram_sums, serial_numbers
 from psvm.jit import njit
 from psvm.kernels import (
+    RBF,
     column_csc,
     column_csr,
     column_dense,
@@ -24,9 +25,13 @@ from psvm.kernels import (
     feature_major,
     from_pre,
     from_pre_flat,
+    from_table,
+    integral,
+    is_integral,
     kernel_diag,
     kernel_sums,
     lane_sums,
+    rbf_table,
     row_sq_norms,
     take_rows,
     transpose_csr,
@@ -50,7 +55,7 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     non-zeros of ``rows``; estimated costs are in the same units. All paths
     give the same bits.
     """
-    indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots, XT32 = ker
+    indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots, XT32, table = ker
     kid, gamma, coef0, degree, has_dense, has_csc = kp
     if kid == PRECOMPUTED:  # sq holds the rows' serial numbers
         gram_column(idx, val, sq, rows, work, out)
@@ -71,7 +76,10 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
         column_csr(
             idx, val, x_sq, indptr, indices, data, sq, rows, kid, gamma, coef0, degree, work, out
         )
-    from_pre_flat(kid, out[: rows.size])
+    if table.size and 4.0 * x_sq < table.size and integral(val):  # n <= 2 (x_sq + max sq)
+        from_table(out[: rows.size], table, gamma)
+    else:
+        from_pre_flat(kid, out[: rows.size])
 
 
 class LocalKernel:
@@ -95,11 +103,13 @@ class LocalKernel:
         sq=None,
         diag=None,
         exact32: bool | None = None,
+        integral: bool | None = None,
     ) -> LocalKernel:
         """The kernel over CSR arrays (:func:`~psvm.kernels.csr_arrays`' dtypes); the rows'
-        squared norms, kernel diagonal and :func:`fits_float32` are computed unless given."""
+        squared norms, kernel diagonal, :func:`fits_float32` and whether the values are
+        integers (rbf) are computed unless given."""
         self = cls.__new__(cls)
-        self._build(indptr, indices, data, n_features, kparams, sq, diag, exact32)
+        self._build(indptr, indices, data, n_features, kparams, sq, diag, exact32, integral)
         return self
 
     @classmethod
@@ -115,10 +125,15 @@ class LocalKernel:
             parent.sq[rows],
             parent.diag[rows],
             parent.exact32,
+            parent.integral,
+            parent.table,
         )
         return self
 
-    def _build(self, indptr, indices, data, d, kparams, sq=None, diag=None, exact32=None):
+    def _build(
+        self, indptr, indices, data, d, kparams, sq=None, diag=None, exact32=None, integral=None,
+        table=None,
+    ):  # fmt: skip
         n = indptr.size - 1
         self.n, self.n_features, self.kparams, self.kid = n, d, kparams, kparams[0]
         self.indptr, self.indices, self.data = indptr, indices, data
@@ -127,7 +142,8 @@ class LocalKernel:
         self.work = np.zeros(d + 1)
         self.dots = np.zeros(n)
         self.XT = self.colptr = None
-        self.exact32 = False
+        self.exact32 = self.integral = False
+        self.table = np.zeros(0)  # exp of rbf values by table (integer values)
         if self.kid == PRECOMPUTED:
             self._build_gram(sq, diag)
             return
@@ -138,6 +154,13 @@ class LocalKernel:
         # The dense copy is float32 when every value is one (0/1 features, pixels, counts):
         # half the memory traffic of a column, the same products in float64.
         self.exact32 = fits_float32(data) if exact32 is None else exact32
+        if integral is None:  # (integers past 2**24 are no float32: their table would be huge)
+            integral = self.kid == RBF and self.exact32 and is_integral(data)
+        self.integral = bool(integral)
+        if table is not None:  # a window's: its parent's, whose rows' norms bound its own
+            self.table = table
+        elif self.integral and n:  # n = |x - x_r|^2 <= 4 max sq for any x with sq <= max sq
+            self.table = rbf_table(kparams[1], 4.0 * self.sq.max())
         dtype = np.float32 if self.exact32 else np.float64
         dense_bytes = dtype().itemsize * n * d
         csr_bytes = 12 * self.nnz
@@ -182,6 +205,7 @@ class LocalKernel:
             self.work,
             self.dots,
             XT if XT.dtype == np.float32 else np.zeros((0, 0), dtype=np.float32),
+            self.table,
         )
         kid, gamma, coef0, degree = self.kparams
         params = (
@@ -252,6 +276,7 @@ class LocalKernel:
                 self.sq,
                 rows,
                 self.kparams,
+                self.integral,
             )
         all_f = np.arange(fi.size - 1, dtype=np.int64)
         K = np.empty((rows.size, fi.size - 1))

@@ -19,7 +19,14 @@ import scipy.sparse as sp
 
 from psvm._params import SVCConfig, make_svc_config
 from psvm.gram import serial_rows
-from psvm.kernels import arithmetic_probe, csr_arrays, kernel_diag, row_sq_norms, take_rows
+from psvm.kernels import (
+    arithmetic_probe,
+    csr_arrays,
+    is_integral,
+    kernel_diag,
+    row_sq_norms,
+    take_rows,
+)
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
@@ -296,11 +303,14 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
     class a, and its :class:`BinaryProblem` (collective)."""
     Xc_arrays = csr_arrays(Xc)
     kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
-    sq = diag = exact32 = None  # a precomputed kernel's serials and diagonal: each pair's kernel
-    if cfg.kernel != "precomputed":  # norms, diagonal and the float32 test once for every pair
+    # a precomputed kernel's serials and diagonal: each pair's kernel; norms, diagonal and the
+    # float32 and integer tests once for every pair
+    sq = diag = exact32 = integral = None
+    if cfg.kernel != "precomputed":
         sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(cls.size))
         diag = kernel_diag(sq, *kp, np.empty(cls.size))
         exact32 = fits_float32(Xc_arrays[2])
+        integral = cfg.kernel == "rbf" and exact32 and is_integral(Xc_arrays[2])
 
     def rows_of(a: int, b: int):
         rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
@@ -317,6 +327,7 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
             sq=sq if every or sq is None else sq[rows],
             diag=diag if every or diag is None else diag[rows],
             exact32=exact32,
+            integral=integral,
         )
         return rows, first, problem
 

@@ -35,6 +35,7 @@ class BinaryProblem:
     sq: np.ndarray | None = None  # |x_r|^2 of the local rows, if known (one-vs-one: per fit)
     diag: np.ndarray | None = None  # K(x_r, x_r) of the local rows, if known
     exact32: bool | None = None  # whether every value is a float32, if known (per fit)
+    integral: bool | None = None  # whether every value is an integer, if known (per fit)
 
     def global_index(self) -> np.ndarray:
         """Each local variable's global index."""

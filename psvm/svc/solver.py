@@ -96,7 +96,13 @@ class Solver:
         self.offset, self.n_samples = problem.offset, problem.n_samples
         kp = (config.kernel_id, config.gamma, config.coef0, config.degree)
         self.K = LocalKernel.of_arrays(
-            *problem.X, problem.n_features, kp, problem.sq, problem.diag, problem.exact32
+            *problem.X,
+            problem.n_features,
+            kp,
+            problem.sq,
+            problem.diag,
+            problem.exact32,
+            problem.integral,
         )
         # local-order state: every variable's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)

@@ -124,6 +124,42 @@ def test_column_paths_are_bitwise_equal(data, name, float32):
             assert csc_cost(x[0], wide.colptr) == sum(np.diff(wide.colptr)[x[0]])
 
 
+def test_rbf_table_gives_exp_bits(data, monkeypatch):
+    """Rows of integers (0/1 features, counts) take rbf's exp from a table of the few values
+    -gamma * n it sees: columns, reconstruction sums and decision values keep exp's bits.
+    Rows that are not integers, or a column of one, take exp itself."""
+    ints = data.copy()
+    ints.data = np.round(ints.data * 2)  # -4..4, some zeros (stored)
+    n, rows = ints.shape[0], np.arange(ints.shape[0], dtype=np.int64)
+    K = LocalKernel(ints, kparams("rbf"))
+    assert K.integral and K.table.size == 4 * K.sq.max() + 1
+    assert LocalKernel(data, kparams("rbf")).table.size == 0
+    plain = LocalKernel(ints, kparams("rbf"))
+    plain.table = np.zeros(0)
+    for i in range(n):
+        x = row(ints, i)
+        a, b = np.empty(n), np.empty(n)
+        K.column(*x, K.sq[i], rows, a)
+        plain.column(*x, K.sq[i], rows, b)
+        assert np.array_equal(a, b)
+    x = row(data, 5)  # a column of non-integers against the integer rows: exp itself
+    a, b = np.empty(n), np.empty(n)
+    K.column(*x, LocalKernel(data, kparams("rbf")).sq[5], rows, a)
+    plain.column(*x, LocalKernel(data, kparams("rbf")).sq[5], rows, b)
+    assert np.array_equal(a, b)
+    F = csr_arrays(ints[::3])
+    f_sq = pk.sq_norms_of(ints[::3])
+    coef = np.random.default_rng(2).normal(size=F[0].size - 1)
+    arrays = (*F, f_sq, coef, K.indptr, K.indices, K.data, K.sq, rows, kparams("rbf"))
+    assert pk._sums_table(pk.RBF, PARAMS["gamma"], K.sq, (*F, f_sq), True).size
+    assert np.array_equal(kernel_sums(*arrays, True), kernel_sums(*arrays, False))
+    coefs, rho = np.vstack([coef, -coef]), np.array([0.1, -0.2])
+    model = (ints, ints[::3], coefs, rho, kparams("rbf"))
+    with_table = pk.decision_values(*model)
+    monkeypatch.setattr(pk, "EXP_TABLE_MAX", 0)  # no table
+    assert np.array_equal(with_table, pk.decision_values(*model))
+
+
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_weighted_sums_equal_column_sums(data, name):
     """sum_s c_s K(f_s, x_r), in blocks and chunks, adds the column entries in eight lanes
