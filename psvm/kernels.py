@@ -175,7 +175,7 @@ def from_table(v, table, gamma):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def integral(values):
+def all_integers(values):
     """Whether every value is an integer (a row whose kernel values the table may give)."""
     for p in range(values.size):
         if values[p] != math.floor(values[p]):

@@ -17,6 +17,7 @@ from psvm.gram import PRECOMPUTED, gram_column, gram_diag, gram_sums, serial_num
 from psvm.jit import njit
 from psvm.kernels import (
     RBF,
+    all_integers,
     column_csc,
     column_csr,
     column_dense,
@@ -26,7 +27,6 @@ from psvm.kernels import (
     from_pre,
     from_pre_flat,
     from_table,
-    integral,
     is_integral,
     kernel_diag,
     kernel_sums,
@@ -76,7 +76,7 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
         column_csr(
             idx, val, x_sq, indptr, indices, data, sq, rows, kid, gamma, coef0, degree, work, out
         )
-    if table.size and 4.0 * x_sq < table.size and integral(val):  # n <= 2 (x_sq + max sq)
+    if table.size and 4.0 * x_sq < table.size and all_integers(val):  # n <= 2 (x_sq + max sq)
         from_table(out[: rows.size], table, gamma)
     else:
         from_pre_flat(kid, out[: rows.size])
