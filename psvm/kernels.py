@@ -656,7 +656,8 @@ def decision_values(
     X = (*csr_arrays(restrict_columns(X, used)), sq)
     F = (*csr_arrays(restrict_columns(sv, used)), f_sq)
     every = np.arange(n, dtype=np.int64)
-    dec = _weighted_sums(X, every, F, coef, kparams, _PARALLEL_WORK, is_integral(X[2]))
+    x_integral = int(kparams[0]) == RBF and is_integral(X[2])  # (the table's: rbf only)
+    dec = _weighted_sums(X, every, F, coef, kparams, _PARALLEL_WORK, x_integral)
     dec -= rho
     return dec
 

@@ -165,15 +165,22 @@ def candidates(y, alpha, C, G, act, up, low):
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _gain(grad_diff, QD_i, QD_t, K_it):
+    """-(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it), the quadratic term at least TAU: the
+    objective of the pair (i, t) (LIBSVM's select_working_set)."""
+    quad = QD_i + QD_t - 2.0 * K_it
+    quad = quad if quad > 0.0 else TAU
+    return -(grad_diff * grad_diff) / quad
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _objectives(low, QD, K, m, QD_i, obj):
     """obj[t] = -(m + y_t G_t)^2 / (K_ii + K_tt - 2 K_it) for t in I_low and active
     (``low[t]`` = y_t G_t, else -inf) with m + y_t G_t > 0 (a violating pair with i),
     else inf; the block's maximum of -obj."""
     for t in range(low.size):
         grad_diff = m + low[t]
-        quad = QD_i + QD[t] - 2.0 * K[t]
-        quad = quad if quad > 0.0 else TAU
-        o = -(grad_diff * grad_diff) / quad
+        o = _gain(grad_diff, QD_i, QD[t], K[t])
         obj[t] = o if grad_diff > 0.0 else np.inf
     return _block_max(obj, -1.0)
 
@@ -184,9 +191,7 @@ def _objectives_nu(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj):
     for t in range(low.size):
         pos = y[t] > 0
         grad_diff = (m_p if pos else m_n) + low[t]
-        quad = (QD_p + QD[t] - 2.0 * K_p[t]) if pos else (QD_n + QD[t] - 2.0 * K_n[t])
-        quad = quad if quad > 0.0 else TAU
-        o = -(grad_diff * grad_diff) / quad
+        o = _gain(grad_diff, QD_p if pos else QD_n, QD[t], K_p[t] if pos else K_n[t])
         obj[t] = o if grad_diff > 0.0 else np.inf
     return _block_max(obj, -1.0)
 
@@ -217,16 +222,14 @@ def second_order(low, QD, K_i, m, QD_i, obj):
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
 def _second_order_scan(low, QD, K_i, m, QD_i, h):
-    """:func:`second_order` by one scalar pass: the same objectives (the same operations as
-    :func:`_objectives`) and the same j, the first smallest."""
+    """:func:`second_order` by one scalar pass: the same objectives (:func:`_gain`) and the
+    same j, the first smallest."""
     best, j = np.inf, -1
     for off in range(0, low.size, h):  # (two halves of an SVR window read one column)
         for k in range(min(h, low.size - off)):
             grad_diff = m + low[off + k]
             if grad_diff > 0.0:
-                quad = QD_i + QD[off + k] - 2.0 * K_i[k]
-                quad = quad if quad > 0.0 else TAU
-                o = -(grad_diff * grad_diff) / quad
+                o = _gain(grad_diff, QD_i, QD[off + k], K_i[k])
                 if o < best:
                     best, j = o, off + k
     return best, j
