@@ -126,8 +126,9 @@ def test_column_paths_are_bitwise_equal(data, name, float32):
 
 def test_rbf_table_gives_exp_bits(data, monkeypatch):
     """Rows of integers (0/1 features, counts) take rbf's exp from a table of the few values
-    -gamma * n it sees: columns, reconstruction sums and decision values keep exp's bits.
-    Rows that are not integers, or a column of one, take exp itself."""
+    -gamma * n it sees: columns, reconstruction sums and decision values (their dot products
+    in integers) keep exp's bits. Rows that are not integers, or a column of one, take exp
+    itself."""
     ints = data.copy()
     ints.data = np.round(ints.data * 2)  # -4..4, some zeros (stored)
     n, rows = ints.shape[0], np.arange(ints.shape[0], dtype=np.int64)
