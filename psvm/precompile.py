@@ -34,9 +34,9 @@ def _write(path: str, X: np.ndarray, y: np.ndarray, first: int = 1) -> None:
 
 
 def _problems(folder: Path) -> dict[str, str]:
-    """LIBSVM files: two classes, three, a regression target, and two classes over 1 MB
+    """LIBSVM files: two classes, three, a regression target, two classes over 1 MB
     (larger files take the compiled reader, and their kernel sums and predictions the
-    threaded blocks)."""
+    threaded blocks), and two classes of 0/1 features (integer rows' int8 copies)."""
     rng = np.random.default_rng(0)
 
     def sample(n: int, d: int, density: float) -> tuple[np.ndarray, np.ndarray]:
@@ -51,6 +51,7 @@ def _problems(folder: Path) -> dict[str, str]:
         "small3": (X, np.digitize(score, [-0.5, 0.5])),
         "smallreg": (X, score),
         "large": (big, np.where(big_score > 0, 1, -1)),
+        "binary": ((X != 0).astype(float), np.where(score > 0, 1, -1)),  # rbf by table: int8
     }
     files = {name: str(folder / f"{name}.txt") for name in problems}
     for name, (X, y) in problems.items():
@@ -85,6 +86,7 @@ PARTS = (
         (["-s", "4"], "smallreg"),
         (["--solver", "sgd"], "small"),
         ([], "large"),
+        ([], "binary"),
     ],
 )
 

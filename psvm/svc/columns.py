@@ -16,11 +16,13 @@ import scipy.sparse as sp
 from psvm.gram import PRECOMPUTED, gram_column, gram_diag, gram_sums, serial_numbers
 from psvm.jit import njit
 from psvm.kernels import (
+    DENSE_BLOCK,
     RBF,
     all_integers,
     column_csc,
     column_csr,
     column_dense,
+    column_table,
     csc_cost,
     csr_arrays,
     feature_major,
@@ -55,15 +57,23 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
     non-zeros of ``rows``; estimated costs are in the same units. All paths
     give the same bits.
     """
-    indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots, XT32, table = ker
+    indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots, XT32 = ker[:12]
+    table, XT8, acc16 = ker[12:]
     kid, gamma, coef0, degree, has_dense, has_csc = kp
     if kid == PRECOMPUTED:  # sq holds the rows' serial numbers
         gram_column(idx, val, sq, rows, work, out)
         return
     n = sq.size
-    dense = idx.size * n // 4 if has_dense else csr_work
+    # rbf on integers (n <= 2 (x_sq + max sq) within the table): exp from the table
+    by_table = table.size and 4.0 * x_sq < table.size and all_integers(val)
+    dense = csr_work  # (no dense copy, or an int8 one and x not within the table)
+    if has_dense and (by_table or not XT8.size):  # an int8 pass costs a quarter (w8a, a9a)
+        dense = idx.size * n // (16 if XT8.size else 4)
     csc = csc_cost(idx, colptr) + n // 2 if has_csc else csr_work
-    if dense < min(csc, csr_work):  # the dense copy is XT32 or XT (float64), never both
+    if dense < min(csc, csr_work):  # one dense copy: XT8 (integers), XT32 or XT (float64)
+        if XT8.size:
+            column_table(idx, val, x_sq, XT8, sq, rows, table, acc16, dots, out)
+            return
         if XT32.size:
             column_dense(idx, val, x_sq, XT32, sq, rows, kid, gamma, coef0, degree, dots, out)
         else:
@@ -76,7 +86,7 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
         column_csr(
             idx, val, x_sq, indptr, indices, data, sq, rows, kid, gamma, coef0, degree, work, out
         )
-    if table.size and 4.0 * x_sq < table.size and all_integers(val):  # n <= 2 (x_sq + max sq)
+    if by_table:
         from_table(out[: rows.size], table, gamma)
     else:
         from_pre_flat(kid, out[: rows.size])
@@ -152,7 +162,9 @@ class LocalKernel:
         # column-major copies for columns of x with few features: dense (vectorised
         # passes) when small, CSC when the data is sparse; each column takes the cheaper.
         # The dense copy is float32 when every value is one (0/1 features, pixels, counts):
-        # half the memory traffic of a column, the same products in float64.
+        # half the memory traffic of a column, the same products in float64; int8 with an
+        # rbf table (integers, |values| < 32): the columns of integer rows by
+        # :func:`~psvm.kernels.column_table`.
         self.exact32 = fits_float32(data) if exact32 is None else exact32
         if integral is None:  # (integers past 2**24 are no float32: their table would be huge)
             integral = self.kid == RBF and self.exact32 and is_integral(data)
@@ -161,7 +173,7 @@ class LocalKernel:
             self.table = table
         elif self.integral and n:  # n = |x - x_r|^2 <= 4 max sq for any x with sq <= max sq
             self.table = rbf_table(kparams[1], 4.0 * self.sq.max())
-        dtype = np.float32 if self.exact32 else np.float64
+        dtype = np.int8 if self.table.size else np.float32 if self.exact32 else np.float64
         dense_bytes = dtype().itemsize * n * d
         csr_bytes = 12 * self.nnz
         if dense_bytes <= max(1.5 * csr_bytes, min(8 * csr_bytes, DENSE_BYTES)):
@@ -206,6 +218,8 @@ class LocalKernel:
             self.dots,
             XT if XT.dtype == np.float32 else np.zeros((0, 0), dtype=np.float32),
             self.table,
+            XT if XT.dtype == np.int8 else np.zeros((0, 0), dtype=np.int8),
+            np.empty(min(self.n, DENSE_BLOCK) if XT.dtype == np.int8 else 0, dtype=np.int16),
         )
         kid, gamma, coef0, degree = self.kparams
         params = (

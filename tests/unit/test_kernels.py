@@ -10,7 +10,7 @@ from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kerne
 import psvm.kernels as pk
 from psvm._params import KERNELS
 from psvm.kernels import column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums
-from psvm.svc.columns import LocalKernel
+from psvm.svc.columns import LocalKernel, kernel_column
 from psvm.svc.packets import ROW, pack, pair_pre
 
 PARAMS = dict(gamma=0.3, coef0=0.7, degree=3)
@@ -143,6 +143,17 @@ def test_rbf_table_gives_exp_bits(data, monkeypatch):
         K.column(*x, K.sq[i], rows, a)
         plain.column(*x, K.sq[i], rows, b)
         assert np.array_equal(a, b)
+    arrays, (kid, gamma, coef0, degree, has_dense, _) = K.engine_arrays()
+    assert has_dense and arrays[13].dtype == np.int8  # the dense copy: int8
+    dense = (kid, gamma, coef0, degree, True, False)  # columns by column_table
+    some = np.array([1, 4, 5, 9, 30], dtype=np.int64)
+    for i in range(n):
+        x = row(ints, i)
+        for r in (rows, some):
+            a, b = np.empty(r.size), np.empty(r.size)
+            kernel_column(arrays, dense, *x, K.sq[i], r, a, 10**9)
+            plain.column(*x, K.sq[i], r, b)
+            assert np.array_equal(a, b)
     x = row(data, 5)  # a column of non-integers against the integer rows: exp itself
     a, b = np.empty(n), np.empty(n)
     K.column(*x, LocalKernel(data, kparams("rbf")).sq[5], rows, a)
