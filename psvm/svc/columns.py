@@ -114,12 +114,17 @@ class LocalKernel:
         diag=None,
         exact32: bool | None = None,
         integral: bool | None = None,
+        sq_max: float | None = None,
     ) -> LocalKernel:
         """The kernel over CSR arrays (:func:`~psvm.kernels.csr_arrays`' dtypes); the rows'
         squared norms, kernel diagonal, :func:`fits_float32` and whether the values are
-        integers (rbf) are computed unless given."""
+        integers (rbf) are computed unless given. ``sq_max``: the largest squared norm of any
+        rank's rows, given when they all are integers: the rbf table then covers every
+        column of training, which needs no CSC copy next to the int8 one."""
         self = cls.__new__(cls)
-        self._build(indptr, indices, data, n_features, kparams, sq, diag, exact32, integral)
+        self._build(
+            indptr, indices, data, n_features, kparams, sq, diag, exact32, integral, sq_max=sq_max
+        )
         return self
 
     @classmethod
@@ -137,12 +142,13 @@ class LocalKernel:
             parent.exact32,
             parent.integral,
             parent.table,
+            parent.whole_table,
         )
         return self
 
     def _build(
         self, indptr, indices, data, d, kparams, sq=None, diag=None, exact32=None, integral=None,
-        table=None,
+        table=None, whole_table=False, sq_max=None,
     ):  # fmt: skip
         n = indptr.size - 1
         self.n, self.n_features, self.kparams, self.kid = n, d, kparams, kparams[0]
@@ -154,6 +160,7 @@ class LocalKernel:
         self.XT = self.colptr = None
         self.exact32 = self.integral = False
         self.table = np.zeros(0)  # exp of rbf values by table (integer values)
+        self.whole_table = whole_table  # the table covers every rank's rows
         if self.kid == PRECOMPUTED:
             self._build_gram(sq, diag)
             return
@@ -172,13 +179,16 @@ class LocalKernel:
         if table is not None:  # a window's: its parent's, whose rows' norms bound its own
             self.table = table
         elif self.integral and n:  # n = |x - x_r|^2 <= 4 max sq for any x with sq <= max sq
-            self.table = rbf_table(kparams[1], 4.0 * self.sq.max())
+            self.whole_table = sq_max is not None
+            self.table = rbf_table(kparams[1], 4.0 * (self.sq.max() if sq_max is None else sq_max))
+            self.whole_table &= self.table.size > 0
         dtype = np.int8 if self.table.size else np.float32 if self.exact32 else np.float64
         dense_bytes = dtype().itemsize * n * d
         csr_bytes = 12 * self.nnz
         if dense_bytes <= max(1.5 * csr_bytes, min(8 * csr_bytes, DENSE_BYTES)):
             self.XT = feature_major(indptr, indices, data, np.zeros((d, n), dtype=dtype))
-        if 8 * n * d > 1.5 * csr_bytes:  # sparse
+        # sparse (with an int8 copy and a table for every row, CSC would serve no column)
+        if 8 * n * d > 1.5 * csr_bytes and not (self.whole_table and self.XT is not None):
             self.colptr, self.rowidx, self.cdata = transpose_csr(indptr, indices, data, d)
 
     def _build_gram(self, serial, diag) -> None:

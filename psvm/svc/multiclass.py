@@ -305,12 +305,15 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
     kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
     # a precomputed kernel's serials and diagonal: each pair's kernel; norms, diagonal and the
     # float32 and integer tests once for every pair
-    sq = diag = exact32 = integral = None
+    sq = diag = exact32 = integral = sq_max = None
     if cfg.kernel != "precomputed":
         sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(cls.size))
         diag = kernel_diag(sq, *kp, np.empty(cls.size))
         exact32 = fits_float32(Xc_arrays[2])
         integral = cfg.kernel == "rbf" and exact32 and is_integral(Xc_arrays[2])
+        # every rank's rows integers: the rbf table then covers any row's column (collective)
+        if cfg.kernel == "rbf" and comm.min_(int(integral)):
+            sq_max = comm.max_(float(sq.max(initial=0.0)))
 
     def rows_of(a: int, b: int):
         rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
@@ -328,6 +331,7 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
             diag=diag if every or diag is None else diag[rows],
             exact32=exact32,
             integral=integral,
+            sq_max=sq_max,
         )
         return rows, first, problem
 

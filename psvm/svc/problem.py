@@ -36,6 +36,7 @@ class BinaryProblem:
     diag: np.ndarray | None = None  # K(x_r, x_r) of the local rows, if known
     exact32: bool | None = None  # whether every value is a float32, if known (per fit)
     integral: bool | None = None  # whether every value is an integer, if known (per fit)
+    sq_max: float | None = None  # with ``integral``: the largest |x_r|^2 of every rank's rows
 
     def global_index(self) -> np.ndarray:
         """Each local variable's global index."""

@@ -103,6 +103,7 @@ class Solver:
             problem.diag,
             problem.exact32,
             problem.integral,
+            problem.sq_max,
         )
         # local-order state: every variable's home; the window arrays are the live copies
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)

@@ -172,6 +172,28 @@ def test_rbf_table_gives_exp_bits(data, monkeypatch):
     assert np.array_equal(with_table, pk.decision_values(*model))
 
 
+def test_rows_of_integers_on_every_rank_need_no_csc_copy():
+    """When every rank's rows are integers (``sq_max``: the largest norm of them all), the
+    rbf table covers the column of any training row, so the int8 dense copy serves every
+    column and no CSC copy is built, also for a window; columns keep their bits."""
+    X = sp.random(80, 60, density=0.08, random_state=3, format="csr")
+    X.data = np.ceil(X.data * 3)  # 1..3
+    arrays = csr_arrays(X)
+    local = LocalKernel.of_arrays(*arrays, X.shape[1], kparams("rbf"))
+    assert local.colptr is not None and local.XT.dtype == np.int8  # sparse: both copies
+    sq_max = local.sq.max() + 5  # another rank's row is longer
+    whole = LocalKernel.of_arrays(*arrays, X.shape[1], kparams("rbf"), sq_max=sq_max)
+    assert whole.table.size == 4 * sq_max + 1 and whole.colptr is None
+    window = LocalKernel.of_rows(whole, np.arange(0, 80, 2, dtype=np.int64))
+    assert window.colptr is None and window.table is whole.table
+    rows = np.arange(80, dtype=np.int64)
+    for i in range(80):
+        a, b = np.empty(80), np.empty(80)
+        whole.column(*row(X, i), whole.sq[i], rows, a)
+        local.column(*row(X, i), local.sq[i], rows, b)
+        assert np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_weighted_sums_equal_column_sums(data, name):
     """sum_s c_s K(f_s, x_r), in blocks and chunks, adds the column entries in eight lanes
