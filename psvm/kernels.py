@@ -312,6 +312,29 @@ def column_dense(
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def int_dots(d, XT8, feats, vals, nf, b0):
+    """d[t] = sum_p vals[p] XT8[feats[p], b0 + t] for t < d.size, p < nf, in int16 (the
+    caller bounds the sums), four features a pass as :func:`column_dense`."""
+    m = d.size
+    for t in range(m):
+        d[t] = 0
+    p = 0
+    while p + 4 <= nf:
+        x0, x1 = XT8[feats[p], b0 : b0 + m], XT8[feats[p + 1], b0 : b0 + m]
+        x2, x3 = XT8[feats[p + 2], b0 : b0 + m], XT8[feats[p + 3], b0 : b0 + m]
+        v0, v1 = np.int16(vals[p]), np.int16(vals[p + 1])
+        v2, v3 = np.int16(vals[p + 2]), np.int16(vals[p + 3])
+        for t in range(m):  # (the casts keep the arithmetic in int16 lanes)
+            s = d[t] + v0 * np.int16(x0[t]) + v1 * np.int16(x1[t])
+            d[t] = np.int16(s + v2 * np.int16(x2[t]) + v3 * np.int16(x3[t]))
+        p += 4
+    for q in range(p, nf):
+        xf, v = XT8[feats[q], b0 : b0 + m], np.int16(vals[q])
+        for t in range(m):
+            d[t] = np.int16(d[t] + v * np.int16(xf[t]))
+
+
 @njit(cache=True, nogil=True)
 def column_table(x_idx, x_val, x_sq, XT8, sq_norms, rows, table, acc, dots, out):
     """rbf's column (after :func:`from_pre`) when x and the rows are integers within the
@@ -325,26 +348,10 @@ def column_table(x_idx, x_val, x_sq, XT8, sq_norms, rows, table, acc, dots, out)
     n = dots.size
     every = rows.size == n
     b = np.int64(x_sq)
-    nf = x_idx.size
     for b0 in range(0, n, DENSE_BLOCK):
         m = min(DENSE_BLOCK, n - b0)
         d = acc[:m]
-        for t in range(m):
-            d[t] = 0
-        p = 0
-        while p + 4 <= nf:
-            x0, x1 = XT8[x_idx[p], b0 : b0 + m], XT8[x_idx[p + 1], b0 : b0 + m]
-            x2, x3 = XT8[x_idx[p + 2], b0 : b0 + m], XT8[x_idx[p + 3], b0 : b0 + m]
-            v0, v1 = np.int16(x_val[p]), np.int16(x_val[p + 1])
-            v2, v3 = np.int16(x_val[p + 2]), np.int16(x_val[p + 3])
-            for t in range(m):  # (the casts keep the arithmetic in int16 lanes)
-                s = d[t] + v0 * np.int16(x0[t]) + v1 * np.int16(x1[t])
-                d[t] = np.int16(s + v2 * np.int16(x2[t]) + v3 * np.int16(x3[t]))
-            p += 4
-        for q in range(p, nf):
-            xf, v = XT8[x_idx[q], b0 : b0 + m], np.int16(x_val[q])
-            for t in range(m):
-                d[t] = np.int16(d[t] + v * np.int16(xf[t]))
+        int_dots(d, XT8, x_idx, x_val, x_idx.size, b0)
         o = out[b0 : b0 + m] if every else dots[b0 : b0 + m]
         sq = sq_norms[b0 : b0 + m]
         for t in range(m):
@@ -365,6 +372,20 @@ def csc_cost(x_idx, colptr):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _chunk_features(r, indptr, indices, data, fmap, ks, vs):
+    """Row r's features that F's chunk uses, as FT's rows (``ks``) and values (``vs``); how
+    many."""
+    m = 0
+    for p in range(indptr[r], indptr[r + 1]):
+        f = indices[p]
+        k = fmap[f] if f < fmap.size else -1
+        if k >= 0:
+            ks[m], vs[m] = k, data[p]
+            m += 1
+    return m
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _block_row(
     r, indptr, indices, data, sq, fmap, FT, f_sq, kernel_id, gamma, coef0, degree, o, ks, vs
 ):  # fmt: skip
@@ -373,13 +394,7 @@ def _block_row(
     over the f_s, as :func:`column_dense` (the same additions; make_classification's blocks
     1.5 -> 0.93 ms)."""
     n_f = FT.shape[1]
-    m = 0
-    for p in range(indptr[r], indptr[r + 1]):
-        f = indices[p]
-        k = fmap[f] if f < fmap.size else -1
-        if k >= 0:
-            ks[m], vs[m] = k, data[p]
-            m += 1
+    m = _chunk_features(r, indptr, indices, data, fmap, ks, vs)
     for s in range(n_f):
         o[s] = 0.0
     p = 0
@@ -602,29 +617,9 @@ def _table_row(r, indptr, indices, data, sq, fmap, FT8, f_n, table, o, acc, ks, 
     Exact: the table's norms are below 2048, so |values| < 46 and every partial sum
     |x.f| < 2048. The dot products, hence n and the values, are those of :func:`_block_row`
     and :func:`from_table`, at half their cost (8x less of the chunk to read)."""
-    m = 0
-    for p in range(indptr[r], indptr[r + 1]):
-        f = indices[p]
-        k = fmap[f] if f < fmap.size else -1
-        if k >= 0:
-            ks[m], vs[m] = k, data[p]
-            m += 1
+    m = _chunk_features(r, indptr, indices, data, fmap, ks, vs)
     n_f = FT8.shape[1]
-    for s in range(n_f):
-        acc[s] = 0
-    p = 0
-    while p + 4 <= m:
-        x0, x1, x2, x3 = FT8[ks[p]], FT8[ks[p + 1]], FT8[ks[p + 2]], FT8[ks[p + 3]]
-        v0, v1 = np.int16(vs[p]), np.int16(vs[p + 1])
-        v2, v3 = np.int16(vs[p + 2]), np.int16(vs[p + 3])
-        for s in range(n_f):  # (the casts keep the arithmetic in int16 lanes)
-            t = acc[s] + v0 * np.int16(x0[s]) + v1 * np.int16(x1[s])
-            acc[s] = np.int16(t + v2 * np.int16(x2[s]) + v3 * np.int16(x3[s]))
-        p += 4
-    for e in range(p, m):
-        v, ft = np.int16(vs[e]), FT8[ks[e]]
-        for s in range(n_f):
-            acc[s] = np.int16(acc[s] + v * np.int16(ft[s]))
+    int_dots(acc[:n_f], FT8, ks, vs, m, 0)
     b = np.int64(sq[r])
     for s in range(n_f):
         o[s] = table[f_n[s] + b - 2 * np.int64(acc[s])]

@@ -65,7 +65,7 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
         return
     n = sq.size
     # rbf on integers (n <= 2 (x_sq + max sq) within the table): exp from the table
-    by_table = table.size and 4.0 * x_sq < table.size and all_integers(val)
+    by_table = table.size > 0 and 4.0 * x_sq < table.size and all_integers(val)
     dense = csr_work  # (no dense copy, or an int8 one and x not within the table)
     if has_dense and (by_table or not XT8.size):  # an int8 pass costs a quarter (w8a, a9a)
         dense = idx.size * n // (16 if XT8.size else 4)
