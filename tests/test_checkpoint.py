@@ -114,6 +114,8 @@ def test_seconds_trigger_and_counters(tmp_path, a9a):
         TRAIN,
         [
             "-q",
+            "-c",
+            "8",  # a longer solve (6,800 iterations): int8 columns make C = 1's take 0.2 s
             "--checkpoint",
             ckpt,
             "--checkpoint-seconds",
