@@ -31,7 +31,8 @@ def a9a_text(shared_data, tmp_path_factory):
 # a checkpoint every 100 iterations: the first one shows the solver running, a few ms into
 # a solve of some 40,000 iterations, whatever the machine's speed (a progress line comes only
 # 5 s in, and the whole solve now takes about 5 s at P = 2)
-SOLVING = ["-c", "4", "-g", "0.5", "--checkpoint-iters", "100", "--checkpoint"]
+def _solving(checkpoint) -> list[str]:
+    return ["-c", "4", "-g", "0.5", "--checkpoint-iters", "100", "--checkpoint", str(checkpoint)]
 
 
 def _until_exists(path, proc, seconds: float = 90.0) -> bool:
@@ -127,8 +128,7 @@ def test_kill_9_of_one_rank_mid_training(tmp_path, a9a_text, n, victim):
         sys.executable,
         "-m",
         "psvm.cli.train",
-        *SOLVING,
-        str(tmp_path / "c.ckpt"),
+        *_solving(tmp_path / "c.ckpt"),
         a9a_text,
         str(model),
     ]
@@ -172,8 +172,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, a9a_text, n):
         sys.executable,
         "-m",
         "psvm.cli.train",
-        *SOLVING,
-        str(tmp_path / "c.ckpt"),
+        *_solving(tmp_path / "c.ckpt"),
         "--stats",
         str(out / "s.json"),
         a9a_text,

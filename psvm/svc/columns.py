@@ -160,7 +160,7 @@ class LocalKernel:
         self.XT = self.colptr = None
         self.exact32 = self.integral = False
         self.table = np.zeros(0)  # exp of rbf values by table (integer values)
-        self.whole_table = whole_table  # the table covers every rank's rows
+        self.whole_table = False  # the table covers every rank's rows
         if self.kid == PRECOMPUTED:
             self._build_gram(sq, diag)
             return
@@ -177,11 +177,10 @@ class LocalKernel:
             integral = self.kid == RBF and self.exact32 and is_integral(data)
         self.integral = bool(integral)
         if table is not None:  # a window's: its parent's, whose rows' norms bound its own
-            self.table = table
+            self.table, self.whole_table = table, whole_table
         elif self.integral and n:  # n = |x - x_r|^2 <= 4 max sq for any x with sq <= max sq
-            self.whole_table = sq_max is not None
             self.table = rbf_table(kparams[1], 4.0 * (self.sq.max() if sq_max is None else sq_max))
-            self.whole_table &= self.table.size > 0
+            self.whole_table = sq_max is not None and self.table.size > 0
         dtype = np.int8 if self.table.size else np.float32 if self.exact32 else np.float64
         dense_bytes = dtype().itemsize * n * d
         csr_bytes = 12 * self.nnz
