@@ -48,6 +48,15 @@ def canonical_csr(X) -> sp.csr_matrix:
     return X
 
 
+def csr_of(indptr, indices, data, shape: tuple[int, int]) -> sp.csr_matrix:
+    """scipy's CSR over the arrays (not copied), 32-bit indices where they fit: the matrix
+    scipy makes of 64-bit ones, which it checks value by value before it converts them (an
+    iris fit's two matrices: 55 and 34 -> 35 and 19 µs)."""
+    if max(shape, default=0) < 2**31 and (indptr.size == 0 or indptr[-1] < 2**31):
+        indptr, indices = indptr.astype(np.int32, copy=False), indices.astype(np.int32, copy=False)
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
 def csr_arrays(X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The (indptr, indices, data) triple with the dtypes the kernels expect, writable (numba
     compiles read-only arrays as another type)."""

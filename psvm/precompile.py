@@ -64,8 +64,9 @@ def _problems(folder: Path) -> dict[str, str]:
     return files
 
 
-# psvm-train jobs (options, problem), in two parts that two processes compile side by side:
-# the C-SVC loop and the nu loop are the two longest compiles (docs/performance.md)
+# psvm-train jobs (options, problem), the estimators' helpers and the loop of mpiexec's ranks,
+# in two parts that two processes compile side by side: the C-SVC loops and the nu loop are
+# the longest compiles (docs/performance.md)
 PARTS = (
     [
         ([], "small"),  # the README's job: C-SVC, rbf
@@ -80,6 +81,7 @@ PARTS = (
         (["-t", "4"], "gram"),
         (["-v", "3"], "small3"),
         ("estimators", None),
+        ("ranks", None),
     ],
     [
         (["-s", "1"], "small3"),
@@ -122,6 +124,15 @@ def _estimators(files: dict[str, str]) -> None:
     psvm.SGDSVC().fit(dense, y).predict(dense)
 
 
+def _ranks_loop() -> None:
+    """The loop of ``mpiexec``'s ranks: the jobs above, one process each, ran the loop of one
+    process (``run_serial``); ``run`` takes the same argument types."""
+    from psvm.svc import engine
+
+    for signature in engine.run_serial.signatures:
+        engine.run.compile(signature)
+
+
 def run_part(k: int, log=lambda job, seconds: None) -> None:
     """Part ``k`` of :data:`PARTS` in this process; ``log(job, seconds)`` after each job."""
     with tempfile.TemporaryDirectory(prefix="psvm-precompile-") as tmp:
@@ -132,9 +143,11 @@ def run_part(k: int, log=lambda job, seconds: None) -> None:
             with contextlib.redirect_stdout(io.StringIO()):  # -v's accuracy line
                 if opts == "estimators":
                     _estimators(files)
+                elif opts == "ranks":
+                    _ranks_loop()
                 else:
                     _cli(opts, files[name], folder)
-            job = opts if opts == "estimators" else f"psvm-train {' '.join(opts)} {name}"
+            job = opts if name is None else f"psvm-train {' '.join(opts)} {name}"
             log(f"part {k}: {job}", time.perf_counter() - t0)
 
 

@@ -23,6 +23,10 @@ One iteration (see :mod:`psvm.svc.solver` for the algorithm), as in LIBSVM's
   update of the window, which also writes the next bids
   (:func:`update_gradient`).
 
+One process runs :func:`run_serial`: the same iteration, bit for bit, with the candidates
+read from the window (:func:`select_serial`, :func:`step_serial`) and no packets, copies or
+winner searches, which were half of a small window's iteration.
+
 :func:`select` and :func:`step` are inlined into :func:`run` (a call passing
 the window's arrays costs 0.2 µs), and so are the cache look-up, the gradient
 update and the Allgather (each array travels as seven words on the stack: on
@@ -64,7 +68,7 @@ from psvm.svc.packets import (
 )
 from psvm.svc.packets import winner as winner_rank
 from psvm.svc.select import best, best_of_sign, bids, second_order, second_order_nu
-from psvm.svc.update import update_gradient
+from psvm.svc.update import two_variable_step, update_gradient
 
 # events: why :func:`run` returned
 BUDGET, GAP, MAX_ITER, NO_PAIR, CUT, CLOCK, ALL_BACK, MPI_ERROR = range(8)
@@ -181,6 +185,32 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
             break
         ctl_i[N_ITER] += 1
     return BUDGET if event == NONE else event  # the loop ran out of its budget
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts):
+    """:func:`run` for one process (``mpi`` unused): the same iterations, bit for bit, with
+    the candidates read from the window instead of packets and no collective. What the
+    packets, their copies and the winner searches cost is most of a small window's
+    iteration (iris-poly's 10-row window: 200 -> 100 ns)."""
+    bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
+    entry = ctl_i[N_ITER]
+    event = BUDGET
+    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
+        timed = ctl_i[N_ITER] % TIMED_EVERY == 0
+        counts[C_TIMED] += timed
+        event, i, j = select_serial(
+            win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
+        )
+        if event != NONE:
+            break
+        if _ready(ctl_i, ctl_f, out[GAP_OUT]):
+            shrink(win, ctl_i, out, counts)
+        event = step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j)
+        if event != NONE:
+            break
+        ctl_i[N_ITER] += 1
+    return BUDGET if event == NONE else event
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -436,6 +466,92 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE
+
+
+# -- one process: the window's own candidates ------------------------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def select_serial(win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed):
+    """:func:`select` of one process: its best i and I_low are the winners, and the events
+    are tested in the same order on the same values. Returns (event or NONE, i, j)."""
+    rows, up, low = win[0], win[9], win[10]
+    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
+    m, i, minus_M, j = best(up, low, ctl_i[FIRST_ORDER] != 0)
+    event = _serial_events(bufs, ctl_i, ctl_f, rows.size, timed, t)
+    if event != NONE:
+        return event, -1, -1
+    gap = m + minus_M if i >= 0 and j >= 0 else 0.0
+    out[M_OUT], out[MINUS_M_OUT] = m, minus_M
+    out[M_NEG_OUT], out[MINUS_M_NEG_OUT] = m, minus_M
+    event = _stop_test(gap, cache, ctl_i, ctl_f, out, counts, trace, ts)
+    _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+    return event, i, j
+
+
+@inner(_nrt=False)
+def _serial_events(bufs, ctl_i, ctl_f, window, timed, t):
+    """:func:`_exchange`'s events of one process; a CLOCK event leaves the INFO block in
+    ``recv1`` as the Allgather would (the solver reads the clock flag and the active rows)."""
+    clock = 0.0
+    if timed:
+        clock = (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
+    n_iter, ck = ctl_i[N_ITER], ctl_i[CK_ITERS]
+    if n_iter != ctl_i[CLOCK_DONE] and (clock > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)):
+        info = bufs[1][0, 2 * bufs[2].size :]
+        info[INFO_CLOCK], info[INFO_ACTIVE] = clock, ctl_i[N_ACTIVE]
+        return CLOCK
+    if ctl_i[HAS_DEPARTURES] and window == ctl_i[N_SAMPLES]:
+        return ALL_BACK
+    if ctl_i[N_KEEP] < window and ctl_i[N_KEEP] <= ctl_f[RELAYOUT] * window:
+        return CUT
+    return NONE
+
+
+@njit(cache=True, nogil=True, inline="always")
+def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j):
+    """:func:`step` of one process, on window positions i and j (j: the first-order
+    partner; second order finds its own). NONE or NO_PAIR."""
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj = win[:12]
+    pool, meta = cache[cc.POOL], cache[cc.META]
+    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
+    s_i = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, i, -1)
+    col_i = cc.column(pool, meta[cc.WIDTH], s_i)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    if ctl_i[FIRST_ORDER] == 0:
+        _, j = second_order(low, QD, col_i, out[M_OUT], QD[i], obj)
+        t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
+        if j < 0:
+            out[GAP_OUT] = 0.0
+            return NO_PAIR
+    K_ij = col_i[j % col_i.size]
+    a_i, a_j = two_variable_step(
+        y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], K_ij
+    )
+    c_i, c_j = y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
+    s_j = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, j, s_i)
+    col_j = cc.column(pool, meta[cc.WIDTH], s_j)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    alpha[i], alpha[j] = a_i, a_j
+    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
+    _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
+    return NONE
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, q, keep):
+    """The cache slot of window position q's column, filled on a miss from q's packet
+    (packed then only, into ``send2``)."""
+    pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
+    _, _, y, alpha, C, G, QD, _, _, _, _, _, all_pos, gid, vrow = win
+    width, offset = ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    s, hit = cc.get_slot(
+        keys, prev, nxt, table, complete, meta, cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE],
+        np.int64(offset + vrow[q]), keep,
+    )  # fmt: skip
+    if not (hit and complete[s]):
+        packet = bufs[2]
+        pack(packet, 0.0, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
+        _miss(cache, ker, kp, packet, width, all_pos, bufs[4], bufs[5], s, hit)
+    return s
 
 
 # -- Solver_NU (nu-SVC, nu-SVR): the two signs of y kept apart ---------------------------------

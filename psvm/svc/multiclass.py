@@ -22,6 +22,7 @@ from psvm.gram import serial_rows
 from psvm.kernels import (
     arithmetic_probe,
     csr_arrays,
+    csr_of,
     is_integral,
     kernel_diag,
     row_sq_norms,
@@ -356,7 +357,7 @@ def _gathered_model(comm, shard, cfg, classes, X, cls, is_sv, coef, rho, meta):
         degree=cfg.degree,
         classes=np.asarray(classes),
         n_support=np.bincount(sv_cls, minlength=k).astype(np.int64),
-        support_vectors=sp.csr_matrix(sv_rows[::-1], shape=(order.size, shard.n_features)),
+        support_vectors=csr_of(*sv_rows, (order.size, shard.n_features)),
         dual_coef=sv_coef[:, order],
         rho=np.array(rho),
         n_features=shard.n_features,

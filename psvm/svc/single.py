@@ -18,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse as sp
 
 from psvm._params import SVCConfig
-from psvm.kernels import csr_arrays, take_rows
+from psvm.kernels import csr_arrays, csr_of, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import CheckpointConfig
@@ -116,7 +115,7 @@ def fit_single(
         degree=cfg.degree,
         classes=np.zeros(0),
         n_support=np.zeros(0, dtype=np.int64),
-        support_vectors=sp.csr_matrix(sv_rows[::-1], shape=(sv_gidx.size, shard.n_features)),
+        support_vectors=csr_of(*sv_rows, (sv_gidx.size, shard.n_features)),
         dual_coef=comm.allgatherv(coef[local])[None, :],
         rho=np.array([res.rho]),
         n_features=shard.n_features,

@@ -381,7 +381,7 @@ class Solver:
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
         t0 = time.perf_counter()
-        engine = E.run_nu if self.nu else E.run
+        engine = E.run_nu if self.nu else E.run_serial if self.comm.size == 1 else E.run
         args = (
             self.window_arrays,
             self.K.packet_arrays(),

@@ -1,11 +1,14 @@
 """The compiled loop's parts: its exp, its cache against an LRU model, one specialisation."""
 
+import warnings
 from collections import OrderedDict
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
 
 import psvm
 from psvm.comm.compiled import allgather
@@ -58,7 +61,31 @@ def test_the_loop_compiles_once():
     for kw in ({}, {"kernel": "poly", "degree": 2}, {"kernel": "linear", "selection": "first"}):
         psvm.SVC(**kw).fit(X, y)
     psvm.SVC(heuristic="earliest").fit(X[:, :2].copy(), y)  # sparse-like narrow data too
-    assert len(engine.run.signatures) == 1
+    assert len(engine.run_serial.signatures) == 1  # (one process: the loop without packets)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"kernel": "poly", "gamma": 1.0},  # window cuts, eliminations, a reconstruction
+        {"kernel": "poly", "gamma": 1.0, "selection": "first", "heuristic": "earliest"},
+        {"kernel": "poly", "gamma": 1.0, "max_iter": 700, "heuristic": "libsvm"},
+        {"C": 100.0, "gamma": 5.0, "reconstruction": "multi", "cache_size": 0.001},  # misses
+    ],
+)
+def test_one_process_loop_gives_the_packet_loop_bits(monkeypatch, params):
+    """run_serial (one process) makes the iterations of run (packets, any P) bit for bit."""
+    X, y = load_iris(return_X_y=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # (max_iter)
+        serial = psvm.SVC(**params).fit(X, y)
+        monkeypatch.setattr(engine, "run_serial", engine.run)
+        packets = psvm.SVC(**params).fit(X, y)
+    for name in ("dual_coef_", "intercept_", "support_", "n_iter_"):
+        assert np.array_equal(getattr(serial, name), getattr(packets, name)), name
+    assert serial.fit_stats_["counts"] == packets.fit_stats_["counts"]  # misses, eliminations
+    for name in ("iter", "gap", "active", "cache_misses"):
+        assert serial.fit_stats_["traces"][name] == packets.fit_stats_["traces"][name], name
 
 
 def test_budget_and_max_iter_events():
