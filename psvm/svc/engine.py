@@ -289,27 +289,37 @@ def _exchange(send1, recv1, base, window, mpi, ctl_i, ctl_f, counts, timers, ts,
     from it (checkpoint or progress clock, all rows back, a window cut): (event, time).
     ``window``: this rank's window size."""
     info = send1[base:]
-    info[INFO_CLOCK] = 0.0  # rank 0's clock: 1 a checkpoint is due, 2 a progress line
-    if ctl_i[RANK] == 0 and timed:
-        info[INFO_CLOCK] = (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
+    info[INFO_CLOCK] = _clock(ctl_f, t) if ctl_i[RANK] == 0 and timed else 0.0  # rank 0's
     info[INFO_ACTIVE], info[INFO_KEEP], info[INFO_WINDOW] = ctl_i[N_ACTIVE], ctl_i[N_KEEP], window
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     counts[C_ROUND1] += 1
     if allgather(mpi, send1, recv1) != 0:
         return MPI_ERROR, t
     t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
-    n_iter, ck = ctl_i[N_ITER], ctl_i[CK_ITERS]
-    if n_iter != ctl_i[CLOCK_DONE] and (
-        recv1[0, base + INFO_CLOCK] > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)
-    ):
-        return CLOCK, t
     n_keep = column_total(recv1, base + INFO_KEEP)
     n_window = column_total(recv1, base + INFO_WINDOW)
+    return _events(ctl_i, ctl_f, recv1[0, base + INFO_CLOCK], n_keep, n_window), t
+
+
+@inner(_nrt=False)
+def _clock(ctl_f, t):
+    """Rank 0's clock flag at time t: 1 a checkpoint is due, 2 a progress line (3 both)."""
+    return (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
+
+
+@inner(_nrt=False)
+def _events(ctl_i, ctl_f, clock, n_keep, n_window):
+    """The events of round 1, in order: the clock (rank 0's flag, or every CK_ITERS
+    iterations), all rows back, a window cut (``n_keep`` of ``n_window`` variables over all
+    ranks, as floats); NONE."""
+    n_iter, ck = ctl_i[N_ITER], ctl_i[CK_ITERS]
+    if n_iter != ctl_i[CLOCK_DONE] and (clock > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)):
+        return CLOCK
     if ctl_i[HAS_DEPARTURES] and n_window == ctl_i[N_SAMPLES]:
-        return ALL_BACK, t
+        return ALL_BACK
     if n_keep < n_window and n_keep <= ctl_f[RELAYOUT] * n_window:
-        return CUT, t
-    return NONE, t
+        return CUT
+    return NONE
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -491,19 +501,12 @@ def select_serial(win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts
 def _serial_events(bufs, ctl_i, ctl_f, window, timed, t):
     """:func:`_exchange`'s events of one process; a CLOCK event leaves the INFO block in
     ``recv1`` as the Allgather would (the solver reads the clock flag and the active rows)."""
-    clock = 0.0
-    if timed:
-        clock = (t >= ctl_f[DEADLINE]) + 2.0 * (t >= ctl_f[PROGRESS_AT])
-    n_iter, ck = ctl_i[N_ITER], ctl_i[CK_ITERS]
-    if n_iter != ctl_i[CLOCK_DONE] and (clock > 0 or (ck > 0 and n_iter > 0 and n_iter % ck == 0)):
+    clock = _clock(ctl_f, t) if timed else 0.0
+    event = _events(ctl_i, ctl_f, clock, float(ctl_i[N_KEEP]), float(window))
+    if event == CLOCK:
         info = bufs[1][0, 2 * bufs[2].size :]
         info[INFO_CLOCK], info[INFO_ACTIVE] = clock, ctl_i[N_ACTIVE]
-        return CLOCK
-    if ctl_i[HAS_DEPARTURES] and window == ctl_i[N_SAMPLES]:
-        return ALL_BACK
-    if ctl_i[N_KEEP] < window and ctl_i[N_KEEP] <= ctl_f[RELAYOUT] * window:
-        return CUT
-    return NONE
+    return event
 
 
 @njit(cache=True, nogil=True, inline="always")
