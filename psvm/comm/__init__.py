@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from psvm.comm import process
 from psvm.comm.process import (
     FORWARD_SECONDS,
     GRACE_SECONDS,
@@ -312,15 +313,45 @@ class Comm:
             yield self
             return
         control = self._c.Dup()
-        with sigint_watch() as sigint:
+        with sigint_watch() as watch:
             try:
                 yield self
             except BaseException as e:
                 if getattr(e, "collective", False) or isinstance(e, GeneratorExit):
                     control.Free()
                     raise
-                self._end_job(prog, e, control if sigint else None)
+                self._end_job(prog, e, control if watch.seen else None)
         control.Free()
+
+    @contextmanager
+    def deferred_interrupts(self) -> Iterator[None]:
+        """A block whose Ctrl-C raises at its :meth:`check_interrupt` calls and at its end, on
+        every rank alike (see :class:`~psvm.comm.process.SigintWatch`). Collective."""
+        if self._c is None:
+            yield
+            return
+        watch = process.WATCH or process.SigintWatch()  # none: this rank cannot see SIGINT
+        outer, watch.defer = watch.defer, True
+        try:
+            yield
+        finally:
+            watch.defer = outer
+        self.check_interrupt()
+
+    def check_interrupt(self) -> None:
+        """Raise ``KeyboardInterrupt`` on every rank if Ctrl-C reached any (collective).
+
+        Control traffic of the guard, like its barrier: not counted among the verbs.
+        """
+        if self._c is None:
+            return
+        from mpi4py import MPI
+
+        watch = process.WATCH
+        if self._c.allreduce(watch is not None and watch.seen, op=MPI.LOR):
+            if watch is not None:
+                watch.seen = True  # Ctrl-C: mpiexec sends it to this rank too
+            raise KeyboardInterrupt
 
     def _end_job(self, prog: str, error: BaseException, control) -> None:
         """Report ``error`` once for the whole job and end every rank (never returns).

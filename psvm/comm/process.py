@@ -90,28 +90,55 @@ def report(line: str | None, error: BaseException | None = None) -> None:
         pass
 
 
+class SigintWatch:
+    """SIGINT's handler while a guard runs: it records the signal, and raises
+    ``KeyboardInterrupt`` at once (Python's default) or, while ``defer`` is set
+    (:meth:`psvm.comm.Comm.deferred_interrupts`), at the ranks' next check.
+
+    A rank in a compiled loop or a blocking collective sees a signal only when it
+    returns to Python. Raised at once, mpiexec's Ctrl-C can leave a rank that saw it
+    waiting for the others in its barrier while they wait for it in the loop's
+    collective; deferred, every rank raises at the same check.
+    """
+
+    def __init__(self) -> None:
+        self.seen = False  # Ctrl-C reached this rank, or the job through another rank
+        self.defer = False
+
+    def __call__(self, signum, frame) -> None:
+        first, self.seen = not self.seen, True
+        if first and not self.defer:  # a second Ctrl-C finds the job already ending
+            raise KeyboardInterrupt
+
+
+WATCH: SigintWatch | None = None  # the running guard's, if it could set SIGINT's handler
+
+
 @contextmanager
-def sigint_watch() -> Iterator[list]:
-    """A list that gets an item when SIGINT arrives (Python's default handler otherwise kept).
+def sigint_watch() -> Iterator[SigintWatch]:
+    """SIGINT's handler for a guard (:class:`SigintWatch`), Python's default restored after.
 
     A real SIGINT under mpiexec is its Ctrl-C, sent to every rank; a
     KeyboardInterrupt raised any other way concerns one rank. Only the main
-    thread can set handlers, and a handler of the user's own is left alone.
+    thread can set handlers, and a handler of the user's own is left alone: the
+    watch then sees nothing. A guard inside a guard shares the outer one's watch.
     """
-    seen: list = []
+    global WATCH
+    current = signal.getsignal(signal.SIGINT)
+    if isinstance(current, SigintWatch):
+        yield current
+        return
+    watch = SigintWatch()
     if (
         threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        or current is not signal.default_int_handler
     ):
-        yield seen
+        yield watch
         return
-
-    def handler(signum, frame):
-        seen.append(signum)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGINT, watch)
+    WATCH = watch
     try:
-        yield seen
+        yield watch
     finally:
+        WATCH = None
         signal.signal(signal.SIGINT, signal.default_int_handler)

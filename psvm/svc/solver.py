@@ -344,34 +344,35 @@ class Solver:
         """Iterate to the stop test (or ``max_iter``); the result's rho and objective."""
         cfg, status = self.cfg, 0
         self._t_start = self._last_progress = time.perf_counter()
-        while True:
-            event = self._run()
-            gap = float(self.out[E.GAP_OUT])
-            if event == E.CUT:
-                self._shrink_window()
-            elif event == E.ALL_BACK:
-                self.departures.clear()  # every row is back in the window
-            elif event == E.CLOCK:
-                self._on_clock()
-            elif event == E.MAX_ITER:  # as LIBSVM: stale G rebuilt for rho and the objective
-                status = 1
-                if self.exact:
-                    self._sync()
-                    with self.stats.timer("reconstruct"):
-                        self._refresh_stale()
-                break
-            elif event in (E.GAP, E.NO_PAIR):
-                if math.isnan(gap):  # an overflowed kernel: fit_ovo refuses the result
+        with self.comm.deferred_interrupts():  # Ctrl-C: every rank stops at one call
+            while True:
+                event = self._run()
+                gap = float(self.out[E.GAP_OUT])
+                if event == E.CUT:
+                    self._shrink_window()
+                elif event == E.ALL_BACK:
+                    self.departures.clear()  # every row is back in the window
+                elif event == E.CLOCK:
+                    self._on_clock()
+                elif event == E.MAX_ITER:  # as LIBSVM: stale G rebuilt for rho and the objective
+                    status = 1
+                    if self.exact:
+                        self._sync()
+                        with self.stats.timer("reconstruct"):
+                            self._refresh_stale()
                     break
-                if event == E.GAP and gap >= cfg.tol and not self._thresholds_crossed(gap):
-                    continue  # a threshold passed with nothing eliminated
-                if not self._can_reconstruct():
-                    break
-                gap = self._reconstruct(all_rows=event == E.GAP and self._unshrink_due(gap))
-                if gap < cfg.tol:
-                    break
-            elif event == E.MPI_ERROR:
-                raise RuntimeError("MPI_Allgather failed in the solver loop")
+                elif event in (E.GAP, E.NO_PAIR):
+                    if math.isnan(gap):  # an overflowed kernel: fit_ovo refuses the result
+                        break
+                    if event == E.GAP and gap >= cfg.tol and not self._thresholds_crossed(gap):
+                        continue  # a threshold passed with nothing eliminated
+                    if not self._can_reconstruct():
+                        break
+                    gap = self._reconstruct(all_rows=event == E.GAP and self._unshrink_due(gap))
+                    if gap < cfg.tol:
+                        break
+                elif event == E.MPI_ERROR:
+                    raise RuntimeError("MPI_Allgather failed in the solver loop")
         return self._result(status, gap)
 
     def _run(self) -> int:
@@ -380,6 +381,7 @@ class Solver:
         cf[E.NEXT_GAP] = self._gaps[0] * self.cfg.tol if self._gaps else -np.inf
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
+        self.comm.check_interrupt()
         t0 = time.perf_counter()
         engine = E.run_nu if self.nu else E.run_serial if self.comm.size == 1 else E.run
         args = (

@@ -43,6 +43,29 @@ def test_guard_of_one_process_lets_every_error_through(error):
         raise error("raw")
 
 
+def test_sigint_watch_defers_and_raises_once():
+    import os
+    import signal
+    import time
+
+    from psvm.comm import process
+
+    with process.sigint_watch() as watch:
+        assert process.WATCH is watch and signal.getsignal(signal.SIGINT) is watch
+        with process.sigint_watch() as inner:  # a guard inside a guard: one handler
+            assert inner is watch
+        watch.defer = True
+        os.kill(os.getpid(), signal.SIGINT)  # recorded for the ranks' next check only
+        assert watch.seen
+        watch.defer = False
+        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C: the job is already ending
+    assert process.WATCH is None and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt), process.sigint_watch() as watch:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # interrupted: the handler raised
+    assert watch.seen
+
+
 def test_mpi_worker_is_recognised(monkeypatch):
     import os
     import socket
