@@ -232,7 +232,35 @@ def column_csr(
     each row reads its non-zeros against it: O(nnz of the rows), no index merge.
     ``work`` is zeroed again on return.
     """
-    for p in range(x_idx.size):
+    _csr_dots(
+        x_idx, x_val, 0, x_idx.size, x_sq, indptr, indices, data, sq_norms, rows,
+        kernel_id, gamma, coef0, degree, work, out,
+    )  # fmt: skip
+    return out
+
+
+@njit(cache=True, nogil=True)
+def columns_csr(
+    x_indptr, x_indices, x_data, x_sq, xrows, indptr, indices, data, sq_norms, rows,
+    kernel_id, gamma, coef0, degree, work, out,
+):  # fmt: skip
+    """out[q] = :func:`column_csr` of the x row ``xrows[q]``: a few columns in one call."""
+    for q in range(xrows.size):
+        r = xrows[q]
+        _csr_dots(
+            x_indices, x_data, x_indptr[r], x_indptr[r + 1], x_sq[r], indptr, indices, data,
+            sq_norms, rows, kernel_id, gamma, coef0, degree, work, out[q],
+        )  # fmt: skip
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _csr_dots(
+    x_idx, x_val, lo, hi, x_sq, indptr, indices, data, sq_norms, rows,
+    kernel_id, gamma, coef0, degree, work, out,
+):  # fmt: skip
+    """:func:`column_csr` of x = (x_idx, x_val)[lo:hi]."""
+    for p in range(lo, hi):
         work[x_idx[p]] = x_val[p]
     for q in range(rows.size):
         r = rows[q]
@@ -240,9 +268,8 @@ def column_csr(
         for p in range(indptr[r], indptr[r + 1]):
             dot += data[p] * work[indices[p]]
         out[q] = pre_kernel(kernel_id, dot, x_sq, sq_norms[r], gamma, coef0, degree)
-    for p in range(x_idx.size):
+    for p in range(lo, hi):
         work[x_idx[p]] = 0.0
-    return out
 
 
 @njit(cache=True, nogil=True)

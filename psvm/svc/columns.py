@@ -23,6 +23,7 @@ from psvm.kernels import (
     column_csr,
     column_dense,
     column_table,
+    columns_csr,
     csc_cost,
     csr_arrays,
     feature_major,
@@ -153,7 +154,7 @@ class LocalKernel:
         n = indptr.size - 1
         self.n, self.n_features, self.kparams, self.kid = n, d, kparams, kparams[0]
         self.indptr, self.indices, self.data = indptr, indices, data
-        self.row_nnz = np.diff(indptr)
+        self.row_nnz = indptr[1:] - indptr[:-1]  # np.diff: more Python than work on a window
         self.nnz = int(indptr[-1])
         self.work = np.zeros(d + 1)
         self.dots = np.zeros(n)
@@ -303,19 +304,7 @@ class LocalKernel:
             )
         all_f = np.arange(fi.size - 1, dtype=np.int64)
         K = np.empty((rows.size, fi.size - 1))
-        for q, r in enumerate(rows):
-            s, e = self.indptr[r], self.indptr[r + 1]
-            column_csr(
-                self.indices[s:e],
-                self.data[s:e],
-                self.sq[r],
-                fi,
-                fx,
-                fd,
-                f_sq,
-                all_f,
-                *self.kparams,
-                self.work,
-                K[q],
-            )
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        x = (self.indptr, self.indices, self.data, self.sq)
+        columns_csr(*x, rows, fi, fx, fd, f_sq, all_f, *self.kparams, self.work, K)
         return lane_sums(from_pre(self.kid, K), coef)

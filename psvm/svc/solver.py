@@ -333,10 +333,15 @@ class Solver:
         for e in np.unique(epoch):
             var = stale[epoch == e]
             moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term
-            if moved.size:
+            if not moved.size:
+                continue
+            F_e, coef_e = take_rows(*F, moved), coef[moved, e]
+            if self.per_row == 1:  # each variable its own row, and ``var`` sorted
+                acc = self.K.sums(F_e, coef_e, var)
+            else:
                 rows, inv = np.unique(self.row_of[var], return_inverse=True)
-                acc = self.K.sums(take_rows(*F, moved), coef[moved, e], rows)
-                self.G[var] += self.y[var] * acc[inv]
+                acc = self.K.sums(F_e, coef_e, rows)[inv]
+            self.G[var] += self.y[var] * acc
         dep.reset(stale, self.alpha)
 
     # -- the loop ----------------------------------------------------------
