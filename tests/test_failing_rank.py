@@ -198,6 +198,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, a9a_text, n, victim):
     assert proc.returncode == 130, err
     assert err.decode() == "psvm-train: interrupted\n"  # no traceback, no MPI_Abort line
     # every rank stopped at the same check and left MPI together: none waited out the
-    # grace periods (at least 4 s) of the job's ending through MPI_Abort
+    # grace periods of the job's ending through MPI_Abort (at least 4 s when a rank other
+    # than 0 saw the signal alone, as rank 1 here)
     assert elapsed < 3 * GRACE_SECONDS, elapsed
     assert os.listdir(out) == []  # no model, no stats, no temporary file

@@ -43,9 +43,11 @@ def test_a_precompiled_cache_moved_elsewhere_serves_the_readme_job(tmp_path):
     """As a wheel: compiled next to the modules in one place, then copied with new file times
     to another (pip's install), the cache serves the README's job there, which compiles
     nothing (numba writes nothing)."""
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "psvm", tmp_path / "built" / "psvm", ignore=skip)
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_NUM_THREADS")}
 
-    def run(where: str | Path, *cmd: str) -> subprocess.CompletedProcess:
+    def run(where: str, *cmd: str) -> subprocess.CompletedProcess:
         env["PYTHONPATH"] = str(tmp_path / where)
         r = subprocess.run(
             cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900, check=False
@@ -53,14 +55,7 @@ def test_a_precompiled_cache_moved_elsewhere_serves_the_readme_job(tmp_path):
         assert r.returncode == 0, r.stderr[-3000:]
         return r
 
-    # the place it was compiled in: the source tree, when the install's precompile (setup.py)
-    # left it a fresh cache, else a copy compiled here (45 s)
-    if set(run(REPO, sys.executable, "-c", COVERAGE).stdout.split()) == NOT_PRECOMPILED:
-        shutil.copytree(REPO / "psvm", tmp_path / "built" / "psvm")
-    else:
-        skip = shutil.ignore_patterns("__pycache__")
-        shutil.copytree(REPO / "psvm", tmp_path / "built" / "psvm", ignore=skip)
-        assert "compiled in" in run("built", sys.executable, "-m", "psvm.precompile").stderr
+    assert "compiled in" in run("built", sys.executable, "-m", "psvm.precompile").stderr
     time.sleep(0.01)  # new times for the copies
     built, installed = tmp_path / "built" / "psvm", tmp_path / "installed" / "psvm"
     shutil.copytree(built, installed, copy_function=shutil.copy)

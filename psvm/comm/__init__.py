@@ -326,32 +326,39 @@ class Comm:
     @contextmanager
     def deferred_interrupts(self) -> Iterator[None]:
         """A block whose Ctrl-C raises at its :meth:`check_interrupt` calls and at its end, on
-        every rank alike (see :class:`~psvm.comm.process.SigintWatch`). Collective."""
-        if self._c is None:
+        every rank alike (see :class:`~psvm.comm.process.SigintWatch`). Collective: every
+        rank must make the same checks. Only the block defers, and the watch is the process's
+        (its main thread's guard)."""
+        watch = process.WATCH
+        if self._c is None or watch is None:
             yield
+            self.check_interrupt()
             return
-        watch = process.WATCH or process.SigintWatch()  # none: this rank cannot see SIGINT
         outer, watch.defer = watch.defer, True
         try:
             yield
+            self.check_interrupt()  # still deferred: a signal now waits for no other check
         finally:
             watch.defer = outer
-        self.check_interrupt()
 
-    def check_interrupt(self) -> None:
-        """Raise ``KeyboardInterrupt`` on every rank if Ctrl-C reached any (collective).
+    def check_interrupt(self, vote: bool = False) -> bool:
+        """Raise ``KeyboardInterrupt`` on every rank if Ctrl-C reached any; else whether
+        ``vote`` holds on any rank (collective; both in one small Allreduce).
 
         Control traffic of the guard, like its barrier: not counted among the verbs.
         """
         if self._c is None:
-            return
+            return vote
         from mpi4py import MPI
 
         watch = process.WATCH
-        if self._c.allreduce(watch is not None and watch.seen, op=MPI.LOR):
+        flags = np.array([watch is not None and watch.seen, vote], dtype=np.int32)
+        self._c.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
+        if flags[0]:
             if watch is not None:
                 watch.seen = True  # Ctrl-C: mpiexec sends it to this rank too
             raise KeyboardInterrupt
+        return bool(flags[1])
 
     def _end_job(self, prog: str, error: BaseException, control) -> None:
         """Report ``error`` once for the whole job and end every rank (never returns).

@@ -107,7 +107,9 @@ class SigintWatch:
 
     def __call__(self, signum, frame) -> None:
         first, self.seen = not self.seen, True
-        if first and not self.defer:  # a second Ctrl-C finds the job already ending
+        # a second SIGINT raises nothing: the job is ending, or waits for the check (a second
+        # Ctrl-C makes mpiexec itself end the job)
+        if first and not self.defer:
             raise KeyboardInterrupt
 
 

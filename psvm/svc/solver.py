@@ -219,6 +219,7 @@ class Solver:
         self._ts = np.zeros(2, dtype=np.int64)
         self._trace_arrays(int(ci[E.ITER_BUDGET]))
         self._trace = _NO_TRACE
+        self._ran_out = self._slow = False  # the last engine call's: ran out of its budget, slow
 
     def _trace_arrays(self, budget: int) -> None:
         cap = min(budget // int(self.ctl_i[E.TRACE_EVERY]) + 2, 2 * TRACE_POINTS)  # then thin
@@ -381,12 +382,17 @@ class Solver:
         return self._result(status, gap)
 
     def _run(self) -> int:
-        """One engine call; its budget grows until a call lasts about CALL_SECONDS."""
+        """One engine call. Its budget grows until a call lasts about CALL_SECONDS, on every
+        rank alike (no rank's call was slow): every event, BUDGET too, then comes on the
+        same iteration everywhere, and the collective check for Ctrl-C stays in step."""
         ci, cf = self.ctl_i, self.ctl_f
+        any_slow = self.comm.check_interrupt(vote=self._slow)
+        if self._ran_out and not any_slow:
+            ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
+            self._trace_arrays(int(ci[E.ITER_BUDGET]))
         cf[E.NEXT_GAP] = self._gaps[0] * self.cfg.tol if self._gaps else -np.inf
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
-        self.comm.check_interrupt()
         t0 = time.perf_counter()
         engine = E.run_nu if self.nu else E.run_serial if self.comm.size == 1 else E.run
         args = (
@@ -408,9 +414,8 @@ class Solver:
         compile_first_on_one_rank(self.comm, engine, args)
         event = engine(*args)
         self._flush_trace()
-        if event == E.BUDGET and time.perf_counter() - t0 < CALL_SECONDS / 2:
-            ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
-            self._trace_arrays(int(ci[E.ITER_BUDGET]))
+        self._ran_out = event == E.BUDGET
+        self._slow = time.perf_counter() - t0 >= CALL_SECONDS / 2
         return event
 
     def _deadlines(self) -> tuple[float, float]:
