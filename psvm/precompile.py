@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
+import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,7 +25,21 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["PARTS", "main", "precompile", "run_part"]
+__all__ = ["MANIFEST", "PARTS", "cache_digests", "main", "precompile", "run_part"]
+
+ROOT = Path(__file__).resolve().parent
+# the cache files a precompile that started from no cache wrote next to the modules, with
+# their digests: the test suite reuses them as they were at its start, instead of
+# compiling its own copy for a minute (tests/test_precompile.py)
+MANIFEST = ROOT / "__pycache__" / "precompiled.json"
+
+
+def cache_digests(root: Path = ROOT) -> dict[str, str]:
+    """numba's cache files under ``root`` (relative paths) and their SHA-1 digests."""
+    return {
+        str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*.nb[ic]"))
+    }
 
 
 def _write(path: str, X: np.ndarray, y: np.ndarray, first: int = 1) -> None:
@@ -185,11 +202,17 @@ def main(argv: list[str] | None = None) -> int:
 
         run_part(args.part, log)
         return 0
+    with contextlib.suppress(OSError):
+        MANIFEST.unlink(missing_ok=True)
+    fresh = not cache_digests() and "NUMBA_CACHE_DIR" not in os.environ
     try:
         seconds = precompile(args.v)
     except subprocess.CalledProcessError as e:
         print(f"psvm: precompiling failed: {e}", file=sys.stderr)
         return 1
+    if fresh and (digests := cache_digests()):  # (none: numba cached elsewhere)
+        with contextlib.suppress(OSError):
+            MANIFEST.write_text(json.dumps(digests, indent=0))
     print(f"psvm: compiled in {seconds:.1f}s (numba's disk cache)", file=sys.stderr)
     return 0
 

@@ -1,8 +1,11 @@
-"""Suite-wide settings: real data paths, and a run in which nothing passed fails."""
+"""Suite-wide settings: real data paths, the install's precompiled cache, and a run in which
+nothing passed fails."""
 
+import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,37 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PSVM_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+PRECOMPILED = pytest.StashKey[Path]()
+
+
+def pytest_sessionstart(session):
+    """A copy of the cache that psvm's install precompiled, while the tree still holds exactly
+    that (a fresh install, as CI's): tests compile more into the tree as they run."""
+    from psvm.precompile import MANIFEST, ROOT, cache_digests
+
+    try:
+        written = json.loads(MANIFEST.read_text())
+    except (OSError, ValueError):
+        return
+    if ROOT != REPO / "psvm" or cache_digests() != written:
+        return
+    copy = Path(tempfile.mkdtemp(prefix="psvm-precompiled-"))
+    for name in written:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, copy / name)
+    session.config.stash[PRECOMPILED] = copy
+
+
+@pytest.fixture(scope="session")
+def precompiled_cache(request) -> Path | None:
+    """The install's precompiled cache files (paths relative to psvm/), or None."""
+    return request.config.stash.get(PRECOMPILED, None)
+
+
 def pytest_sessionfinish(session, exitstatus):
+    copy = session.config.stash.get(PRECOMPILED, None)
+    if copy is not None:
+        shutil.rmtree(copy, ignore_errors=True)
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and exitstatus == 0 and not reporter.stats.get("passed"):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,9 +1,11 @@
 """psvm.precompile, which setup.py runs while pip installs psvm: after it, the README's main
 job compiles nothing, under ``mpiexec -n 2`` as users run it (no thread settings), also where
-the cache was copied to with new file times (a wheel)."""
+the cache was copied to with new file times (a wheel). On a fresh install (CI) the test takes
+the cache the install compiled, as the session found it; elsewhere it compiles its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from psvm.precompile import MANIFEST, ROOT, cache_digests
 from tests._helpers import mpiexec
 from tests.conftest import REPO
 
@@ -39,12 +42,13 @@ def _cache_files(root: Path) -> dict[Path, int]:
     return {p: p.stat().st_mtime_ns for p in root.rglob("*.nb[ic]")}
 
 
-def test_a_precompiled_cache_moved_elsewhere_serves_the_readme_job(tmp_path):
+def test_a_precompiled_cache_moved_elsewhere_serves_the_readme_job(tmp_path, precompiled_cache):
     """As a wheel: compiled next to the modules in one place, then copied with new file times
     to another (pip's install), the cache serves the README's job there, which compiles
     nothing (numba writes nothing)."""
     skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(REPO / "psvm", tmp_path / "built" / "psvm", ignore=skip)
+    built, installed = tmp_path / "built" / "psvm", tmp_path / "installed" / "psvm"
+    shutil.copytree(REPO / "psvm", built, ignore=skip)
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_NUM_THREADS")}
 
     def run(where: str, *cmd: str) -> subprocess.CompletedProcess:
@@ -55,9 +59,13 @@ def test_a_precompiled_cache_moved_elsewhere_serves_the_readme_job(tmp_path):
         assert r.returncode == 0, r.stderr[-3000:]
         return r
 
-    assert "compiled in" in run("built", sys.executable, "-m", "psvm.precompile").stderr
+    if precompiled_cache is None:  # the tree's cache holds what tests or earlier runs compiled
+        assert "compiled in" in run("built", sys.executable, "-m", "psvm.precompile").stderr
+        written = json.loads((built / MANIFEST.relative_to(ROOT)).read_text())
+        assert written == cache_digests(built)  # what a fresh install leaves for the other path
+    else:  # the install's, from an empty cache: precompile's output and nothing else
+        shutil.copytree(precompiled_cache, built, dirs_exist_ok=True)
     time.sleep(0.01)  # new times for the copies
-    built, installed = tmp_path / "built" / "psvm", tmp_path / "installed" / "psvm"
     shutil.copytree(built, installed, copy_function=shutil.copy)
     before = _cache_files(installed)
     assert len(before) > 100
