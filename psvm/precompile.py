@@ -122,8 +122,13 @@ def _cli(opts: list[str], data: str, folder: Path) -> None:
 
 
 def _estimators(files: dict[str, str]) -> None:
-    """The estimators' own compiled helpers (dense input); skipped without scikit-learn, which
-    setup.py's build environment leaves out (the estimators then compile them at first fit)."""
+    """The estimators' own compiled helpers: dense input's conversion and gamma='scale''s row
+    sums called directly (setup.py's build environment has no scikit-learn: without them the
+    first fit compiled for 2 s), then the estimators' fits where scikit-learn is installed."""
+    from psvm.svc.state import dense_csr, row_sums
+
+    data, _, indptr = dense_csr(np.ones((2, 2)))  # (psvm.faces.fit_input.as_csr's)
+    row_sums(indptr, data)
     try:
         from sklearn.datasets import load_svmlight_file
     except ImportError:
