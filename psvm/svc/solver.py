@@ -379,6 +379,7 @@ class Solver:
                         break
                 elif event == E.MPI_ERROR:
                     raise RuntimeError("MPI_Allgather failed in the solver loop")
+        self._flush_trace()
         return self._result(status, gap)
 
     def _run(self) -> int:
@@ -389,6 +390,7 @@ class Solver:
         any_slow = self.comm.check_interrupt(vote=self._slow)
         if self._ran_out and not any_slow:
             ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
+            self._flush_trace()  # (the new arrays replace the engine's)
             self._trace_arrays(int(ci[E.ITER_BUDGET]))
         cf[E.NEXT_GAP] = self._gaps[0] * self.cfg.tol if self._gaps else -np.inf
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
@@ -413,7 +415,8 @@ class Solver:
         )
         compile_first_on_one_rank(self.comm, engine, args)
         event = engine(*args)
-        self._flush_trace()
+        if self.counts[E.C_TRACE] == self.trace[0].size:  # full (else the next call appends)
+            self._flush_trace()
         self._ran_out = event == E.BUDGET
         self._slow = time.perf_counter() - t0 >= CALL_SECONDS / 2
         return event
