@@ -154,11 +154,22 @@ def test_kill_9_of_one_rank_mid_training(tmp_path, a9a_text, n, victim):
     assert os.listdir(out) == []  # no model, no temporary file
 
 
-@pytest.mark.parametrize("n, victim", [(2, None), (3, None), (3, 1)])
-def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, a9a_text, n, victim):
+def _epochs_running(proc) -> bool:
+    """Read SGD's progress lines until the second epoch's (the ranks are syncing)."""
+    for line in proc.stdout:
+        if line.startswith(b"epoch 2:"):
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "n, victim, solver", [(2, None, "smo"), (3, None, "smo"), (3, 1, "smo"), (3, 1, "sgd")]
+)
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, a9a_text, n, victim, solver):
     # mpiexec forwards Ctrl-C (SIGINT) to every rank, in their own process groups, which see
     # it at different times; a SIGINT to one rank alone is the extreme case (no rank may go
-    # on into the solver's next collective while another leaves it)
+    # on into the solver's next collective, or SGD's next model average, while another
+    # leaves it)
     out = tmp_path / "out"
     out.mkdir()
     env = dict(
@@ -175,18 +186,30 @@ def test_ctrl_c_prints_one_line_and_exits_130(tmp_path, a9a_text, n, victim):
         sys.executable,
         "-m",
         "psvm.cli.train",
-        *_solving(tmp_path / "c.ckpt"),
+        *(
+            _solving(tmp_path / "c.ckpt")
+            if solver == "smo"
+            else ["--solver", "sgd", "--epochs", "100000", "--tol", "0"]  # runs until stopped
+        ),
         "--stats",
         str(out / "s.json"),
         a9a_text,
         str(out / "a9a.model"),
     ]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
+        cmd,
+        stdout=subprocess.DEVNULL if solver == "smo" else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
     )
     try:
         target = proc.pid if victim is None else rank_pids(proc.pid, n)[victim]
-        assert _until_exists(tmp_path / "c.ckpt", proc), "no checkpoint: the solver is not running"
+        if solver == "smo":
+            running = _until_exists(tmp_path / "c.ckpt", proc)
+        else:
+            running = _epochs_running(proc)
+        assert running, "the solver is not running"
         os.kill(target, signal.SIGINT)  # mpiexec's: what the terminal sends it on Ctrl-C
         t0 = time.monotonic()
         _, err = proc.communicate(timeout=30)

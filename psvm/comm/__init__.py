@@ -341,6 +341,20 @@ class Comm:
         finally:
             watch.defer = outer
 
+    def interrupt_vote(self) -> float:
+        """1.0 if Ctrl-C reached this rank, else 0.0: a slot of a sum that the ranks make
+        anyway (SGD's model average), then read by :meth:`raise_if_interrupted`."""
+        watch = process.WATCH
+        return float(watch is not None and watch.seen)
+
+    def raise_if_interrupted(self, votes: float) -> None:
+        """Raise ``KeyboardInterrupt`` if the ranks' summed :meth:`interrupt_vote` is positive
+        (on every rank alike: they read the same sum)."""
+        if votes > 0:
+            if process.WATCH is not None:
+                process.WATCH.seen = True  # Ctrl-C: mpiexec sends it to this rank too
+            raise KeyboardInterrupt
+
     def check_interrupt(self, vote: bool = False) -> bool:
         """Raise ``KeyboardInterrupt`` on every rank if Ctrl-C reached any; else whether
         ``vote`` holds on any rank (collective; both in one small Allreduce).
@@ -351,13 +365,9 @@ class Comm:
             return vote
         from mpi4py import MPI
 
-        watch = process.WATCH
-        flags = np.array([watch is not None and watch.seen, vote], dtype=np.int32)
+        flags = np.array([self.interrupt_vote(), vote])
         self._c.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
-        if flags[0]:
-            if watch is not None:
-                watch.seen = True  # Ctrl-C: mpiexec sends it to this rank too
-            raise KeyboardInterrupt
+        self.raise_if_interrupted(flags[0])
         return bool(flags[1])
 
     def _end_job(self, prog: str, error: BaseException, control) -> None:

@@ -86,9 +86,10 @@ class SGDTrainer:
         self.hp = hyper_parameters(cfg)
         k, d = prob.n_models, prob.n_features
         L = k * (d + 1) + 1
-        # [model sync | sums of averaged iterates]: the epoch's last sync carries both
-        self.buf2 = np.empty(2 * L)
-        self.buf, self.avg_buf = self.buf2[:L], self.buf2[L:]
+        # [Ctrl-C votes | model sync | sums of averaged iterates]: every sync carries the
+        # votes (every rank stops after the same sync), the epoch's last one the sums too
+        self.buf2 = np.empty(2 * L + 1)
+        self.buf, self.avg_buf = self.buf2[1 : L + 1], self.buf2[L + 1 :]
         self._avg_ready = False
         self.W, self.w0 = np.empty((k, d)), np.empty(k)
         self.losses = np.empty(k)
@@ -203,10 +204,11 @@ class SGDTrainer:
     # -- epochs -----------------------------------------------------------------
     def run(self, n_epochs: int, *, stop_on_tol: bool = True) -> int:
         """Run up to ``n_epochs`` epochs (fewer if the tolerance rule stops); return the count."""
-        for e in range(n_epochs):
-            self.epoch()
-            if stop_on_tol and self.converged:
-                return e + 1
+        with self.comm.deferred_interrupts():  # Ctrl-C: every rank stops after one sync
+            for e in range(n_epochs):
+                self.epoch()
+                if stop_on_tol and self.converged:
+                    return e + 1
         return n_epochs
 
     def epoch(self) -> float:
@@ -234,12 +236,14 @@ class SGDTrainer:
             if distributed:
                 steps.pack_model(s.V, s.scale, s.b, float(hi - lo), buf)
                 # the averaged iterates' sums do not change in a sync: send them along
-                send = self.buf2 if avg and kk == K - 1 else buf
+                send = self.buf2 if avg and kk == K - 1 else self.buf2[: buf.size + 1]
                 if avg and kk == K - 1:
                     steps.pack_average(s.V, s.U, s.csum, s.bsum, s.st[steps.S_NAVG], self.avg_buf)
+                send[0] = comm.interrupt_vote()
                 t2 = perf()
                 comm.sum_inplace(send)
                 t3 = perf()
+                comm.raise_if_interrupted(send[0])
                 steps.unpack_model(buf, s.V, s.scale, s.b, s.U, s.csum)
                 t_pack += (t2 - t1) + (perf() - t3)
                 t_comm += t3 - t2
