@@ -46,6 +46,13 @@ def _table_size(n: int) -> int:
     return 1 << (2 * max(n, 1) - 1).bit_length()
 
 
+def _minus_ones(shape) -> np.ndarray:
+    """int64 -1s (``np.full``'s Python costs more than its work on a window's few slots)."""
+    a = np.empty(shape, dtype=np.int64)
+    a.fill(-1)
+    return a
+
+
 def new_cache(
     width: int, n_slots: int, memory: np.ndarray | None = None, limit: int | None = None
 ) -> tuple:
@@ -61,13 +68,13 @@ def new_cache(
     meta[LIMIT] = max(2, min(limit, n_slots))
     need = n_slots * max(width, 1)
     pool = memory[:need] if memory is not None and memory.size >= need else np.empty(need)
-    links = np.full((3, n_slots), -1, dtype=np.int64)
+    links = _minus_ones((3, n_slots))
     return (
         pool,  # untouched pages cost no memory
         links[0],  # keys
         links[1],  # prev (towards the most recent)
         links[2],  # next (towards the least recent)
-        np.full(size, -1, dtype=np.int64),  # table: hash -> slot
+        _minus_ones(size),  # table: hash -> slot
         np.zeros(n_slots, dtype=np.bool_),  # complete
         np.zeros(0, dtype=np.int64),  # missing positions of incomplete columns
         meta,
@@ -256,7 +263,7 @@ class ColumnCache:
         self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * max(n_global, 1)))
         self._memory = [np.empty(self.budget)]  # the pools' memory: two, used in turn
         slots = _slots(self.budget, n_local, n_global)
-        ghosts = (np.full(slots, -1, dtype=np.int64), np.full(_table_size(slots), -1))
+        ghosts = (_minus_ones(slots), _minus_ones(_table_size(slots)))
         self.arrays = new_cache(n_local, slots, self._memory[0]) + _NO_OLD + ghosts
 
     @property

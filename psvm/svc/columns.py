@@ -40,6 +40,13 @@ from psvm.kernels import (
     transpose_csr,
 )
 
+# empty arrays by (dtype, dimensions), shared: the engine's arguments for the copies a kernel
+# does not have (nothing writes into an empty array)
+_NONE = {
+    (t, d): np.zeros((0,) * d, dtype=t)
+    for t in (np.float64, np.float32, np.int8, np.int16, np.int32, np.int64)
+    for d in (1, 2)
+}
 _FEW_ROWS = 32  # up to this many rows, :meth:`LocalKernel.sums` goes column by column
 DENSE_BYTES = 32 * 2**20  # a dense copy up to 8x the CSR arrays is kept when this small
 
@@ -212,24 +219,30 @@ class LocalKernel:
 
     def engine_arrays(self) -> tuple[tuple, tuple]:
         """The arrays and parameters of :func:`psvm.svc.engine.kernel_column`."""
-        none_f, none_i = np.zeros(0), np.zeros(0, dtype=np.int64)
-        XT = self.XT if self.XT is not None else np.zeros((0, 0))
+        XT = self.XT if self.XT is not None else _NONE[np.float64, 2]
+        csc = self.colptr is not None
+
+        def dense(dtype):  # the copy if it has this type, else an empty one
+            return XT if XT.dtype == dtype else _NONE[dtype, 2]
+
         arrays = (
             self.indptr,
             self.indices,
             self.data,
             self.sq,
             self.row_nnz,
-            XT if XT.dtype == np.float64 else np.zeros((0, 0)),
-            self.colptr if self.colptr is not None else none_i,
-            self.rowidx if self.colptr is not None else np.zeros(0, dtype=np.int32),
-            self.cdata if self.colptr is not None else none_f,
+            dense(np.float64),
+            self.colptr if csc else _NONE[np.int64, 1],
+            self.rowidx if csc else _NONE[np.int32, 1],
+            self.cdata if csc else _NONE[np.float64, 1],
             self.work,
             self.dots,
-            XT if XT.dtype == np.float32 else np.zeros((0, 0), dtype=np.float32),
+            dense(np.float32),
             self.table,
-            XT if XT.dtype == np.int8 else np.zeros((0, 0), dtype=np.int8),
-            np.empty(min(self.n, DENSE_BLOCK) if XT.dtype == np.int8 else 0, dtype=np.int16),
+            dense(np.int8),
+            np.empty(min(self.n, DENSE_BLOCK), np.int16)
+            if XT.dtype == np.int8
+            else _NONE[np.int16, 1],
         )
         kid, gamma, coef0, degree = self.kparams
         params = (

@@ -289,8 +289,8 @@ class Solver:
 
     def _count_active(self) -> None:
         """The engine's counts of the window's active variables and of those a cut keeps."""
-        self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
-        self.ctl_i[E.N_KEEP] = np.count_nonzero(self._pairs(self.wact))
+        n = self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
+        self.ctl_i[E.N_KEEP] = n if self.per_row == 1 else np.count_nonzero(self._pairs(self.wact))
 
     @property
     def n_active(self) -> int:
