@@ -504,6 +504,39 @@ def lane_sums(K: np.ndarray, coef: np.ndarray) -> np.ndarray:
     return _lane_totals(lanes, np.empty(K.shape[0]))
 
 
+@njit(cache=True, nogil=True)
+def epoch_sums(
+    x_indptr, x_indices, x_data, x_sq, xrows, epochs, indptr, indices, data, sq_norms, coef,
+    kernel_id, gamma, coef0, degree, work, out,
+):  # fmt: skip
+    """out[q] = sum_s coef[s, e] K(f_s, x_r) for r = ``xrows[q]`` and e = ``epochs[q]``, over
+    the rows s of F = (indptr, indices, data) with coef[s, e] != 0: each r as
+    :func:`columns_csr`, :func:`from_pre_flat` and :func:`lane_sums` give it for the rows
+    of one epoch (the same values, added in the same order), in one call for all epochs."""
+    n_f = indptr.size - 1
+    moved = np.empty(n_f, dtype=np.int64)
+    c = np.empty(n_f)
+    m, last = 0, -1
+    for q in range(xrows.size):
+        e = epochs[q]
+        if e != last:  # F's rows that moved since departure e, in order
+            m, last = 0, e
+            for s in range(n_f):
+                if coef[s, e] != 0.0:
+                    moved[m], c[m] = s, coef[s, e]
+                    m += 1
+        r = xrows[q]
+        K = np.empty((1, m))
+        _csr_dots(
+            x_indices, x_data, x_indptr[r], x_indptr[r + 1], x_sq[r], indptr, indices, data,
+            sq_norms, moved[:m], kernel_id, gamma, coef0, degree, work, K[0],
+        )  # fmt: skip
+        from_pre_flat(kernel_id, K[0])
+        lanes = _weighted_row_sums(K, c[:m], np.zeros((1, LANES)))
+        out[q] = _lane_totals(lanes, np.empty(1))[0]
+    return out
+
+
 def arithmetic_probe() -> bytes:
     """The bits of exp and tanh, as the solver computes them, on fixed arguments.
 

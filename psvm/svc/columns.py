@@ -26,6 +26,7 @@ from psvm.kernels import (
     columns_csr,
     csc_cost,
     csr_arrays,
+    epoch_sums,
     feature_major,
     from_pre,
     from_pre_flat,
@@ -321,3 +322,15 @@ class LocalKernel:
         x = (self.indptr, self.indices, self.data, self.sq)
         columns_csr(*x, rows, fi, fx, fd, f_sq, all_f, *self.kparams, self.work, K)
         return lane_sums(from_pre(self.kid, K), coef)
+
+    def epoch_sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray, epochs: np.ndarray):
+        """For each q: :meth:`sums` of ``rows[q]`` over F's rows with a non-zero
+        ``coef[:, epochs[q]]``, by those coefficients (the same bits, one call for every
+        column of ``coef``; explicit kernels; cheaper with ``epochs`` grouped)."""
+        fi, fx, fd = F
+        f_sq = row_sq_norms(fi, fd, np.empty(fi.size - 1))
+        x = (self.indptr, self.indices, self.data, self.sq)
+        coef = np.ascontiguousarray(coef, dtype=np.float64)
+        return epoch_sums(
+            *x, rows, epochs, fi, fx, fd, f_sq, coef, *self.kparams, self.work, np.empty(rows.size)
+        )

@@ -43,6 +43,7 @@ import numpy as np
 
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.comm.compiled import CLOCK_FN
+from psvm.gram import PRECOMPUTED
 from psvm.jit import compile_first_on_one_rank
 from psvm.kernels import take_rows
 from psvm.stats import Stats
@@ -57,6 +58,7 @@ from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import best_of_sign, bids, candidates
 from psvm.svc.state import gather_csr, rho_and_r
 
+EPOCH_SUMS_ROWS = 512  # up to this many stale rows, one compiled call brings them up to date
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
 PROGRESS_SECONDS = 5.0  # between two progress lines
@@ -331,6 +333,15 @@ class Solver:
         F, coef = self._gather_rows(changed, coef)
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
+        if self.per_row == 1 and self.K.kid != PRECOMPUTED and stale.size <= EPOCH_SUMS_ROWS:
+            # few rows: every departure's sums in one compiled call (the same terms, in the
+            # same order, as the loop below: its Python cost a departure was most of it)
+            moved = (coef != 0).any(axis=0)[epoch]  # unchanged since departure: no term
+            var = stale[moved]
+            acc = self.K.epoch_sums(F, coef, var, epoch[moved])
+            self.G[var] += self.y[var] * acc
+            dep.reset(stale, self.alpha)
+            return
         for e in np.unique(epoch):
             var = stale[epoch == e]
             moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term

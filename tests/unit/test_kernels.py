@@ -9,7 +9,7 @@ from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kerne
 
 import psvm.kernels as pk
 from psvm._params import KERNELS
-from psvm.kernels import column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums
+from psvm.kernels import column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums, take_rows
 from psvm.svc.columns import LocalKernel, kernel_column
 from psvm.svc.packets import ROW, pack, pair_pre
 
@@ -238,6 +238,29 @@ def test_weighted_sums_equal_column_sums(data, name):
                 kparams(name),
             )
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_epoch_sums_are_the_sums_of_each_epoch(data, name):
+    """Stale rows of several departures, interleaved, in one call: each row gets the bits of
+    LocalKernel.sums over the rows that moved since its departure (either path of sums)."""
+    K = LocalKernel(data, kparams(name))
+    picks = [7, 2, 30, 3, 11, 0, 5, 8, 13, 21, 34, 1, 4, 9, 16, 25, 36, 6, 19]
+    F = csr_arrays(data[picks])
+    coef = np.outer(np.linspace(-1.5, 2.0, len(picks)), [1.0, -0.5, 2.0])
+    coef[::3, 0] = coef[1::2, 1] = 0.0  # unchanged since that departure: no term
+    coef[:, 2] = 0.0  # nothing moved since the third: its rows get 0
+    rows = np.arange(data.shape[0], dtype=np.int64)
+    epochs = np.arange(rows.size, dtype=np.int64) % 3
+    got = K.epoch_sums(F, coef, rows, epochs)
+    for e in range(2):
+        moved = np.flatnonzero(coef[:, e])
+        for few in (0, 100):  # kernel_sums, then column by column
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr("psvm.svc.columns._FEW_ROWS", few)
+                want = K.sums(take_rows(*F, moved), coef[moved, e], rows[epochs == e])
+            np.testing.assert_array_equal(got[epochs == e], want)
+    assert not got[epochs == 2].any()
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
