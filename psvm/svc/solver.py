@@ -333,12 +333,16 @@ class Solver:
         F, coef = self._gather_rows(changed, coef)
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
-        if self.per_row == 1 and self.K.kid != PRECOMPUTED and stale.size <= EPOCH_SUMS_ROWS:
+        if self.K.kid != PRECOMPUTED and stale.size <= EPOCH_SUMS_ROWS:
             # few rows: every departure's sums in one compiled call (the same terms, in the
-            # same order, as the loop below: its Python cost a departure was most of it)
+            # same order, as the loop below, whose Python cost a departure was most of it)
             moved = (coef != 0).any(axis=0)[epoch]  # unchanged since departure: no term
-            var = stale[moved]
-            acc = self.K.epoch_sums(F, coef, var, epoch[moved])
+            var, since = stale[moved], epoch[moved]
+            if self.per_row == 1:
+                acc = self.K.epoch_sums(F, coef, var, since)
+            else:  # a row's two variables left together: one sum a row
+                rows, first, inv = np.unique(self.row_of[var], True, True)
+                acc = self.K.epoch_sums(F, coef, rows, since[first])[inv]
             self.G[var] += self.y[var] * acc
             dep.reset(stale, self.alpha)
             return
