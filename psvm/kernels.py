@@ -516,24 +516,26 @@ def epoch_sums(
     n_f = indptr.size - 1
     moved = np.empty(n_f, dtype=np.int64)
     c = np.empty(n_f)
-    m, last = 0, -1
-    for q in range(xrows.size):
-        e = epochs[q]
-        if e != last:  # F's rows that moved since departure e, in order
-            m, last = 0, e
-            for s in range(n_f):
-                if coef[s, e] != 0.0:
-                    moved[m], c[m] = s, coef[s, e]
-                    m += 1
-        r = xrows[q]
+    lanes, total = np.empty((1, LANES)), np.empty(1)
+    for e in range(coef.shape[1]):
+        m = 0  # F's rows that moved since departure e, in order
+        for s in range(n_f):
+            if coef[s, e] != 0.0:
+                moved[m], c[m] = s, coef[s, e]
+                m += 1
         K = np.empty((1, m))
-        _csr_dots(
-            x_indices, x_data, x_indptr[r], x_indptr[r + 1], x_sq[r], indptr, indices, data,
-            sq_norms, moved[:m], kernel_id, gamma, coef0, degree, work, K[0],
-        )  # fmt: skip
-        from_pre_flat(kernel_id, K[0])
-        lanes = _weighted_row_sums(K, c[:m], np.zeros((1, LANES)))
-        out[q] = _lane_totals(lanes, np.empty(1))[0]
+        for q in range(xrows.size):
+            if epochs[q] != e:
+                continue
+            r = xrows[q]
+            _csr_dots(
+                x_indices, x_data, x_indptr[r], x_indptr[r + 1], x_sq[r], indptr, indices,
+                data, sq_norms, moved[:m], kernel_id, gamma, coef0, degree, work, K[0],
+            )  # fmt: skip
+            from_pre_flat(kernel_id, K[0])
+            lanes[:] = 0.0
+            _weighted_row_sums(K, c[:m], lanes)
+            out[q] = _lane_totals(lanes, total)[0]
     return out
 
 

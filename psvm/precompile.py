@@ -25,12 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MANIFEST", "PARTS", "cache_digests", "main", "precompile", "run_part"]
+__all__ = ["MANIFEST", "PARTS", "cache_digests", "main", "manifest", "precompile", "run_part"]
 
 ROOT = Path(__file__).resolve().parent
 # the cache files a precompile that started from no cache wrote next to the modules, with
-# their digests: the test suite reuses them as they were at its start, instead of
-# compiling its own copy for a minute (tests/test_precompile.py)
+# their digests, the sources and numba they were compiled from: the test suite reuses them
+# as they were at its start, instead of compiling its own copy for a minute
+# (tests/test_precompile.py)
 MANIFEST = ROOT / "__pycache__" / "precompiled.json"
 
 
@@ -39,6 +40,19 @@ def cache_digests(root: Path = ROOT) -> dict[str, str]:
     return {
         str(p.relative_to(root)): hashlib.sha1(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*.nb[ic]"))
+    }
+
+
+def manifest(root: Path = ROOT) -> dict:
+    """:data:`MANIFEST`'s content for the cache under ``root`` as it is now."""
+    import numba
+
+    from psvm.jit import psvm_sources_stamp
+
+    return {
+        "sources": psvm_sources_stamp(str(root)),
+        "numba": numba.__version__,
+        "files": cache_digests(root),
     }
 
 
@@ -106,6 +120,7 @@ PARTS = (
         (["--solver", "sgd"], "small"),
         ([], "large"),
         ([], "binary"),
+        ("helpers", None),
     ],
 )
 
@@ -121,14 +136,27 @@ def _cli(opts: list[str], data: str, folder: Path) -> None:
         raise RuntimeError(f"psvm-predict {data} failed")
 
 
-def _estimators(files: dict[str, str]) -> None:
-    """The estimators' own compiled helpers: dense input's conversion and gamma='scale''s row
-    sums called directly (setup.py's build environment has no scikit-learn: without them the
-    first fit compiled for 2 s), then the estimators' fits where scikit-learn is installed."""
+def _helpers() -> None:
+    """Compiled helpers that the jobs do not reach, called directly: the estimators' dense-input
+    conversion and gamma='scale''s row sums (setup.py's build environment has no
+    scikit-learn: the first fit compiled them for 2 s), and few-row kernel sums (a large
+    reconstruction's small departures, a rank's few rows at a nu or one-class start: the
+    jobs' reconstructions are small, summed in one call)."""
+    import scipy.sparse as sp
+
+    from psvm.kernels import RBF, csr_arrays
+    from psvm.svc.columns import LocalKernel
     from psvm.svc.state import dense_csr, row_sums
 
-    data, _, indptr = dense_csr(np.ones((2, 2)))  # (psvm.faces.fit_input.as_csr's)
+    data, indices, indptr = dense_csr(np.ones((2, 2)))  # (psvm.faces.fit_input.as_csr's)
     row_sums(indptr, data)
+    K = LocalKernel(sp.csr_matrix(np.ones((3, 2))), (RBF, 1.0, 0.0, 3))
+    K.sums(csr_arrays(sp.csr_matrix(np.ones((2, 2)))), np.ones(2), np.arange(3))
+
+
+def _estimators(files: dict[str, str]) -> None:
+    """The estimators' own compiled helpers (dense input); skipped without scikit-learn, which
+    setup.py's build environment leaves out (see :func:`_helpers`)."""
     try:
         from sklearn.datasets import load_svmlight_file
     except ImportError:
@@ -165,6 +193,8 @@ def run_part(k: int, log=lambda job, seconds: None) -> None:
             with contextlib.redirect_stdout(io.StringIO()):  # -v's accuracy line
                 if opts == "estimators":
                     _estimators(files)
+                elif opts == "helpers":
+                    _helpers()
                 elif opts == "ranks":
                     _ranks_loop()
                 else:
@@ -215,9 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     except subprocess.CalledProcessError as e:
         print(f"psvm: precompiling failed: {e}", file=sys.stderr)
         return 1
-    if fresh and (digests := cache_digests()):  # (none: numba cached elsewhere)
+    if fresh and cache_digests():  # (none: numba cached elsewhere)
         with contextlib.suppress(OSError):
-            MANIFEST.write_text(json.dumps(digests, indent=0))
+            MANIFEST.write_text(json.dumps(manifest(), indent=0))
     print(f"psvm: compiled in {seconds:.1f}s (numba's disk cache)", file=sys.stderr)
     return 0
 

@@ -20,16 +20,16 @@ PRECOMPILED = pytest.StashKey[Path]()
 def pytest_sessionstart(session):
     """A copy of the cache that psvm's install precompiled, while the tree still holds exactly
     that (a fresh install, as CI's): tests compile more into the tree as they run."""
-    from psvm.precompile import MANIFEST, ROOT, cache_digests
+    from psvm.precompile import MANIFEST, ROOT, manifest
 
     try:
         written = json.loads(MANIFEST.read_text())
     except (OSError, ValueError):
         return
-    if ROOT != REPO / "psvm" or cache_digests() != written:
+    if ROOT != REPO / "psvm" or manifest() != written:  # (edited sources: a stale cache)
         return
     copy = Path(tempfile.mkdtemp(prefix="psvm-precompiled-"))
-    for name in written:
+    for name in written["files"]:
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, copy / name)
     session.config.stash[PRECOMPILED] = copy

@@ -15,19 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from psvm.precompile import MANIFEST, ROOT, cache_digests
+from psvm.precompile import MANIFEST, ROOT, manifest
 from tests._helpers import mpiexec
 from tests.conftest import REPO
 
 # compiled functions Python calls that precompiling does not reach (rare paths: a kernel
-# matrix outside training, SGD's validation count, the cache's plain look-up, few-row kernel
-# sums outside a small reconstruction: a rank's few rows at a nu or one-class start)
-NOT_PRECOMPILED = {
-    "kernels._matrix_pre",
-    "kernels.columns_csr",
-    "sgd.steps.count_correct",
-    "svc.cache.get",
-}
+# matrix outside training, SGD's validation count, the cache's plain look-up)
+NOT_PRECOMPILED = {"kernels._matrix_pre", "sgd.steps.count_correct", "svc.cache.get"}
 
 COVERAGE = """
 import importlib, pkgutil, psvm
@@ -68,7 +62,7 @@ def test_a_precompiled_cache_moved_elsewhere_serves_the_readme_job(tmp_path, pre
     if precompiled_cache is None:  # the tree's cache holds what tests or earlier runs compiled
         assert "compiled in" in run("built", sys.executable, "-m", "psvm.precompile").stderr
         written = json.loads((built / MANIFEST.relative_to(ROOT)).read_text())
-        assert written == cache_digests(built)  # what a fresh install leaves for the other path
+        assert written == manifest(built)  # what a fresh install leaves for the other path
     else:  # the install's, from an empty cache: precompile's output and nothing else
         shutil.copytree(precompiled_cache, built, dirs_exist_ok=True)
     time.sleep(0.01)  # new times for the copies

@@ -325,10 +325,11 @@ class Comm:
 
     @contextmanager
     def deferred_interrupts(self) -> Iterator[None]:
-        """A block whose Ctrl-C raises at its :meth:`check_interrupt` calls and at its end, on
-        every rank alike (see :class:`~psvm.comm.process.SigintWatch`). Collective: every
-        rank must make the same checks. Only the block defers, and the watch is the process's
-        (its main thread's guard)."""
+        """A block whose Ctrl-C raises at its :meth:`check_interrupt` and
+        :meth:`raise_if_interrupted` calls and at its end, on every rank alike (see
+        :class:`~psvm.comm.process.SigintWatch`). Collective: every rank must make the same
+        checks. Only the block defers, and the watch is the process's (its main thread's
+        guard)."""
         watch = process.WATCH
         if self._c is None or watch is None:
             yield

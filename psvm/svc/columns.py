@@ -326,7 +326,7 @@ class LocalKernel:
     def epoch_sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray, epochs: np.ndarray):
         """For each q: :meth:`sums` of ``rows[q]`` over F's rows with a non-zero
         ``coef[:, epochs[q]]``, by those coefficients (the same bits, one call for every
-        column of ``coef``; explicit kernels; cheaper with ``epochs`` grouped)."""
+        column of ``coef``; explicit kernels)."""
         fi, fx, fd = F
         f_sq = row_sq_norms(fi, fd, np.empty(fi.size - 1))
         x = (self.indptr, self.indices, self.data, self.sq)

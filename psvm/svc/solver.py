@@ -58,7 +58,9 @@ from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import best_of_sign, bids, candidates
 from psvm.svc.state import gather_csr, rho_and_r
 
-EPOCH_SUMS_ROWS = 512  # up to this many stale rows, one compiled call brings them up to date
+# up to this many kernel values (stale variables x changed rows), one compiled call brings the
+# stale rows up to date; past it, the blocked and threaded sums of each departure pay
+EPOCH_SUMS_VALUES = 1 << 16
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
 PROGRESS_SECONDS = 5.0  # between two progress lines
@@ -74,7 +76,8 @@ def first_budget(n: int) -> int:
     return int(min(1 << 16, max(1000, FIRST_CALL_ROWS // max(n, 1))))
 
 
-_NO_TRACE = tuple(np.empty(0, dtype=t) for t in (np.int64, float, np.int64, np.int64, float))
+TRACE_TYPES = (np.int64, float, np.int64, np.int64, float)  # of TRACES' samples
+_NO_TRACE = tuple(np.empty(0, dtype=t) for t in TRACE_TYPES)
 
 
 class Solver:
@@ -219,19 +222,10 @@ class Solver:
         self.counts = np.zeros(E.N_COUNTS, dtype=np.int64)
         self.timers = np.zeros(E.N_TIMERS)
         self._ts = np.zeros(2, dtype=np.int64)
-        self._trace_arrays(int(ci[E.ITER_BUDGET]))
+        # the engine's trace samples, across calls until full (then :meth:`_flush_trace`)
+        self.trace = tuple(np.empty(2 * TRACE_POINTS, dtype=t) for t in TRACE_TYPES)
         self._trace = _NO_TRACE
         self._ran_out = self._slow = False  # the last engine call's: ran out of its budget, slow
-
-    def _trace_arrays(self, budget: int) -> None:
-        cap = min(budget // int(self.ctl_i[E.TRACE_EVERY]) + 2, 2 * TRACE_POINTS)  # then thin
-        self.trace = (
-            np.empty(cap, dtype=np.int64),
-            np.empty(cap),
-            np.empty(cap, dtype=np.int64),
-            np.empty(cap, dtype=np.int64),
-            np.empty(cap),
-        )
 
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
@@ -333,7 +327,7 @@ class Solver:
         F, coef = self._gather_rows(changed, coef)
         stale = np.flatnonzero(~self.in_window)
         epoch = dep.epoch[stale]
-        if self.K.kid != PRECOMPUTED and stale.size <= EPOCH_SUMS_ROWS:
+        if self.K.kid != PRECOMPUTED and stale.size * (F[0].size - 1) <= EPOCH_SUMS_VALUES:
             # few rows: every departure's sums in one compiled call (the same terms, in the
             # same order, as the loop below, whose Python cost a departure was most of it)
             moved = (coef != 0).any(axis=0)[epoch]  # unchanged since departure: no term
@@ -341,7 +335,9 @@ class Solver:
             if self.per_row == 1:
                 acc = self.K.epoch_sums(F, coef, var, since)
             else:  # a row's two variables left together: one sum a row
-                rows, first, inv = np.unique(self.row_of[var], True, True)
+                rows, first, inv = np.unique(
+                    self.row_of[var], return_index=True, return_inverse=True
+                )
                 acc = self.K.epoch_sums(F, coef, rows, since[first])[inv]
             self.G[var] += self.y[var] * acc
             dep.reset(stale, self.alpha)
@@ -405,8 +401,6 @@ class Solver:
         any_slow = self.comm.check_interrupt(vote=self._slow)
         if self._ran_out and not any_slow:
             ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
-            self._flush_trace()  # (the new arrays replace the engine's)
-            self._trace_arrays(int(ci[E.ITER_BUDGET]))
         cf[E.NEXT_GAP] = self._gaps[0] * self.cfg.tol if self._gaps else -np.inf
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
@@ -429,10 +423,12 @@ class Solver:
             self._ts,
         )
         compile_first_on_one_rank(self.comm, engine, args)
+        entry = int(ci[E.N_ITER])
         event = engine(*args)
         if self.counts[E.C_TRACE] == self.trace[0].size:  # full (else the next call appends)
             self._flush_trace()
-        self._ran_out = event == E.BUDGET
+        # out of its budget, not stopped by a full trace (the same iteration on every rank)
+        self._ran_out = event == E.BUDGET and ci[E.N_ITER] - entry >= ci[E.ITER_BUDGET]
         self._slow = time.perf_counter() - t0 >= CALL_SECONDS / 2
         return event
 

@@ -1,5 +1,6 @@
 """The compiled loop's parts: its exp, its cache against an LRU model, one specialisation."""
 
+import itertools
 import warnings
 from collections import OrderedDict
 
@@ -109,6 +110,32 @@ def test_trace_is_bounded_and_thinned_on_a_power_of_two_stride():
     assert TRACE_POINTS // 2 < iters.size <= TRACE_POINTS + 1 and iters[-1] == n_iter
     stride = iters[1] - iters[0]
     assert np.all(np.diff(iters[:-1]) == stride) and np.all(iters[:-1] % stride == 0)
+
+
+def test_the_budget_grows_only_after_a_call_that_used_it(monkeypatch):
+    """An engine call that stops for a full trace is short: it must not double the budget (the
+    budget bounds a call's time, and with it how soon the ranks see Ctrl-C)."""
+    from psvm.svc import solver
+
+    calls = []
+
+    def recorded(*args):
+        ci, counts, trace = args[7], args[10], args[12]
+        budget, entry = int(ci[engine.ITER_BUDGET]), int(ci[engine.N_ITER])
+        event = real(*args)
+        full = counts[engine.C_TRACE] == trace[0].size
+        calls.append((budget, int(ci[engine.N_ITER]) - entry, full))
+        return event
+
+    real = engine.run_serial
+    monkeypatch.setattr(engine, "run_serial", recorded)
+    monkeypatch.setattr(solver, "CALL_SECONDS", 1e9)  # no call is slow: only use grows it
+    X, y = load_iris(return_X_y=True)
+    keep = y > 0
+    psvm.SVC(kernel="poly", gamma=1, degree=3, coef0=0, heuristic="none").fit(X[keep], y[keep])
+    assert any(full for *_, full in calls)  # the trace filled at least once
+    for (budget, used, _), (next_budget, *_) in itertools.pairwise(calls):
+        assert next_budget == (2 * budget if used >= budget else budget)
 
 
 def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):

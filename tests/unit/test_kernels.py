@@ -240,11 +240,17 @@ def test_weighted_sums_equal_column_sums(data, name):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("integers", [False, True], ids=["float values", "integer values"])
 @pytest.mark.parametrize("name", sorted(KERNELS))
-def test_epoch_sums_are_the_sums_of_each_epoch(data, name):
+def test_epoch_sums_are_the_sums_of_each_epoch(data, name, integers):
     """Stale rows of several departures, interleaved, in one call: each row gets the bits of
-    LocalKernel.sums over the rows that moved since its departure (either path of sums)."""
+    LocalKernel.sums over the rows that moved since its departure (either path of sums; with
+    integer values, rbf's sums of many rows read exp from a table)."""
+    if integers:
+        data = data.copy()
+        data.data = np.round(4 * data.data)
     K = LocalKernel(data, kparams(name))
+    assert (K.table.size > 0) == (integers and name == "rbf")
     picks = [7, 2, 30, 3, 11, 0, 5, 8, 13, 21, 34, 1, 4, 9, 16, 25, 36, 6, 19]
     F = csr_arrays(data[picks])
     coef = np.outer(np.linspace(-1.5, 2.0, len(picks)), [1.0, -0.5, 2.0])
