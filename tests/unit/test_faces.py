@@ -1,10 +1,14 @@
 """The faces' shared machinery on one process: the replicated-input hash and Comm.guard."""
 
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from psvm.comm import Comm
+from psvm.comm import Comm, process
 from psvm.faces.agreement import input_digest
 
 
@@ -44,12 +48,16 @@ def test_guard_of_one_process_lets_every_error_through(error):
 
 
 def test_sigint_watch_defers_and_raises_once():
-    import os
-    import signal
-    import time
+    # Python's own handler, as in a fresh process (a handler of another's is left alone, so
+    # a test run that left one would make this test vacuous); the run's handler after
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _defers_and_raises_once()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
-    from psvm.comm import process
 
+def _defers_and_raises_once() -> None:
     with process.sigint_watch() as watch:
         assert process.WATCH is watch and signal.getsignal(signal.SIGINT) is watch
         with process.sigint_watch() as inner:  # a guard inside a guard: one handler
@@ -67,7 +75,6 @@ def test_sigint_watch_defers_and_raises_once():
 
 
 def test_mpi_worker_is_recognised(monkeypatch):
-    import os
     import socket
 
     from psvm.comm import mpi_worker, world
