@@ -5,15 +5,11 @@ source tree for an editable install), so that the first psvm-train after install
 compiled code instead of compiling it for 10-25 s. numba's cache sits in the ``__pycache__``
 folders next to the modules and is used where numba finds it valid: the same numba, the
 same CPU, and the same sources (:func:`psvm.jit.psvm_sources_stamp`); elsewhere numba
-compiles at first use as before. An editable install also gets its modules' bytecode (pip
-writes it for a regular one): with ``PYTHONDONTWRITEBYTECODE`` set, as on CI machines, each
-process would otherwise compile them from source, about 0.15 s of every rank's start.
-``PSVM_PRECOMPILE=0`` skips both (pip still builds in an environment with psvm-train's
-dependencies), and so does ``NUMBA_DISABLE_JIT``. A failure only prints a line, which pip
-shows with ``-v``; ``python -m psvm.precompile`` compiles later.
+compiles at first use as before. ``PSVM_PRECOMPILE=0`` skips it (pip still builds in an
+environment with psvm-train's dependencies), and so does ``NUMBA_DISABLE_JIT``. A failure only
+prints a line, which pip shows with ``-v``; ``python -m psvm.precompile`` compiles later.
 """
 
-import compileall
 import contextlib
 import os
 import signal
@@ -32,8 +28,6 @@ class BuildPy(build_py):
             return
         editable = getattr(self, "editable_mode", False)
         root = os.path.dirname(os.path.abspath(__file__)) if editable else self.build_lib
-        if editable:
-            compileall.compile_dir(os.path.join(root, "psvm"), quiet=1)
         # a process of its own: not a rank of a job whose launcher ran pip (srun pip ...)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_"))}
         if not editable:  # the cache goes into the wheel, next to the modules

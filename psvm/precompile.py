@@ -6,12 +6,14 @@ It trains and predicts small synthetic problems of every kind, in two processes 
 each): each compiled function is typed on the same argument types as a user's run, and the
 compiled code does not depend on the number of ranks, so the cache serves ``mpiexec -n P`` too.
 Run it again after a numba upgrade, or as each user when numba cannot write next to psvm's
-modules (it then caches under the user's home, or where ``NUMBA_CACHE_DIR`` says).
+modules (it then caches under the user's home, or where ``NUMBA_CACHE_DIR`` says). It also
+writes the modules' bytecode where it can.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import hashlib
 import io
@@ -239,15 +241,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with contextlib.suppress(OSError):
         MANIFEST.unlink(missing_ok=True)
-    fresh = not cache_digests() and "NUMBA_CACHE_DIR" not in os.environ
+    fresh = next(ROOT.rglob("*.nb[ic]"), None) is None and "NUMBA_CACHE_DIR" not in os.environ
     try:
         seconds = precompile(args.v)
     except subprocess.CalledProcessError as e:
         print(f"psvm: precompiling failed: {e}", file=sys.stderr)
         return 1
-    if fresh and cache_digests():  # (none: numba cached elsewhere)
+    # and the modules' bytecode, which pip writes for a regular install but not for an editable
+    # one: under PYTHONDONTWRITEBYTECODE (CI machines) every rank compiled them at its start
+    compileall.compile_dir(str(ROOT), quiet=2)
+    written = manifest() if fresh else None
+    if written and written["files"]:  # (none: numba cached elsewhere)
         with contextlib.suppress(OSError):
-            MANIFEST.write_text(json.dumps(manifest(), indent=0))
+            MANIFEST.write_text(json.dumps(written, indent=0))
     print(f"psvm: compiled in {seconds:.1f}s (numba's disk cache)", file=sys.stderr)
     return 0
 
