@@ -90,6 +90,25 @@ def run_cli(module: str, args: list, n: int | None, timeout: float = 300, cwd=No
     )
 
 
+def run_cli_batch(folder, n: int, runs: list[list]) -> list[dict]:
+    """``runs`` (each ``["train" or "predict", *args]``) in order, in one ``mpiexec -n n``
+    launch (``tests/mpi/run_cli_batch.py``): a launch costs each rank its imports, about 2 s
+    on two cores. Fails unless every run returns 0 on every rank; the runs' results."""
+    import json
+
+    from tests._helpers import run_mpi
+
+    argv = folder / f"argv-{n}.json"
+    argv.write_text(json.dumps([[str(a) for a in run] for run in runs]))
+    out = folder / f"results-{n}.json"
+    r = run_mpi("run_cli_batch.py", [out, "--argv", argv], n, timeout=600)
+    assert r.returncode == 0 and out.exists(), r.stderr[-3000:]
+    results = json.loads(out.read_text())
+    for res in results:
+        assert res["codes"] == [0] * n, res
+    return results
+
+
 def assert_models_equal(a, b, rtol: float = 1e-9) -> None:
     """Two SVCModels are the same classifier: same SVs, coefficients and rho."""
     assert list(a.classes) == list(b.classes)

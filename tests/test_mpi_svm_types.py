@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests._helpers import run_mpi
-from tests._svm import run_cli, write_head
+from tests._svm import run_cli, run_cli_batch, write_head
 
 TRAIN = "psvm.cli.train"
 
@@ -24,25 +24,42 @@ def test_estimators_same_bits_for_every_p(shared_data):
         assert _fits(shared_data, n) == one, n
 
 
-@pytest.mark.parametrize("svm_type", ["1", "2", "3", "4"])
-def test_cli_model_files_same_bits_for_every_p(shared_data, tmp_path, svm_type):
-    src = shared_data / ("heart_scale.xz" if svm_type == "1" else "abalone_scale.xz")
-    # the regressors on the whole file: its cuts and reconstructions sum over an SVR shard's
-    # variables, whose rank order is not their global order
-    data = write_head(src, tmp_path / "train", None if svm_type in "34" else 500)
-    tiny = write_head(src, tmp_path / "tiny", 3 if svm_type != "1" else 270)
+def test_cli_model_files_same_bits_for_every_p(shared_data, tmp_path):
+    """psvm-train's model file of nu-SVC, one-class, epsilon-SVR and nu-SVR: the same for
+    P = 1, 2 and 3, and with more ranks than rows (P = 5). The runs of one P share a launch."""
+    heart, abalone = shared_data / "heart_scale.xz", shared_data / "abalone_scale.xz"
+    data = {  # the regressors on the whole file: their cuts and reconstructions sum over an
+        # SVR shard's variables, whose rank order is not their global order
+        "1": write_head(heart, tmp_path / "heart"),
+        "2": write_head(abalone, tmp_path / "abalone-500", 500),
+        "3": write_head(abalone, tmp_path / "abalone"),
+    }
+    data["4"] = data["3"]
+    tiny = {"1": data["1"], "2": write_head(abalone, tmp_path / "abalone-3", 3)}
+    tiny["3"] = tiny["4"] = tiny["2"]
+    runs = {1: [], 2: [], 3: [], 5: []}  # P -> (svm_type, training file)
+    for t in data:
+        runs[1] += [(t, data[t])] + ([(t, tiny[t])] if tiny[t] != data[t] else [])
+        runs[2].append((t, data[t]))
+        runs[3].append((t, data[t]))
+        runs[5].append((t, tiny[t]))
     files = {}
-    for n, path in ((1, data), (2, data), (3, data), (1, tiny), (5, tiny)):
-        model = tmp_path / f"{n}-{path.rsplit('/', 1)[-1]}.model"
-        r = run_cli(TRAIN, ["-s", svm_type, "-n", "0.2", "-q", "-g", "0.5", path, model], n)
-        assert r.returncode == 0, r.stderr[-3000:]
-        files[n, path] = model.read_bytes()
-    assert files[2, data] == files[1, data] and files[3, data] == files[1, data]
-    assert files[5, tiny] == files[1, tiny]  # more ranks than rows
-    kind = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")[int(svm_type)]
-    assert files[1, data].startswith(b"svm_type " + kind.encode())
-    classes = b"\nlabel " in files[1, data] and b"\nnr_sv " in files[1, data]
-    assert classes == (svm_type == "1")
+    for n, pairs in runs.items():
+        batch = []
+        for t, path in pairs:
+            files[t, n, path] = tmp_path / f"{t}-{n}-{path.rsplit('/', 1)[-1]}.model"
+            batch.append(
+                ["train", "-s", t, "-n", "0.2", "-q", "-g", "0.5", path, files[t, n, path]]
+            )
+        run_cli_batch(tmp_path, n, batch)
+    files = {k: v.read_bytes() for k, v in files.items()}
+    for t in data:
+        one = files[t, 1, data[t]]
+        assert files[t, 2, data[t]] == one and files[t, 3, data[t]] == one, t
+        assert files[t, 5, tiny[t]] == files[t, 1, tiny[t]], t  # more ranks than rows
+        kind = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")[int(t)]
+        assert one.startswith(b"svm_type " + kind.encode()), t
+        assert (b"\nlabel " in one and b"\nnr_sv " in one) == (t == "1"), t
 
 
 def test_cli_parameter_errors_on_every_rank(shared_data, tmp_path):

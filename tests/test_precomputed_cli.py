@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from psvm._params import KERNELS
 from psvm.io.model_file import read_model
 from psvm.kernels import kernel_matrix
-from tests._svm import load_head, run_cli, write_head
+from tests._svm import load_head, run_cli, run_cli_batch, write_head
 
 TRAIN, PREDICT = "psvm.cli.train", "psvm.cli.predict"
 GAMMA = 0.2
@@ -64,11 +64,24 @@ def _predict(args, n=None):
 def test_same_model_as_the_explicit_kernel_for_every_p(heart, tmp_path, kernel, svm_type):
     t = str(KERNELS[kernel])
     explicit = tmp_path / "explicit.model"
-    _train(["-s", svm_type, "-t", t, "-g", GAMMA, heart["train"], explicit])
-    files = {}
-    for n in (1, 2, 3):
-        files[n] = tmp_path / f"pre{n}.model"
-        _train(["-s", svm_type, "-t", "4", heart[kernel, "train"], files[n]], n)
+    files = {n: tmp_path / f"pre{n}.model" for n in (1, 2, 3)}
+    outs = {name: tmp_path / name for name in ("explicit", "pre1", "pre3")}
+    train = ["train", "-q", "-s", svm_type]
+    runs = {  # P -> its runs, one launch each (pre3 predicts with the P = 1 model)
+        1: [
+            [*train, "-t", t, "-g", GAMMA, heart["train"], explicit],
+            [*train, "-t", "4", heart[kernel, "train"], files[1]],
+            ["predict", heart["test"], explicit, outs["explicit"]],
+            ["predict", heart[kernel, "test"], files[1], outs["pre1"]],
+        ],
+        2: [[*train, "-t", "4", heart[kernel, "train"], files[2]]],
+        3: [
+            [*train, "-t", "4", heart[kernel, "train"], files[3]],
+            ["predict", heart[kernel, "test"], files[1], outs["pre3"]],
+        ],
+    }
+    for n, batch in runs.items():
+        run_cli_batch(tmp_path, n, batch)
     assert files[2].read_bytes() == files[1].read_bytes() == files[3].read_bytes()
     a, b = read_model(explicit), read_model(files[1])
     assert b.kernel == "precomputed" and "kernel_type precomputed" in files[1].read_text()
@@ -77,14 +90,7 @@ def test_same_model_as_the_explicit_kernel_for_every_p(heart, tmp_path, kernel, 
     X, _ = load_head(heart["train"])
     support = b.serials() - 1  # the SVs' rows, by serial number
     assert (sp.csr_matrix(X)[support] != a.support_vectors[:, : X.shape[1]]).nnz == 0
-    outs = {}
-    for name, test, model, n in (
-        ("explicit", heart["test"], explicit, 1),
-        ("pre1", heart[kernel, "test"], files[1], 1),
-        ("pre3", heart[kernel, "test"], files[1], 3),
-    ):
-        _predict([test, model, tmp_path / name], n)
-        outs[name] = (tmp_path / name).read_bytes()
+    outs = {name: path.read_bytes() for name, path in outs.items()}
     assert outs["pre1"] == outs["explicit"] == outs["pre3"]
 
 
