@@ -48,8 +48,8 @@ def test_guard_of_one_process_lets_every_error_through(error):
 
 
 def test_sigint_watch_defers_and_raises_once():
-    # Python's own handler, as in a fresh process (a handler of another's is left alone, so
-    # a test run that left one would make this test vacuous); the run's handler after
+    # Python's own handler first, as in a fresh process: the watch leaves any other handler
+    # alone, so one that an earlier test left would fail this test; the run's handler after
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         _defers_and_raises_once()
