@@ -90,10 +90,12 @@ def run_cli(module: str, args: list, n: int | None, timeout: float = 300, cwd=No
     )
 
 
-def run_cli_batch(folder, n: int, runs: list[list]) -> list[dict]:
+def launch_cli_batch(
+    folder, n: int, runs: list[list], timeout: float = 600, env: dict | None = None
+) -> list[dict]:
     """``runs`` (each ``["train" or "predict", *args]``) in order, in one ``mpiexec -n n``
     launch (``tests/mpi/run_cli_batch.py``): a launch costs each rank its imports, about 2 s
-    on two cores. Fails unless every run returns 0 on every rank; the runs' results."""
+    on two cores. Each run's result: every rank's return code and rank 0's stderr."""
     import json
 
     from tests._helpers import run_mpi
@@ -101,9 +103,16 @@ def run_cli_batch(folder, n: int, runs: list[list]) -> list[dict]:
     argv = folder / f"argv-{n}.json"
     argv.write_text(json.dumps([[str(a) for a in run] for run in runs]))
     out = folder / f"results-{n}.json"
-    r = run_mpi("run_cli_batch.py", [out, "--argv", argv], n, timeout=600)
+    r = run_mpi("run_cli_batch.py", [out, argv], n, timeout=timeout, env=env)
     assert r.returncode == 0 and out.exists(), r.stderr[-3000:]
     results = json.loads(out.read_text())
+    assert len(results) == len(runs)
+    return results
+
+
+def run_cli_batch(folder, n: int, runs: list[list]) -> list[dict]:
+    """:func:`launch_cli_batch`, which fails unless every run returns 0 on every rank."""
+    results = launch_cli_batch(folder, n, runs)
     for res in results:
         assert res["codes"] == [0] * n, res
     return results

@@ -7,14 +7,12 @@ for P = 1 and 2; a handful run as separate ``mpiexec -n 2 psvm-train`` jobs so
 that exit codes and stderr are the real ones.
 """
 
-import json
 import random
 
 import pytest
 
-from tests._helpers import run_mpi
 from tests._hostile import first_bad_line, mutated_file
-from tests._svm import run_cli
+from tests._svm import launch_cli_batch, run_cli
 
 TRAIN = "psvm.cli.train"
 # Two classes, rows spread so that both ranks of P = 2 own lines.
@@ -59,17 +57,9 @@ def _check_outcome(case, content, ok: bool, message: str):
 @pytest.mark.parametrize("n", [1, 2])
 def test_mutated_files_in_one_launch(tmp_path, n):
     cases = _cases(tmp_path)
-    out = tmp_path / "results.json"
-    r = run_mpi(
-        "run_cli_batch.py",
-        [out, *(c for c, _ in cases)],
-        n,
-        timeout=120,
-        env={"PSVM_CACHE_DIR": str(tmp_path / "cache")},
-    )
-    assert r.returncode == 0 and out.exists(), r.stderr[-3000:]
-    results = json.loads(out.read_text())
-    assert len(results) == len(cases)
+    runs = [["train", "-q", case / "data.txt", case / "data.model"] for case, _ in cases]
+    env = {"PSVM_CACHE_DIR": str(tmp_path / "cache")}
+    results = launch_cli_batch(tmp_path, n, runs, timeout=120, env=env)
     n_bad = 0
     for (case, content), res in zip(cases, results, strict=True):
         assert len(set(res["codes"])) == 1, res  # every rank returns the same code

@@ -141,6 +141,7 @@ def test_a_full_trace_thins_itself_and_the_budget_grows_after_a_call_that_used_i
     for (budget, used, *_), (next_budget, *_) in itertools.pairwise(calls):
         assert next_budget == (2 * budget if used == budget else budget)
 
+
 def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):
     """The gradient update keeps each row's sets from its last bids (only the step's two rows
     are bid anew), so whenever the loop returns, its bids must be those a full pass gives:
