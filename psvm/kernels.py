@@ -247,27 +247,12 @@ def column_csr(
     return out
 
 
-@njit(cache=True, nogil=True)
-def columns_csr(
-    x_indptr, x_indices, x_data, x_sq, xrows, indptr, indices, data, sq_norms, rows,
-    kernel_id, gamma, coef0, degree, work, out,
-):  # fmt: skip
-    """out[q] = :func:`column_csr` of the x row ``xrows[q]``: a few columns in one call."""
-    for q in range(xrows.size):
-        r = xrows[q]
-        _csr_dots(
-            x_indices, x_data, x_indptr[r], x_indptr[r + 1], x_sq[r], indptr, indices, data,
-            sq_norms, rows, kernel_id, gamma, coef0, degree, work, out[q],
-        )  # fmt: skip
-    return out
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _csr_dots(
     x_idx, x_val, lo, hi, x_sq, indptr, indices, data, sq_norms, rows,
     kernel_id, gamma, coef0, degree, work, out,
 ):  # fmt: skip
-    """:func:`column_csr` of x = (x_idx, x_val)[lo:hi]."""
+    """:func:`column_csr` of x = (x_idx, x_val)[lo:hi] (:func:`epoch_sums` too)."""
     for p in range(lo, hi):
         work[x_idx[p]] = x_val[p]
     for q in range(rows.size):
@@ -510,9 +495,9 @@ def epoch_sums(
     kernel_id, gamma, coef0, degree, work, out,
 ):  # fmt: skip
     """out[q] = sum_s coef[s, e] K(f_s, x_r) for r = ``xrows[q]`` and e = ``epochs[q]``, over
-    the rows s of F = (indptr, indices, data) with coef[s, e] != 0: each r as
-    :func:`columns_csr`, :func:`from_pre_flat` and :func:`lane_sums` give it for the rows
-    of one epoch (the same values, added in the same order), in one call for all epochs."""
+    the rows s of F = (indptr, indices, data) with coef[s, e] != 0: each r's values as
+    :func:`column_csr` and :func:`from_pre_flat` give them, added as :func:`lane_sums`
+    adds them, in one call for all epochs."""
     n_f = indptr.size - 1
     moved = np.empty(n_f, dtype=np.int64)
     c = np.empty(n_f)

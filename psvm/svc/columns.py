@@ -23,18 +23,15 @@ from psvm.kernels import (
     column_csr,
     column_dense,
     column_table,
-    columns_csr,
     csc_cost,
     csr_arrays,
     epoch_sums,
     feature_major,
-    from_pre,
     from_pre_flat,
     from_table,
     is_integral,
     kernel_diag,
     kernel_sums,
-    lane_sums,
     rbf_table,
     row_sq_norms,
     take_rows,
@@ -284,44 +281,26 @@ class LocalKernel:
         )
         return out[: rows.size]
 
-    def sums(
-        self, F: tuple, coef: np.ndarray, rows: np.ndarray, f_sq: np.ndarray | None = None
-    ) -> np.ndarray:
-        """sum_s coef[s] K(f_s, x_r) for each r in ``rows``, added in a fixed order.
+    def sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """sum_s coef[s] K(f_s, x_r) for each r in ``rows``, added in a fixed order; no
+        coef[s] is zero (the callers' F holds the variables that moved).
 
-        ``F`` is a CSR triple (:func:`~psvm.kernels.csr_arrays`). A few rows take
-        one column each over F's rows (the row's x against F as the shard: no
-        feature-major copy of F to build); many rows go through
-        :func:`psvm.kernels.kernel_sums`. Both add the same kernel values in the
-        same order.
+        ``F`` is a CSR triple (:func:`~psvm.kernels.csr_arrays`). A few rows go through
+        :meth:`epoch_sums` (each row's x against F as the shard: no feature-major copy of F
+        to build), many through :func:`psvm.kernels.kernel_sums`. Both add the same kernel
+        values in the same order (:meth:`epoch_sums` skips zero terms, which would shift
+        the others' lanes).
         """
-        fi, fx, fd = F
         if self.kid == PRECOMPUTED:  # F's rows read at the serial numbers of ``rows``
             return gram_sums(F, coef, self.sq[rows].astype(np.int64))
-        if f_sq is None:
-            f_sq = row_sq_norms(fi, fd, np.empty(fi.size - 1))
         coef = np.ascontiguousarray(coef, dtype=np.float64)
-        if rows.size > _FEW_ROWS:
-            return kernel_sums(
-                fi,
-                fx,
-                fd,
-                f_sq,
-                coef,
-                self.indptr,
-                self.indices,
-                self.data,
-                self.sq,
-                rows,
-                self.kparams,
-                self.integral,
-            )
-        all_f = np.arange(fi.size - 1, dtype=np.int64)
-        K = np.empty((rows.size, fi.size - 1))
-        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if rows.size <= _FEW_ROWS:
+            rows = np.ascontiguousarray(rows, dtype=np.int64)
+            return self.epoch_sums(F, coef[:, None], rows, np.zeros(rows.size, dtype=np.int64))
+        fi, fx, fd = F
+        f_sq = row_sq_norms(fi, fd, np.empty(fi.size - 1))
         x = (self.indptr, self.indices, self.data, self.sq)
-        columns_csr(*x, rows, fi, fx, fd, f_sq, all_f, *self.kparams, self.work, K)
-        return lane_sums(from_pre(self.kid, K), coef)
+        return kernel_sums(fi, fx, fd, f_sq, coef, *x, rows, self.kparams, self.integral)
 
     def epoch_sums(self, F: tuple, coef: np.ndarray, rows: np.ndarray, epochs: np.ndarray):
         """For each q: :meth:`sums` of ``rows[q]`` over F's rows with a non-zero
