@@ -168,7 +168,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
     event = BUDGET
-    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET]:
+    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
         event, r_i, r_j = select(
@@ -196,7 +196,7 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
     event = BUDGET
-    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET]:
+    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
         event, i, j = select_serial(
@@ -220,7 +220,7 @@ def run_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timer
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
     event = BUDGET
-    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET]:
+    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET] and counts[C_TRACE] < trace[0].size:
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
         event, r_p, r_n = select_nu(
@@ -340,34 +340,12 @@ def _stop_test(gap, cache, ctl_i, ctl_f, out, counts, trace, ts):
 
 @inner(_nrt=False)
 def _record(trace, counts, ctl_i, misses, gap, ts):
-    """One trace sample: iteration, gap, local active rows, cache misses, clock. A full
-    trace thins itself (:func:`thin`) instead of returning to Python."""
+    """One trace sample: iteration, gap, local active rows, cache misses, clock."""
     k = counts[C_TRACE]
-    if k == trace[0].size:
-        k = thin(trace, k, ctl_i, trace[0].size // 2)
     trace[0][k], trace[1][k], trace[2][k] = ctl_i[N_ITER], gap, ctl_i[N_ACTIVE]
     trace[3][k], trace[4][k] = misses, now(ctl_i[CLOCK_FN], ts)
     counts[C_TRACE] = k + 1
     ctl_i[LAST_TRACE] = ctl_i[N_ITER]
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def thin(trace, k, ctl_i, limit):
-    """Double the trace's stride (``TRACE_EVERY``) until at most ``limit`` of its ``k``
-    samples are on it, keeping those in place; returns how many. Every rank samples the
-    same iterations, so every rank keeps the same ones."""
-    it = trace[0]
-    while k > limit:
-        stride = 2 * ctl_i[TRACE_EVERY]
-        ctl_i[TRACE_EVERY] = stride
-        n = 0
-        for q in range(k):
-            if it[q] % stride == 0:
-                trace[0][n], trace[1][n], trace[2][n] = it[q], trace[1][q], trace[2][q]
-                trace[3][n], trace[4][n] = trace[3][q], trace[4][q]
-                n += 1
-        k = n
-    return k
 
 
 @inner(_nrt=False)

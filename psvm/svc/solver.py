@@ -77,6 +77,7 @@ def first_budget(n: int) -> int:
 
 
 TRACE_TYPES = (np.int64, float, np.int64, np.int64, float)  # of TRACES' samples
+_NO_TRACE = tuple(np.empty(0, dtype=t) for t in TRACE_TYPES)
 
 
 class Solver:
@@ -221,8 +222,9 @@ class Solver:
         self.counts = np.zeros(E.N_COUNTS, dtype=np.int64)
         self.timers = np.zeros(E.N_TIMERS)
         self._ts = np.zeros(2, dtype=np.int64)
-        # the solve's trace samples: the engine thins them when full (:func:`engine.thin`)
+        # the engine's trace samples, across calls until full (then :meth:`_flush_trace`)
         self.trace = tuple(np.empty(2 * TRACE_POINTS, dtype=t) for t in TRACE_TYPES)
+        self._trace = _NO_TRACE
         self._ran_out = self._slow = False  # the last engine call's: ran out of its budget, slow
 
     # -- the window --------------------------------------------------------
@@ -388,6 +390,7 @@ class Solver:
                         break
                 elif event == E.MPI_ERROR:
                     raise RuntimeError("MPI_Allgather failed in the solver loop")
+        self._flush_trace()
         return self._result(status, gap)
 
     def _run(self) -> int:
@@ -420,8 +423,12 @@ class Solver:
             self._ts,
         )
         compile_first_on_one_rank(self.comm, engine, args)
+        entry = int(ci[E.N_ITER])
         event = engine(*args)
-        self._ran_out = event == E.BUDGET  # the same iteration on every rank
+        if self.counts[E.C_TRACE] == self.trace[0].size:  # full (else the next call appends)
+            self._flush_trace()
+        # out of its budget, not stopped by a full trace (the same iteration on every rank)
+        self._ran_out = event == E.BUDGET and ci[E.N_ITER] - entry >= ci[E.ITER_BUDGET]
         self._slow = time.perf_counter() - t0 >= CALL_SECONDS / 2
         return event
 
@@ -447,21 +454,36 @@ class Solver:
                 f"  elapsed {self._last_progress - self._t_start:.1f}s"
             )
 
-    def _samples(self) -> list[np.ndarray]:
-        """The solve's trace samples, thinned to at most :data:`TRACE_POINTS`; the clock
-        from the solve's start."""
-        k = E.thin(self.trace, int(self.counts[E.C_TRACE]), self.ctl_i, TRACE_POINTS)
-        *samples, clock = (a[:k] for a in self.trace)
-        return [*samples, clock - self._t_start]
+    def _flush_trace(self) -> None:
+        """Move the engine's trace samples into the solve's trace. Past :data:`TRACE_POINTS`
+        samples the stride doubles and the samples off it go: the trace's size is bounded
+        whatever the iteration count, and every rank thins at the same iterations."""
+        k = int(self.counts[E.C_TRACE])
+        if not k:
+            return
+        it, gap, active, misses, clock = (a[:k] for a in self.trace)
+        new = (it, gap, active, misses, clock - self._t_start)
+        if self._trace[0].size:
+            self._trace = [
+                np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)
+            ]
+        else:  # the solve's first samples (copies: the engine's arrays are reused)
+            self._trace = [it.copy(), gap.copy(), active.copy(), misses.copy(), new[-1]]
+        self.counts[E.C_TRACE] = 0
+        stride = int(self.ctl_i[E.TRACE_EVERY])
+        while self._trace[0].size > TRACE_POINTS:
+            stride *= 2
+            keep = self._trace[0] % stride == 0
+            self._trace = [v[keep] for v in self._trace]
+        self.ctl_i[E.TRACE_EVERY] = stride
 
     def _result(self, status: int, gap: float) -> BinaryResult:
         """Statistics, rho and the objective at the end of the loop."""
         n_iter = int(self.ctl_i[E.N_ITER])
         traces = [self.stats.traces[name] for name in TRACES]
-        samples = self._samples()
-        for trace, v in zip(traces, samples, strict=True):
+        for trace, v in zip(traces, self._trace, strict=True):
             trace.extend(v.tolist())
-        if not samples[0].size or samples[0][-1] != n_iter:  # the final state, always
+        if not self._trace[0].size or self._trace[0][-1] != n_iter:  # the final state, always
             seconds = time.perf_counter() - self._t_start
             final = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
             for trace, x in zip(traces, final, strict=True):
