@@ -67,7 +67,7 @@ from psvm.svc.packets import (
     pair_step,
 )
 from psvm.svc.packets import winner as winner_rank
-from psvm.svc.select import best, best_of_sign, bids, second_order, second_order_nu
+from psvm.svc.select import best, best_of_sign, bids, second_order_inlined, second_order_nu
 from psvm.svc.update import two_variable_step, update_gradient
 
 # events: why :func:`run` returned
@@ -448,7 +448,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     if ctl_i[FIRST_ORDER] != 0:
         p_j = recv1[r_j, size : 2 * size]
     else:  # r_j becomes the rank of round 2's winner
-        key, q = second_order(low, QD, col_i, out[M_OUT], p_i[DIAG], obj)
+        key, q = second_order_inlined(low, QD, col_i, out[M_OUT], p_i[DIAG], obj)
         pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
@@ -520,7 +520,7 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] == 0:
-        _, j = second_order(low, QD, col_i, out[M_OUT], QD[i], obj)
+        _, j = second_order_inlined(low, QD, col_i, out[M_OUT], QD[i], obj)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         if j < 0:
             out[GAP_OUT] = 0.0

@@ -126,6 +126,13 @@ def argmax_first(a, sign):
     return _first_max(a, sign, bm, bb, min(bb + BLOCK, a.size))
 
 
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def argmax_first_inlined(a, sign):
+    """:func:`argmax_first` with a small window's scalar pass inlined into the caller: a call
+    passes each array as seven words on the stack, a sizeable share of a 10-row iteration."""
+    return _scan_first(a, sign) if a.size <= SUB else argmax_first(a, sign)
+
+
 @inner(_nrt=False)
 def best(up, low, with_j):
     """(m, i, -M, j) from the bids; an index is -1 when its set is empty. ``argmax`` takes
@@ -133,9 +140,9 @@ def best(up, low, with_j):
     selection reads only -M of I_low) j is 0 when I_low is not empty: no position search."""
     if up.size == 0:
         return -np.inf, -1, -np.inf, -1
-    i = argmax_first(up, 1.0)
+    i = argmax_first_inlined(up, 1.0)
     if with_j:
-        j = argmax_first(low, 1.0)
+        j = argmax_first_inlined(low, 1.0)
         minus_M = low[j]
     else:
         j, minus_M = 0, _block_max(low, 1.0)
@@ -218,6 +225,15 @@ def second_order(low, QD, K_i, m, QD_i, obj):
             if b > bm:
                 bm, bb, be = b, lo, hi
     return _lowest(obj, bm, bb, be)
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def second_order_inlined(low, QD, K_i, m, QD_i, obj):
+    """:func:`second_order` with a small window's scalar pass inlined into the caller (see
+    :func:`argmax_first_inlined`)."""
+    if low.size <= SUB:
+        return _second_order_scan(low, QD, K_i, m, QD_i, max(K_i.size, 1))
+    return second_order(low, QD, K_i, m, QD_i, obj)
 
 
 @njit(cache=True, nogil=True, _nrt=False, inline="always")
