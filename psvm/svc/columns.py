@@ -45,7 +45,7 @@ _NONE = {
     for t in (np.float64, np.float32, np.int8, np.int16, np.int32, np.int64)
     for d in (1, 2)
 }
-_FEW_ROWS = 32  # up to this many rows, :meth:`LocalKernel.sums` goes column by column
+_FEW_ROWS = 32  # up to this many rows, :meth:`LocalKernel.sums` goes through epoch_sums
 DENSE_BYTES = 32 * 2**20  # a dense copy up to 8x the CSR arrays is kept when this small
 
 

@@ -66,8 +66,8 @@ RELAYOUT = 0.75  # cut the window to the active rows when they are this share of
 PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
-# the engine's trace buffer: a full one ends the engine call (iris poly's 62,000 iterations, a
-# sample every 5, filled a 1,000-sample buffer 12 times, each return and flush 50-100 µs)
+# the engine's trace buffer: a full one ends the engine call, and a return with its flush costs
+# 50-100 µs (iris poly's binary pair, a sample every 5 iterations: 3 returns with 1,000, 1 now)
 TRACE_BUFFER = 8 * TRACE_POINTS
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 FIRST_CALL_ROWS = 10**7  # the first engine call's iterations times the variables, about

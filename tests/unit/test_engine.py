@@ -138,7 +138,6 @@ def test_the_budget_grows_only_after_a_call_that_used_it(monkeypatch):
         assert next_budget == (2 * budget if used >= budget else budget)
 
 
-
 def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):
     """The gradient update keeps each row's sets from its last bids (only the step's two rows
     are bid anew), so whenever the loop returns, its bids must be those a full pass gives:
