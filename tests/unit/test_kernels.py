@@ -213,7 +213,7 @@ def test_weighted_sums_equal_column_sums(data, name):
     want = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + (
         (lanes[4] + lanes[5]) + (lanes[6] + lanes[7])
     )
-    for few in (0, 100):  # kernel_sums, then column by column
+    for few in (0, 100):  # kernel_sums, then epoch_sums
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr("psvm.svc.columns._FEW_ROWS", few)
             np.testing.assert_array_equal(K.sums(csr_arrays(F), coef, rows), want)
@@ -261,7 +261,7 @@ def test_epoch_sums_are_the_sums_of_each_epoch(data, name, integers):
     got = K.epoch_sums(F, coef, rows, epochs)
     for e in range(2):
         moved = np.flatnonzero(coef[:, e])
-        for few in (0, 100):  # kernel_sums, then column by column
+        for few in (0, 100):  # kernel_sums, then epoch_sums
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr("psvm.svc.columns._FEW_ROWS", few)
                 want = K.sums(take_rows(*F, moved), coef[moved, e], rows[epochs == e])
