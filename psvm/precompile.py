@@ -142,7 +142,7 @@ def _helpers() -> None:
     """Compiled helpers that the jobs do not reach, called directly: the estimators' dense-input
     conversion and gamma='scale''s row sums (setup.py's build environment has no
     scikit-learn: the first fit compiled them for 2 s), and few-row kernel sums (a rank's few
-    rows at a nu or one-class start; the jobs reach the same compiled code, this is a safety net)."""
+    rows at a nu or one-class start; the jobs reach the same code: a safety net)."""
     import scipy.sparse as sp
 
     from psvm.kernels import RBF, csr_arrays

@@ -113,7 +113,7 @@ def agree_on_training_set(
     digested = not sharded and comm.size > 1
     mine = _rank_input(X, y, sample_weight, sparse, classes, labelled, digested)
     ranks = comm.allgather_obj(mine) if comm.size > 1 else [mine]
-    if not sharded:
+    if not sharded and len(ranks) > 1:
         same_everywhere(ranks)
     given = classes is not None
     if given:
@@ -160,7 +160,7 @@ def _rank_input(X, y, sample_weight, sparse, classes, labelled, digested) -> Ran
         labels=labels,
         counts=counts,
         positive=positive,
-        max_row_nnz=int(np.diff(X.indptr).max(initial=0)),
+        max_row_nnz=int((X.indptr[1:] - X.indptr[:-1]).max(initial=0)),
         digest=digest,
         classes=classes,
     )

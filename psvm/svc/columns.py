@@ -52,7 +52,7 @@ DENSE_BYTES = 32 * 2**20  # a dense copy up to 8x the CSR arrays is kept when th
 def fits_float32(data: np.ndarray) -> bool:
     """Whether every value is exactly a float32 (then a float32 copy loses nothing)."""
     with np.errstate(over="ignore"):
-        return bool(np.array_equal(data.astype(np.float32), data))
+        return bool((data.astype(np.float32) == data).all())
 
 
 @njit(cache=True, nogil=True)

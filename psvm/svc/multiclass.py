@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cache, partial
@@ -136,7 +137,7 @@ def check_finite(res: BinaryResult, where: str) -> None:
 
     gap, rho and the objective are agreed values, so every rank raises alike.
     """
-    if not all(np.isfinite(v) for v in (res.gap, res.rho, res.objective)):
+    if not all(math.isfinite(v) for v in (res.gap, res.rho, res.objective)):
         raise TrainingError(
             f"the solver's values are not finite {where} "
             f"(gap m - M {res.gap:g}, rho {res.rho:g}, objective {res.objective:g}): the kernel "
@@ -317,7 +318,7 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
             sq_max = comm.max_(float(sq.max(initial=0.0)))
 
     def rows_of(a: int, b: int):
-        rows = np.flatnonzero(((cls == a) | (cls == b)) & (C_row > 0))
+        rows = (((cls == a) | (cls == b)) & (C_row > 0)).nonzero()[0]
         first = cls[rows] == a
         every = rows.size == cls.size  # (two classes: the shard itself, not a copy)
         problem = BinaryProblem(
@@ -343,10 +344,10 @@ def _gathered_model(comm, shard, cfg, classes, X, cls, is_sv, coef, rho, meta):
     """The model on every rank: the support vectors gathered in global row order and
     grouped by class, and their global row indices (collective)."""
     k = len(classes)
-    local = np.flatnonzero(is_sv)
+    local = is_sv.nonzero()[0]
     sv_cls = comm.allgatherv(cls[local])
     sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)
-    sv_coef = np.stack([comm.allgatherv(row[local]) for row in coef]) if k > 1 else coef
+    sv_coef = comm.allgatherv(coef[:, local].T.ravel()).reshape(-1, k - 1)  # a row per SV
     order = np.argsort(sv_cls, kind="stable")
     sv_rows = take_rows(*gather_csr(comm, *take_rows(*csr_arrays(X), local)), order)
     model = SVCModel(
@@ -358,7 +359,7 @@ def _gathered_model(comm, shard, cfg, classes, X, cls, is_sv, coef, rho, meta):
         classes=np.asarray(classes),
         n_support=np.bincount(sv_cls, minlength=k).astype(np.int64),
         support_vectors=csr_of(*sv_rows, (order.size, shard.n_features)),
-        dual_coef=sv_coef[:, order],
+        dual_coef=np.ascontiguousarray(sv_coef[order].T),
         rho=np.array(rho),
         n_features=shard.n_features,
         meta=meta,

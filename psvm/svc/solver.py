@@ -474,9 +474,11 @@ class Solver:
             self._trace = [it.copy(), gap.copy(), active.copy(), misses.copy(), new[-1]]
         self.counts[E.C_TRACE] = 0
         stride = int(self.ctl_i[E.TRACE_EVERY])
-        while self._trace[0].size > TRACE_POINTS:
-            stride *= 2
-            keep = self._trace[0] % stride == 0
+        if self._trace[0].size > TRACE_POINTS:  # samples sit on the stride's multiples
+            q, low = self._trace[0] // stride, 0  # (bits: cheaper than a modulo per stride)
+            while np.count_nonzero((q & low) == 0) > TRACE_POINTS:
+                stride, low = 2 * stride, 2 * low + 1
+            keep = (q & low) == 0
             self._trace = [v[keep] for v in self._trace]
         self.ctl_i[E.TRACE_EVERY] = stride
 
