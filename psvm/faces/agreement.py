@@ -186,7 +186,7 @@ def label_counts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (a quarter of np.unique's cost on iris)."""
     if y.dtype.kind in "iu" and y.size and y.min() >= 0 and y.max() <= 4 * y.size + 1024:
         counts = np.bincount(y)
-        labels = np.flatnonzero(counts)
+        labels = counts.nonzero()[0]
         return labels.astype(y.dtype), counts[labels]
     return np.unique(y, return_counts=True)
 

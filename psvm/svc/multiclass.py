@@ -317,8 +317,10 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
         if cfg.kernel == "rbf" and comm.min_(int(integral)):
             sq_max = comm.max_(float(sq.max(initial=0.0)))
 
+    bounded = C_row > 0  # rows of zero weight are left out
+
     def rows_of(a: int, b: int):
-        rows = (((cls == a) | (cls == b)) & (C_row > 0)).nonzero()[0]
+        rows = (((cls == a) | (cls == b)) & bounded).nonzero()[0]
         first = cls[rows] == a
         every = rows.size == cls.size  # (two classes: the shard itself, not a copy)
         problem = BinaryProblem(
