@@ -53,12 +53,20 @@ def _minus_ones(shape) -> np.ndarray:
     return a
 
 
+_NO_POSITIONS = np.zeros(0, dtype=np.int64)  # (the engine never writes to it)
+
+
 def new_cache(
-    width: int, n_slots: int, memory: np.ndarray | None = None, limit: int | None = None
+    width: int,
+    n_slots: int,
+    memory: np.ndarray | None = None,
+    limit: int | None = None,
+    missing: np.ndarray = _NO_POSITIONS,
 ) -> tuple:
     """An empty cache of up to ``n_slots`` columns of ``width``, ``limit`` of them at first
     (default: :data:`START_BYTES`' worth); its pool is the start of ``memory`` when that is
-    long enough (pages already touched), else new."""
+    long enough (pages already touched), else new. ``missing``: the positions that columns
+    carried from the previous window lack."""
     size = _table_size(n_slots)
     meta = np.zeros(N_META, dtype=np.int64)
     meta[HEAD] = meta[TAIL] = -1
@@ -76,7 +84,7 @@ def new_cache(
         links[2],  # next (towards the least recent)
         _minus_ones(size),  # table: hash -> slot
         np.zeros(n_slots, dtype=np.bool_),  # complete
-        np.zeros(0, dtype=np.int64),  # missing positions of incomplete columns
+        missing,  # the positions incomplete columns lack
         meta,
     )
 
@@ -311,8 +319,7 @@ class ColumnCache:
         o = old[META]
         limit = o[LIMIT] * max(o[WIDTH], 1) // max(pos.size, 1)  # the same memory
         slots = _slots(self.budget, pos.size, self.n_global)
-        new = new_cache(pos.size, slots, self._memory[1], limit)
-        new = new[:MISSING] + (np.flatnonzero(pos < 0),) + new[MISSING + 1 :]
+        new = new_cache(pos.size, slots, self._memory[1], limit, (pos < 0).nonzero()[0])
         meta = new[META]
         meta[HITS], meta[MISSES], meta[GHEAD] = o[HITS], o[MISSES], o[GHEAD]
         self.arrays = _with_old(new, old, pos) + old[GHOST_KEYS:]
