@@ -49,9 +49,9 @@ def canonical_csr(X) -> sp.csr_matrix:
 
 
 def csr_of(indptr, indices, data, shape: tuple[int, int]) -> sp.csr_matrix:
-    """scipy's CSR over valid CSR arrays that psvm made (not copied), 32-bit indices where
-    they fit: the matrix scipy makes of 64-bit ones, which it checks value by value before it
-    converts them.
+    """scipy's CSR over valid CSR arrays that psvm made (kept, not copied), 32-bit indices
+    where they fit: the matrix scipy makes of 64-bit ones, which it checks value by value
+    before it converts them.
 
     With 32-bit indices and float64 data the matrix is assembled from a template of scipy's
     own (:func:`_bare_csr`): scipy's constructor costs 85-110 µs each in an iris fit, which
@@ -59,7 +59,8 @@ def csr_of(indptr, indices, data, shape: tuple[int, int]) -> sp.csr_matrix:
     if max(shape, default=0) < 2**31 and (indptr.size == 0 or indptr[-1] < 2**31):
         indptr, indices = indptr.astype(np.int32, copy=False), indices.astype(np.int32, copy=False)
         if _BARE_CSR and data.dtype == np.float64 and indptr.size == shape[0] + 1:
-            if indptr[-1] == indices.size == data.size and not indptr[0]:
+            ends = indptr[-1] == indices.size == data.size and not indptr[0]
+            if ends and indices.ndim == data.ndim == 1:
                 return _bare_csr(indptr, indices, data, shape)
     return sp.csr_matrix((data, indices, indptr), shape=shape)
 
@@ -69,8 +70,9 @@ def _bare_csr(indptr, indices, data, shape: tuple[int, int]) -> sp.csr_matrix:
     and float64 and valid, without its checks: the attributes of a matrix scipy built, with
     these arrays and shape."""
     X = sp.csr_matrix.__new__(sp.csr_matrix)
+    X.__dict__.update(_CSR_TEMPLATE)  # scipy's attributes in scipy's order (pickles alike)
     shape = (int(shape[0]), int(shape[1]))
-    X.__dict__.update(_CSR_TEMPLATE, _shape=shape, indptr=indptr, indices=indices, data=data)
+    X.__dict__.update(_shape=shape, indptr=indptr, indices=indices, data=data)
     return X
 
 
@@ -83,7 +85,7 @@ def _bare_csr_matches() -> bool:
     want, got = vars(built), vars(bare)
     return (
         set(want) == {"_shape", "maxprint", "indptr", "indices", "data"}
-        and set(got) == set(want)
+        and list(got) == list(want)
         and all(type(got[k]) is type(want[k]) for k in want)
         and got["_shape"] == want["_shape"]
         and all(got[k] is args[i] for i, k in enumerate(("data", "indices", "indptr")))
@@ -91,8 +93,8 @@ def _bare_csr_matches() -> bool:
     )
 
 
-_ARRAYS = ("_shape", "indptr", "indices", "data")  # the rest of scipy's attributes: a template
-_CSR_TEMPLATE = {k: v for k, v in vars(sp.csr_matrix((0, 0))).items() if k not in _ARRAYS}
+_EMPTY = np.zeros(0), np.zeros(0, np.int32), np.zeros(1, np.int32)
+_CSR_TEMPLATE = dict(vars(sp.csr_matrix(_EMPTY, shape=(0, 0))))  # as the constructor leaves it
 _BARE_CSR = _bare_csr_matches()
 
 

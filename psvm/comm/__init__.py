@@ -140,8 +140,8 @@ class Comm:
         """The correctly rounded sum of every rank's ``terms`` (``math.fsum``): the same bits
         whatever the number of ranks and the split. For the sums that feed a model (gamma
         'scale', rho, the objective); an Allreduce adds in an order that depends on P."""
-        terms = np.asarray(terms, dtype=np.float64)
-        gathered = terms if self._c is None else self.allgatherv(np.ascontiguousarray(terms))
+        terms = np.ascontiguousarray(terms, dtype=np.float64)  # (a scalar: one term)
+        gathered = terms if self._c is None else self.allgatherv(terms)
         return math.fsum(gathered.tolist())  # (floats: faster than numpy scalars)
 
     def allgatherv(self, local: np.ndarray) -> np.ndarray:

@@ -361,7 +361,7 @@ def _gathered_model(comm, shard, cfg, classes, X, cls, is_sv, coef, rho, meta):
         classes=np.asarray(classes),
         n_support=np.bincount(sv_cls, minlength=k).astype(np.int64),
         support_vectors=csr_of(*sv_rows, (order.size, shard.n_features)),
-        dual_coef=np.ascontiguousarray(sv_coef[order].T),
+        dual_coef=sv_coef[order].T,
         rho=np.array(rho),
         n_features=shard.n_features,
         meta=meta,

@@ -474,7 +474,7 @@ class Solver:
             self._trace = [it.copy(), gap.copy(), active.copy(), misses.copy(), new[-1]]
         self.counts[E.C_TRACE] = 0
         stride = int(self.ctl_i[E.TRACE_EVERY])
-        if self._trace[0].size > TRACE_POINTS:  # samples sit on the stride's multiples
+        if self._trace[0].size > TRACE_POINTS:  # samples sit on the stride's multiples only
             q, low = self._trace[0] // stride, 0  # (bits: cheaper than a modulo per stride)
             while np.count_nonzero((q & low) == 0) > TRACE_POINTS:
                 stride, low = 2 * stride, 2 * low + 1
