@@ -153,9 +153,20 @@ def _as_float64(typingctx, bits):
     return types.float64(types.int64), codegen
 
 
+@intrinsic
+def _bits_of(typingctx, x):
+    """The IEEE bits of the float64 ``x``, as an int64."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.int64(types.float64), codegen
+
+
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01  # ln 2 in two parts: k * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10
+_BIAS = 4503599627371519.0  # 2**52 + 1023: k + _BIAS holds k + 1023 in its low bits
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -171,7 +182,7 @@ def exp(x):
     """
     tiny = x < -708.0
     x = min(max(x, -708.0), 709.0)
-    k = math.floor(x * _LOG2E + 0.5)
+    k = np.floor(x * _LOG2E + 0.5)  # a float: math.floor's int64 is scalar code on AVX2
     r = (x - k * _LN2_HI) - k * _LN2_LO
     p = 1.0 / 6227020800.0
     p = p * r + 1.0 / 479001600.0
@@ -187,7 +198,7 @@ def exp(x):
     p = p * r + 0.5
     p = p * r + 1.0
     p = p * r + 1.0
-    return 0.0 if tiny else p * _as_float64((np.int64(k) + 1023) << 52)
+    return 0.0 if tiny else p * _as_float64(_bits_of(k + _BIAS) << 52)
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})

@@ -124,6 +124,23 @@ def test_column_paths_are_bitwise_equal(data, name, float32):
             assert csc_cost(x[0], wide.colptr) == sum(np.diff(wide.colptr)[x[0]])
 
 
+def test_exp_is_within_an_ulp_and_the_same_in_every_lane():
+    """psvm's exp (rbf's from_pre) against numpy's: within 1 ulp on [-708, 709], 0 below;
+    each value's bits the same at any offset in the buffer (vectorised body or scalar
+    remainder), so that a kernel value does not depend on where it is computed."""
+    x = np.concatenate([np.linspace(-760.0, 709.0, 200_003), [-708.0, -707.9, 0.0, -0.0, 1e-300]])
+    got = pk.from_pre_flat(pk.RBF, x.copy())
+    inside = x >= -708.0
+    ref = np.exp(x[inside])
+    assert np.all(np.abs(got[inside] - ref) <= np.spacing(ref))
+    assert np.all(got[~inside] == 0.0)
+    for offset in (1, 3):
+        shifted = pk.from_pre_flat(pk.RBF, x[offset:].copy())
+        assert np.array_equal(shifted.view(np.int64), got[offset:].view(np.int64))
+    one_by_one = [pk.from_pre_flat(pk.RBF, x[i : i + 1].copy())[0] for i in range(0, x.size, 997)]
+    assert np.array_equal(np.array(one_by_one).view(np.int64), got[::997].view(np.int64))
+
+
 def test_rbf_table_gives_exp_bits(data, monkeypatch):
     """Rows of integers (0/1 features, counts) take rbf's exp from a table of the few values
     -gamma * n it sees: columns, reconstruction sums and decision values (their dot products
