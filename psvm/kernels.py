@@ -428,15 +428,17 @@ def column_table(x_idx, x_val, x_sq, XT8, sq_norms, rows, table, acc, dots, out)
     nothing)."""
     n = dots.size
     every = rows.size == n
-    b = np.int64(x_sq)
+    b = np.int32(x_sq)
     for b0 in range(0, n, DENSE_BLOCK):
         m = min(DENSE_BLOCK, n - b0)
         d = acc[:m]
         int_dots(d, XT8, x_idx, x_val, x_idx.size, b0)
         o = out[b0 : b0 + m] if every else dots[b0 : b0 + m]
         sq = sq_norms[b0 : b0 + m]
-        for t in range(m):
-            o[t] = table[b + np.int64(np.int32(sq[t])) - 2 * np.int64(d[t])]
+        for t in range(m):  # the table's positions n < table.size <= 4096, in int16: vector code
+            d[t] = np.int16(b + np.int32(sq[t]) - 2 * np.int32(d[t]))
+        for t in range(m):  # then the look-ups alone (one loop of both was scalar: 20% slower)
+            o[t] = table[d[t]]
     if not every:
         for q in range(rows.size):
             out[q] = dots[rows[q]]
