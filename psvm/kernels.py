@@ -728,10 +728,9 @@ _NO_FT, _NO_FT8, _NO_N = np.zeros((0, 0)), np.zeros((0, 0), dtype=np.int8), np.z
 
 @njit(cache=True, nogil=True, inline="always")
 def _table_row(r, indptr, indices, data, sq, fmap, FT8, f_n, at, acc, ks, vs):
-    """Row r's rbf values against F's chunk when every value is an integer (a ``table``,
-    :func:`_sums_table`): the dot products in int16 over the chunk's int8 copy ``FT8``,
-    then at[s] = n = |f_s|^2 + |x_r|^2 - 2 x_r.f_s (``f_n``: the |f_s|^2), the value's
-    position in the table.
+    """Where row r's rbf values against F's chunk sit in the ``table`` when every value is
+    an integer (:func:`_sums_table`): the dot products in int16 over the chunk's int8 copy
+    ``FT8``, then at[s] = n = |f_s|^2 + |x_r|^2 - 2 x_r.f_s (``f_n``: the |f_s|^2).
 
     Exact: the table's norms are below 2048, so |values| < 46 and every partial sum
     |x.f| < 2048. The dot products, hence n and the values, are those of :func:`_block_row`
