@@ -747,7 +747,8 @@ def _table_row(r, indptr, indices, data, sq, fmap, FT8, f_n, at, acc, ks, vs):
 def _table_lane_sums(at, table, coef, lanes):
     """:func:`_weighted_row_sums` of one row whose values are table[at[s]]: the same terms in
     the same lanes, read from the table as they are added (no row of values written and read
-    back: a9a's reconstruction sums 2.1-2.4 -> 1.2-1.7 ns a value)."""
+    back: a9a's reconstruction sums 2.1-2.4 -> 1.2-1.7 ns a value). Keep it in step with
+    :func:`_weighted_row_sums` (the table tests compare the two paths' bits)."""
     n = at.size
     n8 = n - n % LANES
     a0, a1, a2, a3 = lanes[0], lanes[1], lanes[2], lanes[3]

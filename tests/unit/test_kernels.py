@@ -1,6 +1,7 @@
 """Each numba kernel against scikit-learn's pairwise kernels."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -125,15 +126,19 @@ def test_column_paths_are_bitwise_equal(data, name, float32):
 
 
 def test_exp_is_within_an_ulp_and_the_same_in_every_lane():
-    """psvm's exp (rbf's from_pre) against numpy's: within 1 ulp on [-708, 709], 0 below;
-    each value's bits the same at any offset in the buffer (vectorised body or scalar
-    remainder), so that a kernel value does not depend on where it is computed."""
+    """psvm's exp (rbf's from_pre) against libm's (math.exp: numpy's may differ by an ulp on
+    other CPUs): within 1 ulp on [-708, 709], 0 below, exp(709) above, NaN for NaN; each
+    value's bits the same at any offset in the buffer (vectorised body or scalar remainder),
+    so that a kernel value does not depend on where it is computed."""
     x = np.concatenate([np.linspace(-760.0, 709.0, 200_003), [-708.0, -707.9, 0.0, -0.0, 1e-300]])
     got = pk.from_pre_flat(pk.RBF, x.copy())
     inside = x >= -708.0
-    ref = np.exp(x[inside])
+    ref = np.array([math.exp(v) for v in x[inside]])
     assert np.all(np.abs(got[inside] - ref) <= np.spacing(ref))
     assert np.all(got[~inside] == 0.0)
+    edges = pk.from_pre_flat(pk.RBF, np.array([np.inf, 1e300, 710.0, -np.inf, -1e300, np.nan]))
+    assert np.all(edges[:3] == got[x == 709.0][0]) and np.all(edges[3:5] == 0.0)
+    assert np.isnan(edges[5])
     for offset in (1, 3):
         shifted = pk.from_pre_flat(pk.RBF, x[offset:].copy())
         assert np.array_equal(shifted.view(np.int64), got[offset:].view(np.int64))
