@@ -360,9 +360,20 @@ def column_dense(
     n = dots.size
     every = rows.size == n  # sorted, so every row in order: sums go straight into ``out``
     acc = out if every else dots
+    dense_rows(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, acc, 0, n)
+    if not every:
+        for q in range(rows.size):
+            out[q] = acc[rows[q]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def dense_rows(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, acc, lo, hi):
+    """:func:`column_dense`'s pre-kernel values of rows lo..hi-1 into ``acc`` (lo a multiple
+    of :data:`DENSE_BLOCK`): a function of its own, which a thread calls on its range."""
     nf = x_idx.size
-    for b0 in range(0, n, DENSE_BLOCK):
-        d = acc[b0 : min(b0 + DENSE_BLOCK, n)]
+    for b0 in range(lo, hi, DENSE_BLOCK):
+        d = acc[b0 : min(b0 + DENSE_BLOCK, hi)]
         m = d.size
         for t in range(m):  # a loop: no slice-assignment checks to compile
             d[t] = 0.0
@@ -382,15 +393,9 @@ def column_dense(
             v = x_val[q]
             for t in range(m):
                 d[t] += xf[t] * v
-        if every:
-            sq = sq_norms[b0 : b0 + d.size]
-            for t in range(d.size):
-                d[t] = pre_kernel(kernel_id, d[t], x_sq, sq[t], gamma, coef0, degree)
-    if not every:
-        for q in range(rows.size):
-            r = rows[q]
-            out[q] = pre_kernel(kernel_id, dots[r], x_sq, sq_norms[r], gamma, coef0, degree)
-    return out
+        sq = sq_norms[b0 : b0 + m]
+        for t in range(m):
+            d[t] = pre_kernel(kernel_id, d[t], x_sq, sq[t], gamma, coef0, degree)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -428,20 +433,66 @@ def column_table(x_idx, x_val, x_sq, XT8, sq_norms, rows, table, acc, dots, out)
     nothing)."""
     n = dots.size
     every = rows.size == n
+    o = out if every else dots
+    table_rows(x_idx, x_val, x_sq, XT8, sq_norms, table, acc, o, 0, n)
+    if not every:
+        for q in range(rows.size):
+            out[q] = dots[rows[q]]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def table_rows(x_idx, x_val, x_sq, XT8, sq_norms, table, acc, out, lo, hi):
+    """:func:`column_table`'s values of rows lo..hi-1 into ``out`` (lo a multiple of
+    :data:`DENSE_BLOCK`; ``acc``: int16 scratch of a block), as :func:`dense_rows`."""
     b = np.int32(x_sq)
-    for b0 in range(0, n, DENSE_BLOCK):
-        m = min(DENSE_BLOCK, n - b0)
+    for b0 in range(lo, hi, DENSE_BLOCK):
+        m = min(DENSE_BLOCK, hi - b0)
         d = acc[:m]
         int_dots(d, XT8, x_idx, x_val, x_idx.size, b0)
-        o = out[b0 : b0 + m] if every else dots[b0 : b0 + m]
+        o = out[b0 : b0 + m]
         sq = sq_norms[b0 : b0 + m]
         for t in range(m):  # the table's positions n < table.size <= 4096, in int16: vector code
             d[t] = np.int16(b + np.int32(sq[t]) - 2 * np.int32(d[t]))
         for t in range(m):  # then the look-ups alone (one loop of both was scalar: 20% slower)
             o[t] = table[d[t]]
-    if not every:
-        for q in range(rows.size):
-            out[q] = dots[rows[q]]
+
+
+# -- a whole column in threads: each thread its range of blocks, by the serial functions
+# -- above (written inline in a prange body, the loops lost their vector code: 2.5-3x slower)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _part(n, p, parts):
+    """Rows lo..hi-1 of part p of ``parts``: whole blocks, as even as they can be."""
+    blocks = (n + DENSE_BLOCK - 1) // DENSE_BLOCK
+    lo = blocks * p // parts * DENSE_BLOCK
+    return lo, min(n, blocks * (p + 1) // parts * DENSE_BLOCK)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def dense_column_threads(
+    x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, out, parts,
+):  # fmt: skip
+    """:func:`column_dense` of every row, then :func:`from_pre_flat`, in ``parts`` threads:
+    the same values (a row's arithmetic does not depend on its block or thread)."""
+    n = out.size
+    for p in prange(parts):
+        lo, hi = _part(n, p, parts)
+        dense_rows(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, out, lo, hi)
+        from_pre_flat(kernel_id, out[lo:hi])
+    return out
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def table_column_threads(x_idx, x_val, x_sq, XT8, sq_norms, table, acc, out, parts):
+    """:func:`column_table` of every row in ``parts`` threads (``acc``: int16 scratch of
+    ``parts`` blocks)."""
+    n = out.size
+    for p in prange(parts):
+        lo, hi = _part(n, p, parts)
+        scratch = acc[p * DENSE_BLOCK : (p + 1) * DENSE_BLOCK]
+        table_rows(x_idx, x_val, x_sq, XT8, sq_norms, table, scratch, out, lo, hi)
     return out
 
 

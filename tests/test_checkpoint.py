@@ -115,7 +115,7 @@ def test_seconds_trigger_and_counters(tmp_path, a9a):
         [
             "-q",
             "-c",
-            "8",  # a longer solve (6,800 iterations): int8 columns make C = 1's take 0.2 s
+            "64",  # a longer solve (45,000 iterations, 0.8 s; C = 8's took 0.2 s on a Xeon)
             "--checkpoint",
             ckpt,
             "--checkpoint-seconds",
