@@ -165,3 +165,28 @@ def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):
     psvm.SVR(C=100.0, epsilon=5.0, heuristic="earliest").fit(Xd, yd)
     assert clf.fit_stats_["counts"]["n_relayout"] > 0
     assert len(checked) > 10 and all(checked)
+
+
+def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
+    """A stall in a timed iteration counts TIMED_EVERY times: the four sampled timers are cut,
+    in proportion, to the time the engine calls took."""
+    from psvm.svc import solver
+
+    timers = np.zeros(engine.N_TIMERS)
+    timers[[engine.T_SELECT, engine.T_KERNEL]] = 0.001, 0.003
+    plain = solver.sampled_seconds(timers, 640, 10, 1.0)  # 64 iterations a timed one
+    assert plain["select"] == pytest.approx(0.064) and plain["kernel"] == pytest.approx(0.192)
+    cut = solver.sampled_seconds(timers, 640, 10, 0.1)
+    assert sum(cut.values()) == pytest.approx(0.1)
+    assert cut["kernel"] == pytest.approx(3 * cut["select"]) and cut["comm"] == 0.0
+
+    def stalled(*args):
+        event = real(*args)
+        args[11][engine.T_KERNEL] += 1.0  # a second's stall in a timed iteration
+        return event
+
+    real = engine.run_serial
+    monkeypatch.setattr(engine, "run_serial", stalled)
+    X, y = load_iris(return_X_y=True)
+    seconds = psvm.SVC().fit(X[y > 0], y[y > 0]).fit_stats_["seconds_max"]
+    assert 0 < seconds["kernel"] <= seconds["train"] < 1.0
