@@ -6,9 +6,9 @@ int8 copy with its exp table, against scikit-learn.
 For each data set (full training file), the same columns K(x_r, all rows) are
 computed by psvm's numba paths and by ``sklearn.metrics.pairwise.rbf_kernel``
 (the reference, one column at a time as an SMO solver asks for them). One
-process, one thread, except the "2t" columns: the dense and int8 paths split into numba's
-threads (``dense_column_threads``, ``table_column_threads``; the count is in the header), as
-a one-process fit takes a large column. The psvm paths must agree bitwise; the script
+process, one thread, except the "Nt" columns: the dense and int8 paths split into numba's N
+threads (``dense_column_threads``, ``table_column_threads``), as a one-process fit takes a
+large column. The psvm paths must agree bitwise; the script
 checks it. The int8 path (``column_table``) serves data whose values are integers within an
 exp table (0/1 features: a9a, w8a); "-" elsewhere.
 """
@@ -52,10 +52,10 @@ def main(argv=None) -> None:
     p.add_argument("--data", default="a9a,w8a,ijcnn1")
     p.add_argument("--columns", type=int, default=200)
     a = p.parse_args(argv)
-    print(f"# one thread; '2t': {numba.get_num_threads()} threads")
+    t = f"{numba.get_num_threads()}t"
     print(
         f"{'data':8s} {'rows':>6s} {'nnz/row':>7s} {'CSR us':>8s} {'CSC us':>8s} "
-        f"{'dense us':>8s} {'int8 us':>8s} {'dense 2t':>8s} {'int8 2t':>8s} "
+        f"{'dense us':>8s} {'int8 us':>8s} {'dense ' + t:>8s} {'int8 ' + t:>8s} "
         f"{'sklearn us':>10s} {'best/sklearn':>12s}"
     )
     for name in a.data.split(","):

@@ -369,8 +369,9 @@ def column_dense(
 
 @njit(cache=True, nogil=True)
 def dense_rows(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, acc, lo, hi):
-    """:func:`column_dense`'s pre-kernel values of rows lo..hi-1 into ``acc`` (lo a multiple
-    of :data:`DENSE_BLOCK`): a function of its own, which a thread calls on its range."""
+    """:func:`column_dense`'s pre-kernel values of rows lo..hi-1 into ``acc``: a function of
+    its own, which a thread calls on its range (lo a multiple of :data:`DENSE_BLOCK` keeps
+    the blocks aligned; the values do not depend on it)."""
     nf = x_idx.size
     for b0 in range(lo, hi, DENSE_BLOCK):
         d = acc[b0 : min(b0 + DENSE_BLOCK, hi)]
@@ -443,8 +444,8 @@ def column_table(x_idx, x_val, x_sq, XT8, sq_norms, rows, table, acc, dots, out)
 
 @njit(cache=True, nogil=True)
 def table_rows(x_idx, x_val, x_sq, XT8, sq_norms, table, acc, out, lo, hi):
-    """:func:`column_table`'s values of rows lo..hi-1 into ``out`` (lo a multiple of
-    :data:`DENSE_BLOCK`; ``acc``: int16 scratch of a block), as :func:`dense_rows`."""
+    """:func:`column_table`'s values of rows lo..hi-1 into ``out`` (``acc``: int16 scratch of
+    a block), as :func:`dense_rows`."""
     b = np.int32(x_sq)
     for b0 in range(lo, hi, DENSE_BLOCK):
         m = min(DENSE_BLOCK, hi - b0)
@@ -474,9 +475,10 @@ def _part(n, p, parts):
 def dense_column_threads(
     x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, out, parts,
 ):  # fmt: skip
-    """:func:`column_dense` of every row, then :func:`from_pre_flat`, in ``parts`` threads:
-    the same values (a row's arithmetic does not depend on its block or thread)."""
-    n = out.size
+    """:func:`column_dense` of every row into out[:n], then :func:`from_pre_flat`, in ``parts``
+    ranges run by numba's threads: the same values (a row's arithmetic does not depend on its
+    block or thread). ``out`` may be longer than the n rows (a cache's part column)."""
+    n = sq_norms.size
     for p in prange(parts):
         lo, hi = _part(n, p, parts)
         dense_rows(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, out, lo, hi)
@@ -486,9 +488,9 @@ def dense_column_threads(
 
 @njit(cache=True, nogil=True, parallel=True)
 def table_column_threads(x_idx, x_val, x_sq, XT8, sq_norms, table, acc, out, parts):
-    """:func:`column_table` of every row in ``parts`` threads (``acc``: int16 scratch of
-    ``parts`` blocks)."""
-    n = out.size
+    """:func:`column_table` of every row into out[:n] in ``parts`` ranges run by numba's
+    threads (``acc``: int16 scratch of ``parts`` blocks)."""
+    n = sq_norms.size
     for p in prange(parts):
         lo, hi = _part(n, p, parts)
         scratch = acc[p * DENSE_BLOCK : (p + 1) * DENSE_BLOCK]

@@ -63,14 +63,13 @@ def fits_float32(data: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _parts(work, threads, every, n, scratch):
-    """Threads for a dense column of ``work`` (:func:`kernel_column`'s units): one for part
-    of a column (the rows that rejoined the window) or too little work for two; each gets
-    whole blocks of rows (and one of the ``scratch`` blocks)."""
+def _parts(work, threads, every, n):
+    """Ranges of a dense column of ``work`` (:func:`kernel_column`'s units), one a thread:
+    one for part of a column (the rows that rejoined the window) or too little work for two;
+    each gets whole blocks of rows."""
     if threads < 2 or not every or work < 2 * THREAD_WORK:
         return 1
-    blocks = (n + DENSE_BLOCK - 1) // DENSE_BLOCK
-    return max(1, min(threads, work // THREAD_WORK, blocks, scratch // DENSE_BLOCK))
+    return min(threads, work // THREAD_WORK, (n + DENSE_BLOCK - 1) // DENSE_BLOCK)
 
 
 @njit(cache=True, nogil=True)
@@ -79,7 +78,8 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
 
     The column-major copies read only x's features (for all rows), CSR the
     non-zeros of ``rows``; estimated costs are in the same units. All paths
-    give the same bits.
+    give the same bits. A large full column runs in the rank's threads (``kp``'s last
+    entry), each on its range of rows.
     """
     indptr, indices, data, sq, row_nnz, XT, colptr, rowidx, cdata, work, dots, XT32 = ker[:12]
     table, XT8, acc16 = ker[12:]
@@ -95,19 +95,21 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
         dense = idx.size * n // (16 if XT8.size else 4)
     csc = csc_cost(idx, colptr) + n // 2 if has_csc else csr_work
     if dense < min(csc, csr_work):  # one dense copy: XT8 (integers), XT32 or XT (float64)
-        parts = _parts(dense + n, threads, rows.size == n, n, acc16.size if XT8.size else n)
+        parts = _parts(dense + n, threads, rows.size == n, n)
         if XT8.size:
+            parts = min(parts, acc16.size // DENSE_BLOCK)  # a scratch block a range
             if parts > 1:
                 table_column_threads(idx, val, x_sq, XT8, sq, table, acc16, out, parts)
             else:
                 column_table(idx, val, x_sq, XT8, sq, rows, table, acc16, dots, out)
             return
-        if parts > 1:  # (exp in the threads too)
-            k4 = (kid, gamma, coef0, degree)
+        if parts > 1:  # (from_pre_flat runs in the threads too)
             if XT32.size:
-                dense_column_threads(idx, val, x_sq, XT32, sq, *k4, out, parts)
+                dense_column_threads(
+                    idx, val, x_sq, XT32, sq, kid, gamma, coef0, degree, out, parts
+                )
             else:
-                dense_column_threads(idx, val, x_sq, XT, sq, *k4, out, parts)
+                dense_column_threads(idx, val, x_sq, XT, sq, kid, gamma, coef0, degree, out, parts)
             return
         if XT32.size:
             column_dense(idx, val, x_sq, XT32, sq, rows, kid, gamma, coef0, degree, dots, out)

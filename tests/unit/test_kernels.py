@@ -11,7 +11,7 @@ from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kerne
 import psvm.kernels as pk
 from psvm._params import KERNELS
 from psvm.kernels import column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums, take_rows
-from psvm.svc.columns import THREAD_WORK, LocalKernel, kernel_column
+from psvm.svc.columns import THREAD_WORK, LocalKernel, _parts, kernel_column
 from psvm.svc.packets import ROW, pack, pair_pre
 
 PARAMS = dict(gamma=0.3, coef0=0.7, degree=3)
@@ -222,23 +222,27 @@ def test_rows_of_integers_on_every_rank_need_no_csc_copy():
 )
 def test_columns_in_threads_have_the_bits_of_one_thread(name, values):
     """A large dense column runs in threads, each on whole blocks of rows: every value has
-    the bits of one thread's column, for any count of parts (an uneven last block too),
-    and a column of part of the rows (a window's rejoined rows) stays in one thread."""
+    the bits of one thread's column, for any count of parts (an uneven last block too), and
+    nothing is written past the window's rows (a cache's part column is longer); a column of
+    part of the rows (a window's rejoined rows) stays in one thread."""
     rng = np.random.default_rng(4)
     d = 12  # rows enough for kernel_column to take threads (an uneven last block)
-    n = (2 if values == "integers" else 1) * THREAD_WORK + 77
+    n = (3 if values == "integers" else 1) * THREAD_WORK + 77
     X = rng.normal(size=(n, d))
     if values != "float64":
         X = np.round(X * (1 if values == "integers" else 8)) / (1 if values == "integers" else 8)
     K = LocalKernel(sp.csr_matrix(X), kparams(name))
     assert K.XT.dtype == {"float64": np.float64, "float32": np.float32, "integers": np.int8}[values]
     arrays, params = K.engine_arrays()
+    arrays = (*arrays[:14], np.empty(3 * pk.DENSE_BLOCK, np.int16))  # scratch of three ranges
     rows, some = np.arange(n, dtype=np.int64), np.array([3, 1500, n - 1], dtype=np.int64)
     assert n % pk.DENSE_BLOCK
     one = (*params[:6], 1)
     many = (*params[:6], 3)
     for i in (0, 17, n - 1):
         x = row(sp.csr_matrix(X), i)
+        work = x[0].size * n // (16 if values == "integers" else 4) + n
+        assert _parts(work, 3, True, n) == 3  # kernel_column below takes three threads
         a, b = np.empty(n), np.empty(n)
         kernel_column(arrays, one, *x, K.sq[i], rows, a, 10**9)
         for parts in (2, 3, 4):  # the two paths, as kernel_column calls them with ``parts``
@@ -249,9 +253,10 @@ def test_columns_in_threads_have_the_bits_of_one_thread(name, values):
             else:
                 pk.dense_column_threads(*x, K.sq[i], K.XT, K.sq, *kparams(name), b, parts)
             assert np.array_equal(a.view(np.int64), b.view(np.int64))
-        b[:] = -7.0
-        kernel_column(arrays, many, *x, K.sq[i], rows, b, 10**9)
-        assert np.array_equal(a.view(np.int64), b.view(np.int64))
+        longer = np.full(n + 5000, -7.0)
+        kernel_column(arrays, many, *x, K.sq[i], rows, longer, 10**9)
+        assert np.array_equal(a.view(np.int64), longer[:n].view(np.int64))
+        assert (longer[n:] == -7.0).all()
         c = np.full(n, -7.0)
         kernel_column(arrays, many, *x, K.sq[i], some, c, 10**9)
         assert np.array_equal(c[:3], a[some]) and (c[3:] == -7.0).all()
