@@ -248,6 +248,7 @@ class LocalKernel:
 
     def engine_arrays(self) -> tuple[tuple, tuple]:
         """The arrays and parameters of :func:`psvm.svc.engine.kernel_column`."""
+        threads = numba.get_num_threads()  # of a large dense column (a scratch block each)
         XT = self.XT if self.XT is not None else _NONE[np.float64, 2]
         csc = self.colptr is not None
 
@@ -269,7 +270,7 @@ class LocalKernel:
             dense(np.float32),
             self.table,
             dense(np.int8),
-            np.empty(min(self.n, DENSE_BLOCK) * numba.get_num_threads(), np.int16)
+            np.empty(min(self.n, DENSE_BLOCK) * threads, np.int16)
             if XT.dtype == np.int8
             else _NONE[np.int16, 1],
         )
@@ -281,7 +282,7 @@ class LocalKernel:
             int(degree),
             self.XT is not None,
             self.colptr is not None,
-            numba.get_num_threads(),  # the threads of a large dense column
+            threads,
         )
         return arrays, params
 

@@ -71,6 +71,12 @@ TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thin
 TRACE_BUFFER = 8 * TRACE_POINTS
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 FIRST_CALL_ROWS = 10**7  # the first engine call's iterations times the variables, about
+ENGINE_TIMERS = (  # the engine's sampled phase timers, as the statistics name them
+    ("select", E.T_SELECT),
+    ("comm", E.T_COMM),
+    ("kernel", E.T_KERNEL),
+    ("update", E.T_UPDATE),
+)
 
 
 def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds: float) -> dict:
@@ -78,14 +84,8 @@ def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds:
     ``TIMED_EVERY``, scaled to all ``n_iter`` iterations. A stall of the machine in a timed
     iteration counts ``TIMED_EVERY`` times (a w8a fit once read 1.55 s of kernel in 0.89 s of
     training): their sum is then cut, in proportion, to the engine calls' own time."""
-    names = (
-        ("select", E.T_SELECT),
-        ("comm", E.T_COMM),
-        ("kernel", E.T_KERNEL),
-        ("update", E.T_UPDATE),
-    )
     scale = max(n_iter, 1) / max(timed, 1)
-    seconds = {name: float(timers[k]) * scale for name, k in names}
+    seconds = {name: float(timers[k]) * scale for name, k in ENGINE_TIMERS}
     total = sum(seconds.values())
     if total > engine_seconds:
         seconds = {name: v * engine_seconds / total for name, v in seconds.items()}
