@@ -89,9 +89,7 @@ def measure(name: str, n_cols: int) -> None:
         "csc": lambda r: from_pre(
             RBF, column_csc(*x(r), cp, ri, cd, sq, rows, *kp, dots, outs["csc"])
         ),
-        "dense": lambda r: from_pre(
-            RBF, column_dense(*x(r), XT, sq, rows, *kp, dots, outs["dense"])
-        ),
+        "dense": lambda r: column_dense(*x(r), XT, sq, rows, *kp, dots, outs["dense"]),
         "dense 2t": lambda r: dense_column_threads(*x(r), XT, sq, *kp, outs["dense 2t"], T),
     }
     table = rbf_table(ds.gamma, 4.0 * sq.max()) if is_integral(dx) else np.zeros(0)

@@ -103,7 +103,7 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
             else:
                 column_table(idx, val, x_sq, XT8, sq, rows, table, acc16, dots, out)
             return
-        if parts > 1:  # (from_pre_flat runs in the threads too)
+        if parts > 1:
             if XT32.size:
                 dense_column_threads(
                     idx, val, x_sq, XT32, sq, kid, gamma, coef0, degree, out, parts
@@ -111,11 +111,12 @@ def kernel_column(ker, kp, idx, val, x_sq, rows, out, csr_work):
             else:
                 dense_column_threads(idx, val, x_sq, XT, sq, kid, gamma, coef0, degree, out, parts)
             return
-        if XT32.size:
+        if XT32.size:  # (the dense paths end with the kernel values, from_pre_flat's)
             column_dense(idx, val, x_sq, XT32, sq, rows, kid, gamma, coef0, degree, dots, out)
         else:
             column_dense(idx, val, x_sq, XT, sq, rows, kid, gamma, coef0, degree, dots, out)
-    elif csc < csr_work:
+        return
+    if csc < csr_work:
         column_csc(
             idx, val, x_sq, colptr, rowidx, cdata, sq, rows, kid, gamma, coef0, degree, dots, out
         )
