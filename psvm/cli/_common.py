@@ -20,6 +20,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 SWITCH = "switch"  # table kinds besides int, float and str: see the module docstring
 WEIGHTS = "weights"
@@ -198,9 +199,18 @@ def warn_unknown_weights(comm, class_weight: dict, classes) -> None:
 
 
 def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> int:
-    """Run ``body`` under the exit protocol shared by every rank.
+    """Run ``body`` under the exit protocol shared by every rank (:func:`_protocol`).
 
-    Errors that every rank raises alike (bad options, parameters, input agreed
+    Without ``argv`` this is a console run: the process ends here, by :func:`_end_process`.
+    """
+    if argv is not None:
+        return _protocol(prog, usage, body, list(argv))
+    gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
+    _end_process(_protocol(prog, usage, body, sys.argv[1:]))
+
+
+def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
+    """Errors that every rank raises alike (bad options, parameters, input agreed
     through ``Comm.agree``) print once on rank 0 and exit 1 on every rank.
     Anything else is a bug or a failure on one rank: under ``mpiexec``,
     ``Comm.guard`` reports it once and ends the whole job, so that no rank waits
@@ -208,10 +218,7 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
     """
     from psvm.comm import world
 
-    comm, console = None, argv is None  # console: the process ends with this call
-    if console:  # numba's and scipy's imports allocate much and free little: collect rarely
-        gc.set_threshold(10_000, 50, 50)
-    argv = sys.argv[1:] if argv is None else list(argv)
+    comm = None
     try:
         comm = world()
         with comm.guard(prog):
@@ -236,9 +243,24 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
         if comm.rank == 0:
             print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
-    finally:
-        if console:  # the exit's last collection then skips these objects (0.1 s of CPU)
-            gc.freeze()
+
+
+def _end_process(code: int) -> NoReturn:
+    """End a console run with ``code``, skipping the interpreter's teardown.
+
+    Every file is closed by then (models and statistics are written atomically). Tearing
+    down numba's and LLVM's objects took 0.04 s of a 1.65 s ijcnn1 run at P = 2; the
+    streams are flushed and MPI finalised here, as the exit would have done.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can reach it
+            pass
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+    os._exit(code)
 
 
 def libsvm_class_order(labels):
