@@ -354,3 +354,26 @@ def test_unscaled_rbf_features_get_the_svm_scale_hint(tmp_path):
     assert "svm-scale" in r.stderr
     r = run_cli(TRAIN, ["-t", "0", data, tmp_path / "m"], None)  # linear: no hint
     assert r.returncode == 0 and "svm-scale" not in r.stderr, r.stderr
+
+
+def test_console_exit_flushes_and_keeps_the_code():
+    """A console run ends by ``os._exit`` (no interpreter teardown): what it printed, unflushed,
+    still reaches a pipe, and the exit code is the protocol's."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from mpi4py import MPI\n"
+        "from psvm.cli._common import run_main\n"
+        "def body(argv):\n"
+        "    print('out', argv, end='')\n"
+        "    sys.stderr.write('err')\n"
+        "    return 3\n"
+        "sys.argv = ['prog', '-x']\n"
+        "run_main('prog', 'usage', body, None)\n"
+        "print('not reached')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3
+    assert r.stdout == "out ['-x']" and r.stderr == "err"
