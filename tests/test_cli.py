@@ -357,7 +357,7 @@ def test_unscaled_rbf_features_get_the_svm_scale_hint(tmp_path):
 
 
 def test_console_exit_flushes_and_keeps_the_code():
-    """A console run ends by ``os._exit`` (no interpreter teardown): what it printed, unflushed,
+    """A console run ends by C's ``exit`` (no interpreter teardown): what it printed, unflushed,
     still reaches a pipe, and the exit code is the protocol's."""
     import subprocess
     import sys
