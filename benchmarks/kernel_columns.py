@@ -82,7 +82,7 @@ def measure(name: str, n_cols: int) -> None:
     def x(r):
         return ix[ip[r] : ip[r + 1]], dx[ip[r] : ip[r + 1]], sq[r]
 
-    paths = {  # each path as the solver runs it: numba, then numpy's exp
+    paths = {  # each path as the solver runs it (CSR and CSC: numba, then exp in from_pre)
         "csr": lambda r: from_pre(
             RBF, column_csr(*x(r), ip, ix, dx, sq, rows, *kp, work, outs["csr"])
         ),

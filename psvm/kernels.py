@@ -131,19 +131,17 @@ def pre_kernel(kernel_id, dot, sq_a, sq_b, gamma, coef0, degree):
 @njit(cache=True, nogil=True, inline="always")
 def pre_kernel_pass(kernel_id, d, x_sq, sq, gamma, coef0, degree):
     """d[t] = :func:`pre_kernel` of the dot product d[t] with a row of squared norm sq[t]. The
-    kernel is chosen once, outside the loops: chosen inside, it kept them from vector code
-    (ijcnn1's columns in L2: 0.5 ns a row of about 3.5)."""
-    if kernel_id == LINEAR:
-        return
+    kernel is chosen once, outside the loops (each loop's constant choice folds away): chosen
+    inside, it kept them from vector code (ijcnn1's columns in L2: 0.5 ns a row of about 3.5)."""
     if kernel_id == RBF:
         for t in range(d.size):
-            d[t] = -gamma * (x_sq + sq[t] - 2.0 * d[t])
+            d[t] = pre_kernel(RBF, d[t], x_sq, sq[t], gamma, coef0, degree)
     elif kernel_id == POLY:
         for t in range(d.size):
-            d[t] = _powi(gamma * d[t] + coef0, degree)
-    else:
+            d[t] = pre_kernel(POLY, d[t], x_sq, sq[t], gamma, coef0, degree)
+    elif kernel_id == SIGMOID:
         for t in range(d.size):
-            d[t] = gamma * d[t] + coef0
+            d[t] = pre_kernel(SIGMOID, d[t], x_sq, sq[t], gamma, coef0, degree)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -380,7 +378,9 @@ def column_dense(
     if rows.size == n:  # sorted, so every row in order: values go straight into ``out``
         dense_rows(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, out, 0, n)
         return out
-    dense_pre(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, dots, 0, n)
+    for b0 in range(0, n, DENSE_BLOCK):
+        d = dots[b0 : min(b0 + DENSE_BLOCK, n)]
+        _dense_block(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, d, b0)
     for q in range(rows.size):
         out[q] = dots[rows[q]]
     from_pre_flat(kernel_id, out[: rows.size])
@@ -394,37 +394,34 @@ def dense_rows(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree
     blocks aligned; the values do not depend on it). exp runs on each block while it is in
     L1."""
     for b0 in range(lo, hi, DENSE_BLOCK):
-        b1 = min(b0 + DENSE_BLOCK, hi)
-        dense_pre(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, acc, b0, b1)
-        from_pre_flat(kernel_id, acc[b0:b1])
+        d = acc[b0 : min(b0 + DENSE_BLOCK, hi)]
+        _dense_block(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, d, b0)
+        from_pre_flat(kernel_id, d)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def dense_pre(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, acc, lo, hi):
-    """:func:`dense_rows` before :func:`from_pre_flat`: the pre-kernel values."""
-    nf = x_idx.size
-    for b0 in range(lo, hi, DENSE_BLOCK):
-        d = acc[b0 : min(b0 + DENSE_BLOCK, hi)]
-        m = d.size
-        for t in range(m):  # a loop: no slice-assignment checks to compile
-            d[t] = 0.0
-        p = 0
-        while p + 4 <= nf:  # four features a pass: the same additions, a quarter of the trips
-            x0, x1 = XT[x_idx[p], b0 : b0 + m], XT[x_idx[p + 1], b0 : b0 + m]
-            x2, x3 = XT[x_idx[p + 2], b0 : b0 + m], XT[x_idx[p + 3], b0 : b0 + m]
-            v0, v1, v2, v3 = x_val[p], x_val[p + 1], x_val[p + 2], x_val[p + 3]
-            for t in range(m):
-                s = d[t] + x0[t] * v0
-                s = s + x1[t] * v1
-                s = s + x2[t] * v2
-                d[t] = s + x3[t] * v3
-            p += 4
-        for q in range(p, nf):
-            xf = XT[x_idx[q], b0 : b0 + m]
-            v = x_val[q]
-            for t in range(m):
-                d[t] += xf[t] * v
-        pre_kernel_pass(kernel_id, d, x_sq, sq_norms[b0 : b0 + m], gamma, coef0, degree)
+def _dense_block(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, d, b0):
+    """The pre-kernel values of the block of rows b0..b0 + d.size - 1 into ``d``."""
+    nf, m = x_idx.size, d.size
+    for t in range(m):  # a loop: no slice-assignment checks to compile
+        d[t] = 0.0
+    p = 0
+    while p + 4 <= nf:  # four features a pass: the same additions, a quarter of the trips
+        x0, x1 = XT[x_idx[p], b0 : b0 + m], XT[x_idx[p + 1], b0 : b0 + m]
+        x2, x3 = XT[x_idx[p + 2], b0 : b0 + m], XT[x_idx[p + 3], b0 : b0 + m]
+        v0, v1, v2, v3 = x_val[p], x_val[p + 1], x_val[p + 2], x_val[p + 3]
+        for t in range(m):
+            s = d[t] + x0[t] * v0
+            s = s + x1[t] * v1
+            s = s + x2[t] * v2
+            d[t] = s + x3[t] * v3
+        p += 4
+    for q in range(p, nf):
+        xf = XT[x_idx[q], b0 : b0 + m]
+        v = x_val[q]
+        for t in range(m):
+            d[t] += xf[t] * v
+    pre_kernel_pass(kernel_id, d, x_sq, sq_norms[b0 : b0 + m], gamma, coef0, degree)
 
 
 @njit(cache=True, nogil=True, inline="always")

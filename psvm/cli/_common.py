@@ -11,7 +11,6 @@ kind is ``int``, ``float`` or ``str`` (how the one value is parsed), or:
 
 from __future__ import annotations
 
-import ctypes
 import difflib
 import gc
 import json
@@ -21,7 +20,6 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NoReturn
 
 SWITCH = "switch"  # table kinds besides int, float and str: see the module docstring
 WEIGHTS = "weights"
@@ -202,16 +200,21 @@ def warn_unknown_weights(comm, class_weight: dict, classes) -> None:
 def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> int:
     """Run ``body`` under the exit protocol shared by every rank (:func:`_protocol`).
 
-    Without ``argv`` this is a console run: the process ends here, by :func:`_end_process`.
+    Without ``argv`` this is a console run: the process ends here, without the interpreter's
+    teardown (:func:`psvm.comm.process.end_process`).
     """
     if argv is not None:
         return _protocol(prog, usage, body, list(argv))
+    from psvm.comm.process import end_process
+
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
-    _end_process(_protocol(prog, usage, body, sys.argv[1:]))
+    end_process(_protocol(prog, usage, body, sys.argv[1:]))
 
 
 def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
-    """Errors that every rank raises alike (bad options, parameters, input agreed
+    """``body(argv)``'s exit code, or the code of its error, reported once.
+
+    Errors that every rank raises alike (bad options, parameters, input agreed
     through ``Comm.agree``) print once on rank 0 and exit 1 on every rank.
     Anything else is a bug or a failure on one rank: under ``mpiexec``,
     ``Comm.guard`` reports it once and ends the whole job, so that no rank waits
@@ -244,31 +247,6 @@ def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: lis
         if comm.rank == 0:
             print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
-
-
-def _end_process(code: int) -> NoReturn:
-    """End a console run with ``code``, without the interpreter's teardown.
-
-    Every file is closed by then (models and statistics are written atomically), and
-    tearing down numba's and LLVM's Python objects took 0.04 s of a 1.65 s ijcnn1 run at
-    P = 2. The streams are flushed and MPI finalised here; then C's ``exit`` runs the native
-    libraries' exit handlers. (``os._exit`` skips those too: MPICH's process manager then
-    killed a rank in 5 of 20 ``mpiexec -n 5`` runs of a four-row file.)
-    """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can reach it
-            pass
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        mpi.Finalize()
-    try:
-        libc = ctypes.CDLL(None)
-    except (OSError, TypeError):  # no C library to call (Windows): the interpreter's exit
-        sys.exit(code)
-    libc.exit(code)
-    sys.exit(code)  # (not reached)
 
 
 def libsvm_class_order(labels):

@@ -381,11 +381,8 @@ class Comm:
         if interrupted and control is not None and everyone_arrives(control, GRACE_SECONDS):
             # Ctrl-C reached every rank: one line, then all leave MPI cleanly, so that no rank
             # is killed and mpiexec exits with 130 (it ORs the ranks' wait statuses)
-            from mpi4py import MPI
-
             report(f"{prog}: interrupted" if self.rank == 0 else None)
-            MPI.Finalize()
-            os._exit(130)
+            process.end_process(130)
         if self.rank != 0:  # rank 0's one line and MPI_Abort end the job first if it fails too;
             # after Ctrl-C it may see the signal a while after this rank (a rank sees it when it
             # leaves a compiled call): two lines came out at P = 3 on two busy cores

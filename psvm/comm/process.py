@@ -23,6 +23,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 # Environment variables set by MPICH's hydra, PMIx launchers and Open MPI.
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
@@ -36,6 +37,39 @@ FORWARD_SECONDS = 0.2
 
 
 RANK_PID = "PSVM_MPI_RANK_PID"
+# the exit code of a process whose last output could not be written (CPython's own)
+UNWRITTEN = 120
+
+
+def end_process(code: int) -> NoReturn:
+    """End this process with ``code``, without the interpreter's teardown.
+
+    The caller has closed its files (psvm writes models and statistics atomically). Tearing
+    down numba's and LLVM's Python objects took 0.04 s of a 1.65 s ijcnn1 run at P = 2. The
+    streams are flushed and MPI finalised here, then C's ``exit`` runs the native libraries'
+    exit handlers: ``os._exit`` skips those too, and MPICH's process manager then killed a
+    rank in 5 of 20 ``mpiexec -n 5`` runs of a four-row file. Output that cannot be written
+    (a full disk) turns a success into :data:`UNWRITTEN`; a reader that left (``| head``)
+    does not.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            pass
+        except (OSError, ValueError):
+            code = code or UNWRITTEN
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+    except (OSError, TypeError):  # no C library to call (Windows): the interpreter's exit
+        sys.exit(code)
+    libc.exit(code)
+    sys.exit(code)  # (not reached)
 
 
 def launched_by_mpiexec() -> bool:
