@@ -45,7 +45,7 @@ def end_process(code: int) -> NoReturn:
     """End this process with ``code``, without the interpreter's teardown.
 
     The caller has closed its files (psvm writes models and statistics atomically). Tearing
-    down numba's and LLVM's Python objects took 0.04 s of a 1.65 s ijcnn1 run at P = 2. The
+    down numba's and LLVM's Python objects took 0.04-0.1 s of a 1.7 s ijcnn1 run at P = 2. The
     streams are flushed and MPI finalised here, then C's ``exit`` runs the native libraries'
     exit handlers: ``os._exit`` skips those too, and MPICH's process manager then killed a
     rank in 5 of 20 ``mpiexec -n 5`` runs of a four-row file. Output that cannot be written
