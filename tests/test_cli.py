@@ -1,6 +1,8 @@
 """psvm-train / psvm-predict: LIBSVM flags, bad input and bad options under mpiexec."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,7 @@ from tests._svm import run_cli
 
 TRAIN = "psvm.cli.train"
 PREDICT = "psvm.cli.predict"
+BUFFERED = {"PYTHONUNBUFFERED": ""}  # empty: Python buffers a pipe, as without the variable
 GOOD = "1 1:0.5 3:1\n-1 1:-0.5 2:1\n1 2:0.25 3:0.5\n-1 1:-1 3:-0.5\n"
 
 BAD_FILES = {
@@ -361,9 +364,6 @@ def test_console_exit_flushes_and_keeps_the_code():
     """A console run ends by C's ``exit`` (no interpreter teardown): what it printed, unflushed,
     still reaches a pipe, and the exit code is the protocol's; output that cannot be written
     (a full disk) fails a run that succeeded (CPython's 120), as the interpreter's exit did."""
-    import subprocess
-    import sys
-
     code = (
         "import sys\n"
         "from psvm.cli._common import run_main\n"
@@ -374,7 +374,7 @@ def test_console_exit_flushes_and_keeps_the_code():
         "run_main('prog', 'usage', body, None)\n"
         "print('not reached')\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # (buffered)
+    env = {**os.environ, **BUFFERED}
 
     def run(rc, **kw):
         cmd = [sys.executable, "-c", code, str(rc)]
@@ -394,9 +394,7 @@ def test_console_exit_under_mpiexec_keeps_every_rank(code):
     """Under ``mpiexec -n 4`` every rank's output arrives and the job exits with the ranks' code:
     ending by ``os._exit`` after MPI_Finalize let MPICH's process manager kill a rank (exit 9)
     in about one run in three. Ten runs."""
-    for _ in range(10):  # (PYTHONUNBUFFERED empty: buffered, as without it)
-        r = run_mpi(
-            "run_console_exit.py", [code], 4, env={"PYTHONUNBUFFERED": ""}, mpi4py_runner=False
-        )
+    for _ in range(10):
+        r = run_mpi("run_console_exit.py", [code], 4, env=BUFFERED, mpi4py_runner=False)
         assert r.returncode == code, r.stdout + r.stderr
         assert sorted(r.stdout.split(";")[:-1]) == [f"rank {k} of 4" for k in range(4)]
