@@ -205,8 +205,9 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
     """
     if argv is not None:
         return _protocol(prog, usage, body, list(argv))
-    from psvm.comm.process import end_process
+    from psvm.comm.process import end_process, skip_network_memory_hooks
 
+    skip_network_memory_hooks()  # (the process is psvm's: its environment too)
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
     end_process(_protocol(prog, usage, body, sys.argv[1:]))
 

@@ -104,6 +104,28 @@ def test_mpi_worker_is_recognised(monkeypatch):
     assert world().size == 1
 
 
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, "no"),  # one process
+        ({"MPI_LOCALNRANKS": "3", "PMI_SIZE": "3"}, "no"),  # hydra, one node
+        ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_SIZE": "2"}, "no"),
+        ({"MPI_LOCALNRANKS": "2", "PMI_SIZE": "4"}, None),  # ranks on another node
+        ({"PMI_SIZE": "4"}, None),  # a launcher that does not tell the node's ranks
+        ({"UCX_MEM_EVENTS": "yes"}, "yes"),  # the user's setting
+    ],
+)
+def test_network_memory_hooks_off_on_one_node(monkeypatch, env, expected):
+    from psvm.comm.process import _JOB_SIZE_VARS, skip_network_memory_hooks
+
+    for var in ("UCX_MEM_EVENTS", *(v for pair in _JOB_SIZE_VARS for v in pair)):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    skip_network_memory_hooks()
+    assert os.environ.get("UCX_MEM_EVENTS") == expected
+
+
 def _canonical(X):
     return sp.csr_matrix(X, dtype=np.float64)  # scipy's conversion
 
