@@ -249,9 +249,7 @@ def fit_ovo(
     Xc, X = solver_rows(comm, shard.X, cfg.kernel)
     rows_of = _pair_rows(comm, shard, cfg, Xc, cls, C_row)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
-    is_sv = np.zeros(y.size, dtype=bool)
-    coef = np.zeros((k - 1, y.size))
-    rho, n_iter, objective, status, approximate, r = [], [], [], 0, False, []
+    results = _PairResults(y.size, k, nu)
     n_pairs = k * (k - 1) // 2
     for pair, (a, b) in enumerate(itertools.combinations(range(k), 2)):
         rows, first, problem = rows_of(a, b)
@@ -260,33 +258,56 @@ def fit_ovo(
         elif alpha0 is not None:
             problem.alpha0 = np.abs(np.where(first, alpha0[b - 1, rows], alpha0[a, rows]))
         res = _solve_pair(comm, problem, cfg, stats, log, ck, pair, n_pairs)
-        scale = 1.0 / res.r if nu else 1.0  # solve_nu_svc: alpha y / r, rho / r, obj / r^2
-        is_sv[rows[res.alpha > 0]] = True
-        ya = problem.y * res.alpha * scale
-        coef[b - 1, rows[first]] = ya[first]
-        coef[a, rows[~first]] = ya[~first]
-        rho.append(res.rho * scale)
-        r.append(res.r)
-        n_iter.append(res.n_iter)
-        objective.append(res.objective * scale * scale)
-        status = max(status, res.status)
-        approximate |= res.approximate
+        scale = results.add(res, problem.y, rows, first, a, b)
         if log is not None or comm.size > 1:  # collective: every rank, if any logs
             note = f"C = {scale:f}" if nu else None
             shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
             summary = pair_summary(comm, problem, shown, note=note)
             if log is not None:
                 log(summary)
-    meta = {
-        "n_iter": n_iter,
-        "objective": objective,  # nu-SVC: LIBSVM's, over r^2
-        **({"r": r} if nu else {}),
-        "status": status,
-        "approximate": approximate,
-        "heuristic": cfg.heuristic,
-        "reconstruction": cfg.reconstruction,
-    }
-    return _gathered_model(comm, shard, cfg, classes, X, cls, is_sv, coef, rho, meta)
+    meta = {**results.meta(), "heuristic": cfg.heuristic, "reconstruction": cfg.reconstruction}
+    return _gathered_model(
+        comm, shard, cfg, classes, X, cls, results.is_sv, results.coef, results.rho, meta
+    )
+
+
+class _PairResults:
+    """The class pairs' results, gathered into the model's layout: support vector flags,
+    ``dual_coef`` (pair (a, b)'s class a in row b - 1, class b in row a), rho, and the
+    statistics of each pair."""
+
+    def __init__(self, n: int, k: int, nu: bool):
+        self.nu = nu
+        self.is_sv = np.zeros(n, dtype=bool)
+        self.coef = np.zeros((k - 1, n))
+        self.rho, self.r, self.n_iter, self.objective = [], [], [], []
+        self.status, self.approximate = 0, False
+
+    def add(self, res: BinaryResult, y, rows, first, a: int, b: int) -> float:
+        """Record pair (a, b)'s result over its ``rows`` (``first``: of class a); returns
+        its scale (nu-SVC: 1 / r, as LIBSVM's solve_nu_svc: alpha y / r, rho / r,
+        objective / r^2; else 1)."""
+        scale = 1.0 / res.r if self.nu else 1.0
+        self.is_sv[rows[res.alpha > 0]] = True
+        ya = y * res.alpha * scale
+        self.coef[b - 1, rows[first]] = ya[first]
+        self.coef[a, rows[~first]] = ya[~first]
+        self.rho.append(res.rho * scale)
+        self.r.append(res.r)
+        self.n_iter.append(res.n_iter)
+        self.objective.append(res.objective * scale * scale)
+        self.status = max(self.status, res.status)
+        self.approximate |= res.approximate
+        return scale
+
+    def meta(self) -> dict:
+        return {
+            "n_iter": self.n_iter,
+            "objective": self.objective,  # nu-SVC: LIBSVM's, over r^2
+            **({"r": self.r} if self.nu else {}),
+            "status": self.status,
+            "approximate": self.approximate,
+        }
 
 
 def _row_bounds(comm, cfg, classes, cls, sample_weight) -> np.ndarray:

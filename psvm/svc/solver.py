@@ -132,7 +132,24 @@ class Solver:
             problem.integral,
             problem.sq_max,
         )
-        # local-order state: every variable's home; the window arrays are the live copies
+        self._init_state(problem)
+        self._init_elimination(config)
+        self.cache = ColumnCache(self.K.n, self.n_samples, config.cache_size)  # keyed by row
+        self._init_buffers(problem)
+        self.checkpoint, self.pair = checkpoint, pair
+        self._controls(problem, config)
+        self._set_window(np.arange(self.y.size, dtype=np.int64))
+        state = None
+        if checkpoint is not None:
+            state = checkpoint.solver_state(pair, self.per_row * self.offset, self.y.size)
+        if state is not None:
+            self._restore({k: self._from_file(v) for k, v in state.items()})
+        elif problem.alpha0 is not None:
+            self._start_gradient()
+
+    def _init_state(self, problem: BinaryProblem) -> None:
+        """The local-order state: every variable's home (the window arrays are its live
+        copies)."""
         self.y = np.ascontiguousarray(problem.y, dtype=np.float64)
         self.C = np.ascontiguousarray(problem.C, dtype=np.float64)
         n = self.y.size
@@ -148,10 +165,13 @@ class Solver:
         self.active = np.ones(n, dtype=bool)
         self.streak = np.zeros(n, dtype=np.int64)
         self.in_window = np.ones(n, dtype=bool)
+
+    def _init_elimination(self, config: SVCConfig) -> None:
+        """The policy, the stale rows' departures, and the gaps that trigger a reconstruction."""
         self.policy = make_policy(config.heuristic)
         # whether stale rows are ever brought up to date ('approximate': never)
         self.exact = self.policy.active and config.reconstruction != "approximate"
-        self.departures = Departures(n)
+        self.departures = Departures(self.y.size)
         self._unshrunk = False
         multi = config.reconstruction == "multi" and self.policy.active
         self._gaps = sorted(
@@ -159,30 +179,23 @@ class Solver:
             | ({self.policy.unshrink_gap} if self.policy.unshrink_gap and self.exact else set()),
             reverse=True,
         )
-        self.cache = ColumnCache(self.K.n, self.n_samples, config.cache_size)  # keyed by row
+
+    def _init_buffers(self, problem: BinaryProblem) -> None:
+        """The collectives' packets and the selection passes' scratch."""
+        n = self.y.size
         self.row_width = max(problem.max_row_nnz, 1)
         self.packet_size = size = ROW + 2 * self.row_width
         self.info_at = (4 if self.nu else 2) * size  # round 1's packets, then its INFO block
         self.bufs = (
             np.zeros(self.info_at + E.INFO),
-            np.zeros((comm.size, self.info_at + E.INFO)),
+            np.zeros((self.comm.size, self.info_at + E.INFO)),
             np.zeros(size),
-            np.zeros((comm.size, size)),
+            np.zeros((self.comm.size, size)),
             np.zeros(self.row_width, dtype=np.int32),  # a packet row's indices, as ints
             np.empty(n),  # a column's rows that rejoined the window
         )
         self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
         self._obj = np.empty(n)
-        self.checkpoint, self.pair = checkpoint, pair
-        self._controls(problem, config)
-        self._set_window(np.arange(n, dtype=np.int64))
-        state = None
-        if checkpoint is not None:
-            state = checkpoint.solver_state(pair, self.per_row * self.offset, n)
-        if state is not None:
-            self._restore({k: self._from_file(v) for k, v in state.items()})
-        elif problem.alpha0 is not None:
-            self._start_gradient()
 
     def _to_file(self, a: np.ndarray) -> np.ndarray:
         """Per-variable values in row-major order (a row's variables together), so the ranks'
