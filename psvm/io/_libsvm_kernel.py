@@ -24,8 +24,13 @@ ERR_LIMIT = 10
 ERR_INDEX_BIG = 11
 ERR_INDEX_LT0 = 12
 
-# Exact powers of ten: 10**k is representable for k <= 22 (5**22 < 2**53).
+# Exact powers of ten: 10**k is representable for k <= 22 (5**22 < 2**53). Globals, which
+# numba freezes into the code: passed as arguments, these arrays cost a reference count
+# update per token (the parser ran 2.5-3.4x slower).
 _POW10 = np.array([float(10**k) for k in range(23)], dtype=np.float64)
+_W_NAN = np.frombuffer(b"nan", dtype=np.uint8)
+_W_INF = np.frombuffer(b"inf", dtype=np.uint8)
+_W_INFINITY = np.frombuffer(b"infinity", dtype=np.uint8)
 MAX_INDEX = 2**31  # file indices are 1-based, stored 0-based in int32
 _TWO53 = 2**53
 
@@ -48,7 +53,7 @@ def _word_at(buf, i, e, word):
 
 
 @inner
-def _parse_float(buf, s, e, pow10, w_nan, w_inf, w_infinity):
+def _parse_float(buf, s, e):
     """Decimal float in buf[s:e] -> (status, value).
 
     status 0: exact value; 1: valid syntax outside the exact fast path (convert
@@ -60,9 +65,9 @@ def _parse_float(buf, s, e, pow10, w_nan, w_inf, w_infinity):
         neg = buf[i] == 45
         i += 1
     if i < e and ((buf[i] | 32) == 110 or (buf[i] | 32) == 105):
-        if _word_at(buf, i, e, w_nan) or _word_at(buf, i, e, w_inf):
+        if _word_at(buf, i, e, _W_NAN) or _word_at(buf, i, e, _W_INF):
             return 3, 0.0
-        if _word_at(buf, i, e, w_infinity):
+        if _word_at(buf, i, e, _W_INFINITY):
             return 3, 0.0
         return 2, 0.0
     mant = 0
@@ -111,9 +116,9 @@ def _parse_float(buf, s, e, pow10, w_nan, w_inf, w_infinity):
     elif exp10 > 22 or exp10 < -22:
         return 1, 0.0
     elif exp10 >= 0:
-        value = float(mant) * pow10[exp10]
+        value = float(mant) * _POW10[exp10]
     else:
-        value = float(mant) / pow10[-exp10]
+        value = float(mant) / _POW10[-exp10]
     return 0, -value if neg else value
 
 
@@ -144,18 +149,12 @@ def _parse_index(buf, s, e):
 
 @inner
 def _push_slow(slow, n_slow, target, s, e, line):
-    """Append a token for Python's float(); grows the table by doubling."""
-    if n_slow == slow.shape[0]:
-        bigger = np.empty((2 * slow.shape[0], 4), dtype=np.int64)
-        for r in range(n_slow):  # a loop: slice assignment would compile shape checks
-            for c in range(4):
-                bigger[r, c] = slow[r, c]
-        slow = bigger
+    """Append a token for Python's float()."""
     slow[n_slow, 0] = target
     slow[n_slow, 1] = s
     slow[n_slow, 2] = e
     slow[n_slow, 3] = line
-    return slow, n_slow + 1
+    return n_slow + 1
 
 
 @inner
@@ -177,18 +176,19 @@ def _next_token(buf, pos, n):
 
 
 @njit(cache=True, nogil=True)
-def parse_kernel(buf, limit, base, pow10, w_nan, w_inf, w_infinity, y, indptr, indices, data):
+def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
     """Parse LIBSVM lines of ``buf`` (uint8) into preallocated CSR arrays.
 
     File indices start at ``base`` (1; 0 for precomputed kernels, whose column 0
     holds a serial number) and are stored from 0 in int32 ``indices``; ``limit`` > 0
     caps the number of columns. Returns
-    (n_rows, nnz, slow, n_slow, err_code, err_line, err_s, err_e, err_a, err_b)
-    with err_line local and 1-based. ``slow`` rows are (target, start, end,
-    line): target >= 0 is a position in ``data``, -(row + 1) a label.
+    (n_rows, nnz, n_slow, err_code, err_line, err_s, err_e, err_a, err_b)
+    with err_line local and 1-based. The first ``n_slow`` rows of ``slow`` (room for
+    every label and value) are (target, start, end, line): target >= 0 is a position in
+    ``data``, -(row + 1) a label. (A table that grew would be a new array in the loop, whose
+    reference counts cost more than the parsing.)
     """
     n = buf.size
-    slow = np.empty((16, 4), dtype=np.int64)
     n_slow = 0
     pos = 0
     line = 0
@@ -203,13 +203,13 @@ def parse_kernel(buf, limit, base, pow10, w_nan, w_inf, w_infinity, y, indptr, i
         s = pos
         while pos < n and not _is_ws(buf[pos]) and buf[pos] != 10 and buf[pos] != 35:
             pos += 1
-        st, v = _parse_float(buf, s, pos, pow10, w_nan, w_inf, w_infinity)
+        st, v = _parse_float(buf, s, pos)
         if st == 2:
-            return row, nnz, slow, n_slow, ERR_LABEL, line, s, pos, 0, 0
+            return row, nnz, n_slow, ERR_LABEL, line, s, pos, 0, 0
         if st == 3:
-            return row, nnz, slow, n_slow, ERR_NONFINITE_LABEL, line, s, pos, 0, 0
+            return row, nnz, n_slow, ERR_NONFINITE_LABEL, line, s, pos, 0, 0
         if st == 1:
-            slow, n_slow = _push_slow(slow, n_slow, -(row + 1), s, pos, line)
+            n_slow = _push_slow(slow, n_slow, -(row + 1), s, pos, line)
         y[row] = v
         prev = base - 1
         while True:
@@ -226,44 +226,40 @@ def parse_kernel(buf, limit, base, pow10, w_nan, w_inf, w_infinity, y, indptr, i
                     colon = pos
                 pos += 1
             if colon < 0:
-                return row, nnz, slow, n_slow, ERR_NO_COLON, line, s, pos, 0, 0
+                return row, nnz, n_slow, ERR_NO_COLON, line, s, pos, 0, 0
             if colon - s == 3 and buf[s] == 113 and buf[s + 1] == 105 and buf[s + 2] == 100:
-                return row, nnz, slow, n_slow, ERR_QID, line, s, pos, 0, 0
+                return row, nnz, n_slow, ERR_QID, line, s, pos, 0, 0
             st, idx = _parse_index(buf, s, colon)
             if st == 2:
-                return row, nnz, slow, n_slow, ERR_INDEX, line, s, pos, 0, 0
+                return row, nnz, n_slow, ERR_INDEX, line, s, pos, 0, 0
             if st == 4:
-                return row, nnz, slow, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
+                return row, nnz, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
             if idx < base:
                 code = ERR_INDEX_LT1 if base == 1 else ERR_INDEX_LT0
-                return row, nnz, slow, n_slow, code, line, s, pos, idx, 0
+                return row, nnz, n_slow, code, line, s, pos, idx, 0
             if idx <= prev:
-                return row, nnz, slow, n_slow, ERR_ORDER, line, s, pos, prev, idx
+                return row, nnz, n_slow, ERR_ORDER, line, s, pos, prev, idx
             if limit > 0 and idx - base >= limit:
-                return row, nnz, slow, n_slow, ERR_LIMIT, line, s, pos, idx, limit
-            st, v = _parse_float(buf, colon + 1, pos, pow10, w_nan, w_inf, w_infinity)
+                return row, nnz, n_slow, ERR_LIMIT, line, s, pos, idx, limit
+            st, v = _parse_float(buf, colon + 1, pos)
             if st == 2:
-                return row, nnz, slow, n_slow, ERR_VALUE, line, s, pos, idx, 0
+                return row, nnz, n_slow, ERR_VALUE, line, s, pos, idx, 0
             if st == 3:
-                return row, nnz, slow, n_slow, ERR_NONFINITE, line, s, pos, idx, 0
+                return row, nnz, n_slow, ERR_NONFINITE, line, s, pos, idx, 0
             if st == 1:
-                slow, n_slow = _push_slow(slow, n_slow, nnz, colon + 1, pos, line)
+                n_slow = _push_slow(slow, n_slow, nnz, colon + 1, pos, line)
             indices[nnz] = idx - base
             data[nnz] = v
             nnz += 1
             prev = idx
         row += 1
         indptr[row] = nnz
-    return row, nnz, slow, n_slow, OK, 0, 0, 0, 0, 0
-
-
-_W_NAN = np.frombuffer(b"nan", dtype=np.uint8)
-_W_INF = np.frombuffer(b"inf", dtype=np.uint8)
-_W_INFINITY = np.frombuffer(b"infinity", dtype=np.uint8)
+    return row, nnz, n_slow, OK, 0, 0, 0, 0, 0
 
 
 def parse_bytes(arr, limit, y, indptr, indices, data, base=1):
-    """parse_kernel with the constant tables filled in."""
-    return parse_kernel(
-        arr, limit, base, _POW10, _W_NAN, _W_INF, _W_INFINITY, y, indptr, indices, data
-    )
+    """parse_kernel with its table of slow tokens (untouched pages cost no memory):
+    (n_rows, nnz, slow, n_slow, err_code, err_line, err_s, err_e, err_a, err_b)."""
+    slow = np.empty((y.size + indices.size, 4), dtype=np.int64)
+    row, nnz, n_slow, *err = parse_kernel(arr, limit, base, y, indptr, indices, data, slow)
+    return (row, nnz, slow, n_slow, *err)
