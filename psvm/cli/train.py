@@ -274,18 +274,33 @@ def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
     if not cv:
         n_sv = int(result.support_vectors.shape[0])
         report["values"].update(n_support=n_sv, objective=result.meta["objective"])
+        body = _sv_lines(comm, result)
     if comm.rank != 0:
         return
     if cv:
         print("\n".join(result), flush=True)  # also under -q, as svm-train
         report["values"]["cross_validation"] = result
     else:
-        write_model(opts["model"], result)
+        write_model(opts["model"], result, body)
     if "stats" in opts:
         write_json(opts["stats"], report)
     if log is not None and not cv and result.svm_type in ("c_svc", "nu_svc"):
         log(f"Total nSV = {n_sv}")  # svm-train: no total for the other types
         log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
+
+
+def _sv_lines(comm, model) -> str | None:
+    """The model file's SV lines on rank 0, None elsewhere (collective): each rank formats
+    its share of the support vectors (every rank holds the model), rank 0 gathers them."""
+    import numpy as np
+
+    from psvm.io.model_file import sv_lines
+
+    n = model.support_vectors.shape[0]
+    lo, hi = n * comm.rank // comm.size, n * (comm.rank + 1) // comm.size
+    text = np.frombuffer(sv_lines(model, lo, hi).encode("ascii"), dtype=np.uint8)
+    whole = comm.gatherv(text)
+    return None if whole is None else whole.tobytes().decode("ascii")
 
 
 def _density_marks(comm, shard, model) -> None:

@@ -23,6 +23,10 @@ ERR_QID = 9
 ERR_LIMIT = 10
 ERR_INDEX_BIG = 11
 ERR_INDEX_LT0 = 12
+SLOW_FULL = 13  # the table of slow tokens is full (parse_bytes parses again with room for all)
+# rows of that table at first: most files have no slow token, and room for every token
+# would reserve 32 bytes a token (a 10 GB file's table would not fit)
+SLOW_ROOM = 1 << 16
 
 # Exact powers of ten: 10**k is representable for k <= 22 (5**22 < 2**53). Globals, which
 # numba freezes into the code: passed as arguments, these arrays cost a reference count
@@ -149,7 +153,9 @@ def _parse_index(buf, s, e):
 
 @inner
 def _push_slow(slow, n_slow, target, s, e, line):
-    """Append a token for Python's float()."""
+    """Append a token for Python's float(); -1 when the table is full."""
+    if n_slow == slow.shape[0]:
+        return -1
     slow[n_slow, 0] = target
     slow[n_slow, 1] = s
     slow[n_slow, 2] = e
@@ -183,10 +189,10 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
     holds a serial number) and are stored from 0 in int32 ``indices``; ``limit`` > 0
     caps the number of columns. Returns
     (n_rows, nnz, n_slow, err_code, err_line, err_s, err_e, err_a, err_b)
-    with err_line local and 1-based. The first ``n_slow`` rows of ``slow`` (room for
-    every label and value) are (target, start, end, line): target >= 0 is a position in
-    ``data``, -(row + 1) a label. (A table that grew would be a new array in the loop, whose
-    reference counts cost more than the parsing.)
+    with err_line local and 1-based. The first ``n_slow`` rows of ``slow`` are (target,
+    start, end, line): target >= 0 is a position in ``data``, -(row + 1) a label. When
+    ``slow`` is full the code is SLOW_FULL. (A table that grew would be a new array in the
+    loop, whose reference counts cost more than the parsing.)
     """
     n = buf.size
     n_slow = 0
@@ -210,6 +216,8 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
             return row, nnz, n_slow, ERR_NONFINITE_LABEL, line, s, pos, 0, 0
         if st == 1:
             n_slow = _push_slow(slow, n_slow, -(row + 1), s, pos, line)
+            if n_slow < 0:
+                return row, nnz, 0, SLOW_FULL, line, s, pos, 0, 0
         y[row] = v
         prev = base - 1
         while True:
@@ -248,6 +256,8 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
                 return row, nnz, n_slow, ERR_NONFINITE, line, s, pos, idx, 0
             if st == 1:
                 n_slow = _push_slow(slow, n_slow, nnz, colon + 1, pos, line)
+                if n_slow < 0:
+                    return row, nnz, 0, SLOW_FULL, line, s, pos, 0, 0
             indices[nnz] = idx - base
             data[nnz] = v
             nnz += 1
@@ -258,8 +268,12 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
 
 
 def parse_bytes(arr, limit, y, indptr, indices, data, base=1):
-    """parse_kernel with its table of slow tokens (untouched pages cost no memory):
-    (n_rows, nnz, slow, n_slow, err_code, err_line, err_s, err_e, err_a, err_b)."""
-    slow = np.empty((y.size + indices.size, 4), dtype=np.int64)
-    row, nnz, n_slow, *err = parse_kernel(arr, limit, base, y, indptr, indices, data, slow)
+    """parse_kernel with its table of slow tokens, parsing again with room for every token
+    if it fills: (n_rows, nnz, slow, n_slow, err_code, err_line, err_s, err_e, err_a, err_b)."""
+    every = y.size + indices.size  # room for every label and value
+    for room in (min(SLOW_ROOM, every), every):
+        slow = np.empty((room, 4), dtype=np.int64)
+        row, nnz, n_slow, *err = parse_kernel(arr, limit, base, y, indptr, indices, data, slow)
+        if err[0] != SLOW_FULL:
+            break
     return (row, nnz, slow, n_slow, *err)

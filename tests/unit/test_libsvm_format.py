@@ -197,6 +197,21 @@ def test_edge_floats_equal_python_float(tok):
     assert bits(p.y[0]) == bits(float(tok))
 
 
+def test_slow_tokens_past_the_first_table(monkeypatch):
+    """Labels and values off the fast path fill the first table of slow tokens: the reader
+    parses again with room for all of them, and an error still names its line."""
+    import psvm.io._libsvm_kernel as kernel
+
+    monkeypatch.setattr(kernel, "SLOW_ROOM", 2)
+    tokens = [t for t in EDGE_FLOATS if t != "0e999"]
+    content = "".join(f"{t} 1:{t} 2:{t}\n" for t in tokens).encode()
+    p = parse(content)
+    assert [bits(v) for v in p.y] == [bits(float(t)) for t in tokens]
+    assert [bits(v) for v in p.data] == [bits(float(t)) for t in tokens for _ in "12"]
+    bad = parse_block(content + b"1 1:x\n")
+    assert bad.error_line == len(tokens) + 1 and "invalid feature value" in bad.error_reason
+
+
 decimal_tokens = st.builds(
     lambda sign, ip, dot, fp, ex: sign + ip + dot + fp + ex,
     st.sampled_from(["", "+", "-"]),

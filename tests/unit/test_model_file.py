@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import errno
+import itertools
 import os
 import pickle
 
@@ -120,6 +124,26 @@ def test_round_trip_is_bitwise_exact_and_trailer_has_no_colon(tmp_path):
     lines = path.read_text().splitlines()
     tail = lines[lines.index("SV") + 1 + model.support_vectors.shape[0] :]
     assert tail and all(line.startswith("#") and ":" not in line for line in tail)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 7, 200])
+def test_sv_lines_in_parts_make_the_whole_file(heart_file, tmp_path, parts):
+    """psvm-train's ranks each format a share of the SV lines (more ranks than support
+    vectors leave some empty): joined, they are the lines of one writer, and the file reads
+    back the same. A precomputed model's lines hold serial numbers."""
+    model = read_model(heart_file)
+    n = model.support_vectors.shape[0]
+    serials = sp.csr_matrix(np.arange(1.0, n + 1)[:, None])
+    gram = dataclasses.replace(model, kernel="precomputed", gamma=0.0, support_vectors=serials)
+    for m in (model, gram):
+        whole = model_file.sv_lines(m)
+        assert len(whole.splitlines()) == n
+        split = [n * r // parts for r in range(parts + 1)]
+        joined = "".join(model_file.sv_lines(m, lo, hi) for lo, hi in itertools.pairwise(split))
+        assert joined == whole
+        path = tmp_path / f"{m.kernel}.model"
+        write_model(path, m, joined)
+        assert_models_equal(read_model(path), m)
 
 
 def test_libsvm_loads_file_with_trailer(usps, tmp_path):
@@ -271,24 +295,22 @@ def test_model_format_error_pickles():
 # ---- atomic writes ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["sv_line", "fsync"])
+@pytest.mark.parametrize("where", ["write", "fsync"])
 def test_failed_write_leaves_old_file_and_no_temp(heart_file, tmp_path, monkeypatch, where):
     model = read_model(heart_file)
     path = tmp_path / "m.model"
     write_model(path, model)
     before = path.read_bytes()
     model.rho = model.rho + 1.0  # a different model, so a partial overwrite would show
-    if where == "sv_line":
-        calls = []
-        real = model_file._sv_line
+    if where == "write":  # the disk fills after the header
+        real = model_file.write_atomic
 
-        def failing(*args):
-            calls.append(1)
-            if len(calls) == 50:
-                raise RuntimeError("disk on fire")
-            return real(*args)
+        @contextlib.contextmanager
+        def failing(*args, **kwargs):
+            with real(*args, **kwargs) as f:
+                yield _FullAfterHeader(f)
 
-        monkeypatch.setattr(model_file, "_sv_line", failing)
+        monkeypatch.setattr(model_file, "write_atomic", failing)
     else:
 
         def failing(fd):
@@ -302,6 +324,19 @@ def test_failed_write_leaves_old_file_and_no_temp(heart_file, tmp_path, monkeypa
     assert path.read_bytes() == before
     write_model(path, model)  # and a later write succeeds
     np.testing.assert_array_equal(read_model(path).rho, model.rho)
+
+
+class _FullAfterHeader:
+    """A file whose second write fails, as on a full disk."""
+
+    def __init__(self, f):
+        self.f, self.writes = f, 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        if self.writes == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.f.write(text)
 
 
 def test_single_types_round_trip_and_errors(tmp_path):
