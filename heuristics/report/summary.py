@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 
 KEY = ("dataset", "ranks", "heuristic", "reconstruction", "selection")
-BUSY = ("kernel", "select", "update", "reconstruct")  # per-rank work; the rest is waiting
+BUSY = ("kernel", "select", "update", "reconstruct", "cut")  # per-rank work; the rest waits
 
 
 def _med(xs) -> float | None:

@@ -351,7 +351,8 @@ class Solver:
                 with self.stats.timer("reconstruct"):
                     self._refresh_stale()
             self.departures.leave(self.win[~keep], self.alpha)
-        self._relayout(self.win[keep])
+        with self.stats.timer("cut"):  # the new window's arrays and kernel, the cache's layout
+            self._relayout(self.win[keep])
 
     def _refresh_stale(self) -> None:
         """Bring G of the stale rows up to date with the variables changed since they left

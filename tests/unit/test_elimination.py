@@ -193,6 +193,7 @@ def test_false_positives_are_found_and_repaired(shared_data):
     assert stats.counts["n_eliminated"] > 0
     assert stats.counts["n_false_positive"] > 0
     assert stats.counts["n_reconstruct"] > 0 and stats.seconds["reconstruct"] > 0
+    assert stats.counts["n_relayout"] > 0 and stats.seconds["cut"] > 0  # a cut is timed
     assert _full_gap(X, y, res.alpha, C, gamma) < cfg.tol * 1.01
     ref, _ = fit_model(X, y, C=C, gamma=gamma, heuristic="none")
     assert res.objective == pytest.approx(ref.meta["objective"][0], rel=1e-6)
