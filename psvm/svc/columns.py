@@ -166,9 +166,14 @@ class LocalKernel:
         return self
 
     @classmethod
-    def of_rows(cls, parent: LocalKernel, rows: np.ndarray) -> LocalKernel:
+    def of_rows(
+        cls, parent: LocalKernel, rows: np.ndarray, dense_memory: np.ndarray | None = None
+    ) -> LocalKernel:
         """The kernel over ``rows`` (sorted) of ``parent``'s rows: a window's, built without
-        scipy (a window cut costs tens of microseconds on small problems)."""
+        scipy (a window cut costs tens of microseconds on small problems). Its dense copy
+        goes to the start of ``dense_memory`` when that has its type and room (the parent's
+        own: pages touched already, where new ones cost the first cuts of a w8a fit 60 ms
+        of page faults on the Xeon VM)."""
         self = cls.__new__(cls)
         arrays = take_rows(parent.indptr, parent.indices, parent.data, rows)
         self._build(
@@ -181,12 +186,13 @@ class LocalKernel:
             parent.integral,
             parent.table,
             parent.whole_table,
+            dense_memory=dense_memory,
         )
         return self
 
     def _build(
         self, indptr, indices, data, d, kparams, sq=None, diag=None, exact32=None, integral=None,
-        table=None, whole_table=False, sq_max=None,
+        table=None, whole_table=False, sq_max=None, dense_memory=None,
     ):  # fmt: skip
         n = indptr.size - 1
         self.n, self.n_features, self.kparams, self.kid = n, d, kparams, kparams[0]
@@ -223,10 +229,22 @@ class LocalKernel:
         dense_bytes = dtype().itemsize * n * d
         csr_bytes = 12 * self.nnz
         if dense_bytes <= max(1.5 * csr_bytes, min(8 * csr_bytes, DENSE_BYTES)):
-            self.XT = feature_major(indptr, indices, data, np.zeros((d, n), dtype=dtype))
+            m = dense_memory
+            if m is not None and m.dtype == dtype and m.size >= d * n:  # (a window's, lent)
+                XT = m[: d * n].reshape(d, n)
+                XT.fill(0)
+            else:
+                XT = np.zeros((d, n), dtype=dtype)
+            self.XT = feature_major(indptr, indices, data, XT)
         # sparse (with an int8 copy and a table for every row, CSC would serve no column)
         if 8 * n * d > 1.5 * csr_bytes and not (self.whole_table and self.XT is not None):
             self.colptr, self.rowidx, self.cdata = transpose_csr(indptr, indices, data, d)
+
+    def rebuild_dense(self) -> None:
+        """Write the dense copy again (a window's copy was written over it)."""
+        if self.XT is not None:
+            self.XT.fill(0)
+            feature_major(self.indptr, self.indices, self.data, self.XT)
 
     def _build_gram(self, serial, diag) -> None:
         """Serial numbers in ``sq`` (each within the rows' columns: the compiled reads

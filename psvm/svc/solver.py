@@ -196,6 +196,7 @@ class Solver:
         )
         self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
         self._obj = np.empty(n)
+        self._dense_lent = False  # a window's dense copy overwrote the shard's (_set_window)
 
     def _to_file(self, a: np.ndarray) -> np.ndarray:
         """Per-variable values in row-major order (a row's variables together), so the ranks'
@@ -286,7 +287,15 @@ class Solver:
         # the kernel over the window's rows alone: columns cost O(window), contiguously
         vrow = self.row_of[rows]
         k_rows = vrow[: rows.size // self.per_row]
-        self.window_kernel = self.K if full else LocalKernel.of_rows(self.K, k_rows)
+        if full:
+            if self._dense_lent:
+                self.K.rebuild_dense()
+                self._dense_lent = False
+            self.window_kernel = self.K
+        else:  # the shard's dense copy is only read through a full window: lend its memory
+            memory = None if self.K.XT is None else self.K.XT.reshape(-1)
+            self.window_kernel = LocalKernel.of_rows(self.K, k_rows, memory)
+            self._dense_lent = memory is not None
         self._count_active()
         w = rows.size
         self.window_arrays = (
