@@ -39,7 +39,9 @@ def launcher_local_ranks() -> int:
     """The ranks of this job on this node as the launcher tells them (MPICH's
     ``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``), 1 outside
     mpiexec: for work local to a rank (predict), which cannot ask the others."""
-    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+    from psvm.comm.process import JOB_SIZE_VARS
+
+    for var, _ in JOB_SIZE_VARS:
         value = os.environ.get(var, "")
         if value.isdigit() and int(value) > 0:
             return int(value)

@@ -73,7 +73,7 @@ def end_process(code: int) -> NoReturn:
 
 
 # (ranks on this node, ranks in the job) as launchers tell them: MPICH's hydra, Open MPI
-_JOB_SIZE_VARS = (
+JOB_SIZE_VARS = (
     ("MPI_LOCALNRANKS", "PMI_SIZE"),
     ("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"),
 )
@@ -90,7 +90,7 @@ def skip_network_memory_hooks() -> None:
     """
     if "UCX_MEM_EVENTS" in os.environ:
         return
-    for local, size in _JOB_SIZE_VARS:
+    for local, size in JOB_SIZE_VARS:
         if local in os.environ or size in os.environ:
             if os.environ.get(local) != os.environ.get(size):
                 return  # ranks on other nodes, or a launcher that does not say

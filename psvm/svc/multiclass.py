@@ -261,7 +261,7 @@ def fit_ovo(
         scale = results.add(res, problem.y, rows, first, a, b)
         if log is not None or comm.size > 1:  # collective: every rank, if any logs
             note = f"C = {scale:f}" if nu else None
-            shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
+            shown = replace(res, rho=results.rho[-1], objective=results.objective[-1])
             summary = pair_summary(comm, problem, shown, note=note)
             if log is not None:
                 log(summary)

@@ -116,9 +116,9 @@ def test_mpi_worker_is_recognised(monkeypatch):
     ],
 )
 def test_network_memory_hooks_off_on_one_node(monkeypatch, env, expected):
-    from psvm.comm.process import _JOB_SIZE_VARS, skip_network_memory_hooks
+    from psvm.comm.process import JOB_SIZE_VARS, skip_network_memory_hooks
 
-    for var in ("UCX_MEM_EVENTS", *(v for pair in _JOB_SIZE_VARS for v in pair)):
+    for var in ("UCX_MEM_EVENTS", *(v for pair in JOB_SIZE_VARS for v in pair)):
         monkeypatch.delenv(var, raising=False)
     for var, value in env.items():
         monkeypatch.setenv(var, value)
