@@ -3,6 +3,7 @@
     python benchmarks/bench_e2e.py                  # a9a,w8a,ijcnn1,skin_nonskin at P = 1,2
     python benchmarks/bench_e2e.py --data a9a --rows 2000 --ranks 1,2 --repeat 1
     python benchmarks/bench_e2e.py --repeat 3 --md benchmarks/results/e2e.md
+    python benchmarks/bench_e2e.py --repeat 3 --pause 3    # each run after 3 s idle
 
 Every tool runs as a fresh process with the parent's environment passed on
 UNCHANGED: no NUMBA_NUM_THREADS, OMP_NUM_THREADS or other override is set, so
@@ -27,6 +28,11 @@ only, if given), then, ``--repeat`` times interleaved (the fastest run counts):
   clock from launch to the end of ``fit`` (the child reports ``time.time()``
   then and predicts the test set afterwards, untimed), plus the fit time
   measured inside.
+
+``--pause S`` sleeps S seconds before every timed run: a run then starts as a
+user's single run after a pause, on a VM that has taken back the memory freed
+by the run before (this VM does within a second: a MB touched first costs 2.4 ms
+then, 0.13 ms right after another process freed it).
 
 Accuracy: ``psvm-predict TEST MODEL OUT`` once (one process, the P = 1 model),
 ``svm-predict`` likewise, SVC's ``predict`` in its child. Data sets without a
@@ -206,6 +212,7 @@ def bench(
     repeat: int,
     libsvm_label: str,
     warm: bool,
+    pause: float = 0.0,
 ) -> dict:
     ds = DATASETS[name]
     with tempfile.TemporaryDirectory(prefix="psvm-e2e-") as tmp:
@@ -220,10 +227,13 @@ def bench(
         runs = {f"psvm P={p}": [] for p in ranks} | {libsvm_label: [], "sklearn": []}
         for _ in range(repeat):  # interleaved, so that load drifts hit every tool alike
             for p in ranks:
+                time.sleep(pause)
                 runs[f"psvm P={p}"].append(
                     psvm_train(p, ds, train, str(tmp / f"psvm{p}.model"), rows is not None)
                 )
+            time.sleep(pause)
             runs[libsvm_label].append(libsvm_train(ds, train, test, str(tmp / "libsvm.model")))
+            time.sleep(pause)
             runs["sklearn"].append(sklearn_fit(ds, train, test))
         best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
         p_acc = 1 if 1 in ranks else ranks[0]
@@ -307,6 +317,9 @@ def main(argv=None) -> None:
         action="store_true",
         help="skip the untimed psvm-train per P on each data set before its timed runs",
     )
+    p.add_argument(
+        "--pause", type=float, default=0.0, help="seconds idle before each timed run (default 0)"
+    )
     p.add_argument("--md", default=str(REPO / "benchmarks/results/e2e.md"))
     p.add_argument("--json", default=str(REPO / "benchmarks/results/e2e.json"))
     a = p.parse_args(argv)
@@ -323,7 +336,8 @@ def main(argv=None) -> None:
     header = [
         f"End-to-end wall seconds (launch to exit; sklearn and libsvm-py: launch to end of fit), "
         f"best of {a.repeat}, -m {CACHE_MB} MB per process"
-        f"{'' if a.no_warmup else ', after an untimed psvm-train per P on the data set'}.",
+        f"{'' if a.no_warmup else ', after an untimed psvm-train per P on the data set'}"
+        f"{f', {a.pause:g} s idle before each timed run' if a.pause else ''}.",
         f"Environment passed unchanged, no thread overrides ({env}).",
         f"{m['host']}: {m['cpu']}, {m['cores']} cores, load {load}; "
         f"LIBSVM: {libsvm_src}; rows: {a.rows or 'all'}.",
@@ -332,7 +346,7 @@ def main(argv=None) -> None:
         print(f"# {line}", flush=True)
     res = []
     for name in names:
-        res.append(bench(name, ranks, a.rows, a.test_rows, a.repeat, lib, not a.no_warmup))
+        res.append(bench(name, ranks, a.rows, a.test_rows, a.repeat, lib, not a.no_warmup, a.pause))
         head, body = table(res[-1:])
         if len(res) == 1:
             print("  ".join([head[0].ljust(12), *head[1:]]))
@@ -353,6 +367,7 @@ def main(argv=None) -> None:
         "libsvm": libsvm_src,
         "rows": a.rows,
         "repeat": a.repeat,
+        "pause": a.pause,
         "results": res,
     }
     write_output(a.json, json.dumps(out, indent=1))

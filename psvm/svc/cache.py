@@ -26,14 +26,17 @@ import numpy as np
 from psvm.jit import inner, njit
 
 # meta fields; LIMIT: the slots in use at most now (grows with ghost hits up to SLOTS);
-# GHEAD: the next ghost to overwrite
-HEAD, TAIL, USED, WIDTH, SLOTS, MASK, HITS, MISSES, LIMIT, GHEAD, N_META = range(11)
+# GHEAD: the next ghost to overwrite; GHOST_HITS: ghost hits since LIMIT last grew
+HEAD, TAIL, USED, WIDTH, SLOTS, MASK, HITS, MISSES, LIMIT, GHEAD, GHOST_HITS, N_META = range(12)
 POOL, KEYS, PREV, NEXT, TABLE, COMPLETE, MISSING, META = range(8)
 # the previous window's columns, and each new row's position in that window (-1: rejoined)
 OLD_POOL, OLD_KEYS, OLD_NEXT, OLD_TABLE, OLD_COMPLETE, OLD_META, OLD_POS = range(8, 15)
 # the keys of recently evicted columns (a ring) and their hash table: kept across windows
 GHOST_KEYS, GHOST_TABLE = 15, 16
-START_BYTES = 8 * 2**20  # the columns a cache starts with; a slot more per ghost hit
+START_BYTES = 8 * 2**20  # the columns a cache starts with
+# then a slot more per this many ghost hits: one per hit took twice the memory (a9a, w8a, ijcnn1,
+# skin_nonskin, a9a C = 100) for no time saved, and this VM charges 2.4 ms a MB first touched
+GHOSTS_PER_SLOT = 16
 
 
 def _slots(budget: int, width: int, n_global: int) -> int:
@@ -190,10 +193,10 @@ def get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep):
     """(slot, hit) of column g; on a miss the slot is new (fill it). Slot ``keep`` is
     never evicted (the other column of the step). The arrays are a cache's, unpacked.
 
-    The cache starts small and takes a slot more each time a column evicted lately is
-    asked for again (a *ghost* hit: a larger cache would have kept it), up to its
-    budget: columns used once, the common case of SVR, do not fill the budget with
-    pages that cost more to touch than the columns cost to compute.
+    The cache starts small and takes a slot more per :data:`GHOSTS_PER_SLOT` columns
+    evicted lately and asked for again (*ghost* hits: a larger cache would have kept
+    them), up to its budget: columns used once, the common case of SVR, do not fill the
+    budget with pages that cost more to touch than the columns cost to compute.
     """
     mask = meta[MASK]
     s = lookup(keys, table, mask, g)
@@ -204,7 +207,10 @@ def get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep):
         return s, True
     meta[MISSES] += 1
     if gkeys.size and _ghost_take(gkeys, gtable, g) and meta[LIMIT] < meta[SLOTS]:
-        meta[LIMIT] += 1
+        meta[GHOST_HITS] += 1
+        if meta[GHOST_HITS] == GHOSTS_PER_SLOT:
+            meta[LIMIT] += 1
+            meta[GHOST_HITS] = 0
     if meta[USED] < meta[LIMIT]:
         s = meta[USED]
         meta[USED] += 1
@@ -321,5 +327,6 @@ class ColumnCache:
         slots = _slots(self.budget, pos.size, self.n_global)
         new = new_cache(pos.size, slots, self._memory[1], limit, (pos < 0).nonzero()[0])
         meta = new[META]
-        meta[HITS], meta[MISSES], meta[GHEAD] = o[HITS], o[MISSES], o[GHEAD]
+        for k in (HITS, MISSES, GHEAD, GHOST_HITS):
+            meta[k] = o[k]
         self.arrays = _with_old(new, old, pos) + old[GHOST_KEYS:]

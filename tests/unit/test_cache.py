@@ -1,6 +1,6 @@
 import numpy as np
 
-from psvm.svc.cache import LIMIT, META, START_BYTES, ColumnCache
+from psvm.svc.cache import GHOSTS_PER_SLOT, LIMIT, META, START_BYTES, ColumnCache
 
 
 def test_lru_evicts_least_recently_used_and_counts():
@@ -86,19 +86,24 @@ def test_columns_that_grow_stay_within_the_budget():
 
 
 def test_the_cache_grows_only_when_columns_come_back():
-    """It starts with START_BYTES of columns and takes a slot more for each column asked
-    for again soon after its eviction (a ghost hit), up to the budget; a stream of columns
-    used once leaves it small (its pages cost more to touch than the columns to compute)."""
+    """It starts with START_BYTES of columns and takes a slot more per GHOSTS_PER_SLOT
+    columns asked for again soon after their eviction (ghost hits), up to the budget; a
+    stream of columns used once leaves it small (its pages cost more to touch than the
+    columns to compute)."""
     n = 2 * START_BYTES // 8  # one column is twice START_BYTES: the cache starts at 2
-    cache = ColumnCache(n_local=n, n_global=100, cache_mb=6 * n * 8 / 2**20)  # 6 at most
+    cache = ColumnCache(n_local=n, n_global=300, cache_mb=6 * n * 8 / 2**20)  # 6 at most
     for g in range(50):  # used once each
         assert not cache.get(g)[1]
     assert cache.n_columns == 2 and cache.arrays[META][LIMIT] == 2
-    cache.get(47)  # evicted lately: one slot more, and 47 stays
+    cycle = [100, 101, 102]  # in 2 slots, each column after the first three is a ghost hit
+    for t in range(3 + GHOSTS_PER_SLOT - 1):
+        assert not cache.get(cycle[t % 3])[1]
+    assert cache.arrays[META][LIMIT] == 2
+    cache.get(cycle[(GHOSTS_PER_SLOT + 2) % 3])  # the last ghost hit of a slot
     assert cache.arrays[META][LIMIT] == 3 and cache.n_columns == 3
-    assert cache.get(47)[1] and cache.get(49)[1] and cache.get(48)[1]  # 47 and 48 came back
-    for _ in range(3):  # a cycle of 8 columns: grows to the budget, then evicts
-        for g in range(100, 108):
+    assert all(cache.get(g)[1] for g in cycle)  # the cycle fits now
+    for _ in range(2 + 3 * GHOSTS_PER_SLOT // 5):  # a cycle of 8: grows to the budget, evicts
+        for g in range(200, 208):
             cache.get(g)
     assert cache.arrays[META][LIMIT] == 6 and cache.n_columns == 6
     cache.relayout(np.arange(0, n, 2))  # columns half as wide: the same memory, twice the slots
