@@ -2,6 +2,7 @@
 
     python benchmarks/bench_small.py --repeat 3
     python benchmarks/bench_small.py --only iris,heart_scale --repeat 1
+    python benchmarks/bench_small.py --repeat 3 --steady 300
 
 What a scikit-learn user sees on small data: ``psvm.SVC(...).fit(X, y)`` in
 one process (no mpiexec, no environment overrides: numba uses its default
@@ -10,10 +11,15 @@ gamma, degree, tol and cache size. Each problem gets one warm-up fit of each
 (numba compilation or cache loading happens there), then ``--repeat`` timed
 fits alternating psvm / scikit-learn; the fastest of each counts. Ratio is
 scikit-learn ms / psvm ms (above 1: psvm faster); the geometric mean is over
-the rows shown. Iterations are the sums of ``n_iter_`` over the one-vs-one
-pairs. ``agree`` is the share of training rows on which the two predict the
-same class, next to each one's training accuracy, so that a fast wrong result
-shows.
+the rows shown. ``--steady N`` then alternates up to N more fits of each (5 s a
+problem at most) and reports the ratio of their medians: on the tiny sets a
+best of 3 right after the warm-up reads the interpreter's warm-up too (the
+first fits of a process run slower, psvm's more: more of its fit is Python),
+and iris's best of 3 spread over 0.93-1.21 in six fresh processes where the
+medians of fits 12-41 read 1.03 (session 28). Iterations are the sums of
+``n_iter_`` over the one-vs-one pairs. ``agree`` is the share of training rows
+on which the two predict the same class, next to each one's training accuracy,
+so that a fast wrong result shows.
 
 Toy sets come from ``sklearn.datasets``; LIBSVM sets are read from
 ``$PSVM_SHARED_DATA`` (default ``../shared/data``), decompressed in memory and
@@ -42,6 +48,8 @@ from heuristics.report.text import markdown_table
 RESULTS = Path(__file__).resolve().parent / "results"
 GRID = {"C": [0.1, 1.0, 10.0, 100.0, 1000.0], "gamma": [0.01, 0.03, 0.1, 0.3]}
 GRID_NAME = "GridSearchCV digits (60 fits)"
+# --steady's time per problem: hundreds of fits of the tiny sets, a few of the larger ones
+STEADY_SECONDS = 5.0
 
 
 @dataclass
@@ -124,7 +132,7 @@ def timed(fit) -> float:
     return time.perf_counter() - t
 
 
-def run_problem(p: Problem, repeat: int) -> dict:
+def run_problem(p: Problem, repeat: int, steady: int = 0) -> dict:
     X, y = p.load()
     ours, ref, full = estimators(p.params)
     ours.fit(X, y)  # warm-up: numba compilation / cache load
@@ -133,6 +141,11 @@ def run_problem(p: Problem, repeat: int) -> dict:
     for _ in range(repeat):
         t_ours.append(timed(lambda: ours.fit(X, y)))
         t_ref.append(timed(lambda: ref.fit(X, y)))
+    s_ours, s_ref = [], []  # then the steady state: more alternated fits, within STEADY_SECONDS
+    budget = time.perf_counter() + STEADY_SECONDS
+    while len(s_ours) < steady and time.perf_counter() < budget:
+        s_ours.append(timed(lambda: ours.fit(X, y)))
+        s_ref.append(timed(lambda: ref.fit(X, y)))
     p_ours, p_ref = ours.predict(X), ref.predict(X)
     return {
         "problem": p.name,
@@ -145,6 +158,9 @@ def run_problem(p: Problem, repeat: int) -> dict:
         "psvm_ms": 1e3 * min(t_ours),
         "sklearn_all_ms": [1e3 * t for t in t_ref],
         "psvm_all_ms": [1e3 * t for t in t_ours],
+        "steady_fits": len(s_ours),
+        "sklearn_steady_ms": 1e3 * float(np.median(s_ref)) if s_ref else None,
+        "psvm_steady_ms": 1e3 * float(np.median(s_ours)) if s_ours else None,
         "sklearn_iter": int(np.sum(ref.n_iter_)),
         "psvm_iter": int(np.sum(ours.n_iter_)),
         "sklearn_nsv": int(ref.n_support_.sum()),
@@ -210,12 +226,20 @@ HEADER = [
     "sklearn ms",
     "psvm ms",
     "sklearn/psvm",
+    "steady (fits)",
     "iter sklearn",
     "iter psvm",
     "acc sklearn",
     "acc psvm",
     "agree",
 ]
+
+
+def _steady(r: dict) -> str:
+    """The ratio of the steady fits' medians, and how many fits each tool made ('-': none)."""
+    if not r.get("steady_fits"):
+        return "-"
+    return f"{r['sklearn_steady_ms'] / r['psvm_steady_ms']:.2f} ({r['steady_fits']})"
 
 
 def cells(r: dict) -> list[str]:
@@ -231,6 +255,7 @@ def cells(r: dict) -> list[str]:
         _ms(r["sklearn_ms"]),
         _ms(r["psvm_ms"]),
         f"{r['sklearn_ms'] / r['psvm_ms']:.2f}",
+        _steady(r),
         _i(r["sklearn_iter"]),
         _i(r["psvm_iter"]),
         f"{100 * r['sklearn_acc']:.2f}",
@@ -247,6 +272,13 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     names = [q.name for q in PROBLEMS] + [GRID_NAME]
     p.add_argument("--repeat", type=int, default=3, help="timed fits of each (best counts)")
+    p.add_argument(
+        "--steady",
+        type=int,
+        default=0,
+        help=f"then up to this many more alternated fits (within {STEADY_SECONDS:g} s a "
+        "problem): the ratio of their medians",
+    )
     p.add_argument(
         "--only",
         default=None,
@@ -269,7 +301,7 @@ def main(argv=None) -> None:
         f"best of {a.repeat} after 1 warm-up",
         flush=True,
     )
-    widths = [24, 6, 5, 10, 9, 12, 12, 9, 11, 8, 6]
+    widths = [24, 6, 5, 10, 9, 12, 13, 12, 9, 11, 8, 6]
     print(
         " ".join(
             f"{h:>{w}s}" if k else f"{h:{w}s}"
@@ -284,7 +316,8 @@ def main(argv=None) -> None:
             if name == GRID_NAME:
                 r = run_grid(a.repeat)
             else:
-                r = run_problem(next(q for q in PROBLEMS if q.name == name), a.repeat)
+                problem = next(q for q in PROBLEMS if q.name == name)
+                r = run_problem(problem, a.repeat, a.steady)
         r["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
         rows.append(r)
         c = cells(r)
@@ -303,6 +336,7 @@ def main(argv=None) -> None:
         doc = {
             "argv": sys.argv,
             "repeat": a.repeat,
+            "steady": a.steady,
             "machine": mach,
             "versions": ver,
             "geometric_mean_ratio": g,
@@ -311,11 +345,17 @@ def main(argv=None) -> None:
         write_output(a.json, json.dumps(doc, indent=1, default=str))
     if a.md:
         body = [cells(r) for r in rows]
-        body.append(["geometric mean", "", "", "", "", f"**{g:.2f}**", "", "", "", "", ""])
+        body.append(["geometric mean", "", "", "", "", f"**{g:.2f}**", "", "", "", "", "", ""])
         head = [
             f"Best of {a.repeat} fits after one warm-up, one process, {mach['cpu']}, "
             f"{mach['cores']} cores; psvm {ver['psvm git']}. Ratio above 1: psvm faster. "
-            "agree: training rows on which both predict the same class.",
+            "agree: training rows on which both predict the same class."
+            + (
+                f" steady: the ratio of medians over up to {a.steady} more alternated fits "
+                f"({STEADY_SECONDS:g} s a problem at most; their count in brackets)."
+                if a.steady
+                else ""
+            ),
             "",
         ]
         write_output(a.md, "\n".join(head + markdown_table(HEADER, body)))
