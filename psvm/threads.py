@@ -6,7 +6,8 @@ two cores would be slower than one process. By default the ranks of a node
 share its cores instead: ``cores // ranks on the node`` threads each (at least
 one), never more than numba's pool (``NUMBA_NUM_THREADS``, the cores by
 default). An explicit count (``psvm-train -o N``, ``n_threads=N``) overrides
-the default, within numba's pool.
+the default, within numba's pool. psvm's commands give numpy's OpenBLAS pool the
+same share (:func:`share_blas_threads`).
 """
 
 from __future__ import annotations
@@ -35,17 +36,40 @@ def default_threads(local_ranks: int) -> int:
     return min(share, numba.config.NUMBA_NUM_THREADS)
 
 
+# (ranks on this node, ranks in the job) as launchers tell them: MPICH's hydra, Open MPI
+JOB_SIZE_VARS = (
+    ("MPI_LOCALNRANKS", "PMI_SIZE"),
+    ("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"),
+)
+
+
 def launcher_local_ranks() -> int:
     """The ranks of this job on this node as the launcher tells them (MPICH's
     ``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``), 1 outside
     mpiexec: for work local to a rank (predict), which cannot ask the others."""
-    from psvm.comm.process import JOB_SIZE_VARS
-
     for var, _ in JOB_SIZE_VARS:
         value = os.environ.get(var, "")
         if value.isdigit() and int(value) > 0:
             return int(value)
     return 1
+
+
+# OpenBLAS's thread count, in the order it reads them
+BLAS_THREADS_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def share_blas_threads() -> None:
+    """Give numpy's OpenBLAS this rank's share of the node's cores when a launcher started
+    several ranks on it, unless the user set its count; call it before numpy loads.
+
+    OpenBLAS starts a thread per core when it loads, and an idle one spins for about 0.1 s
+    before it sleeps: under ``mpiexec -n 2`` on two cores each rank's spare thread took the
+    other rank's core while both started (the README job: 0.58-0.62 s wall, 0.49-0.56 s with
+    one thread a rank). psvm's commands train without BLAS.
+    """
+    local = launcher_local_ranks()
+    if local > 1 and not any(v in os.environ for v in BLAS_THREADS_VARS):
+        os.environ[BLAS_THREADS_VARS[0]] = str(max(1, usable_cores() // local))
 
 
 def check_threads(n, name: str = "n_threads") -> int | None:

@@ -33,6 +33,7 @@ def run_mpi(
     calling test (``subprocess.TimeoutExpired`` kills the launcher).
     ``mpi4py_runner=False`` runs plain ``python script``, as most users do:
     no abort by mpi4py on an unhandled exception. This checkout's psvm is imported.
+    ``env`` sets variables; a None value unsets one (the thread defaults below too).
     """
     exe = mpiexec()
     if exe is None:
@@ -43,13 +44,16 @@ def run_mpi(
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # this checkout's psvm first, whichever one is installed
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, full_env.get("PYTHONPATH")]))
-    full_env.update(env or {})
+    env = env or {}
+    full_env.update({k: v for k, v in env.items() if v is not None})
     # the script's folder comes first on sys.path, not the checkout: put this checkout's psvm
     # before any installed one
     repo = os.path.dirname(os.path.dirname(MPI_DIR))
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, full_env.get("PYTHONPATH")]))
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env.setdefault("NUMBA_NUM_THREADS", "1")
+    for k in [k for k, v in env.items() if v is None]:
+        full_env.pop(k, None)
     runner = ["-m", "mpi4py"] if mpi4py_runner else []
     cmd = [exe, "-n", str(n), sys.executable, *runner, script, *map(str, args)]
     return subprocess.run(

@@ -33,3 +33,20 @@ def test_two_ranks_share_the_node(tmp_path):
     assert out["cli -o 1"] == [[0, 1]] * 2
     assert out["SVC.predict"] == [[share, cores]] * 2  # local, by mpiexec's count; restored
     assert out["cli predict"] == [[0, share]] * 2
+
+
+def test_console_runs_give_blas_the_rank_share(monkeypatch):
+    """psvm-train's console entry under mpiexec -n 2: each rank's OpenBLAS pool has
+    cores // 2 threads (numpy's default is every core, whose idle threads spin on the
+    other rank's cores while both start)."""
+    from psvm.threads import BLAS_THREADS_VARS
+
+    for var in BLAS_THREADS_VARS:
+        monkeypatch.delenv(var, raising=False)
+    cores = len(os.sched_getaffinity(0))
+    env = {"OMP_NUM_THREADS": None}  # (OpenBLAS reads it: the suite's 1 would hide the share)
+    proc = run_mpi("run_blas_threads.py", [], 2, timeout=TIMEOUT, env=env, mpi4py_runner=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(counts) == 2 and all(counts), counts  # numpy's OpenBLAS on every rank
+    assert all(c == max(1, cores // 2) for rank in counts for c in rank), counts

@@ -205,6 +205,9 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
     """
     if argv is not None:
         return _protocol(prog, usage, body, list(argv))
+    from psvm.threads import share_blas_threads
+
+    share_blas_threads()  # before numpy loads (psvm.comm imports it)
     from psvm.comm.process import end_process, skip_network_memory_hooks
 
     skip_network_memory_hooks()  # (the process is psvm's: its environment too)

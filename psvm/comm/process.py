@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NoReturn
 
+from psvm.threads import JOB_SIZE_VARS
+
 # Environment variables set by MPICH's hydra, PMIx launchers and Open MPI.
 _LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
 
@@ -70,13 +72,6 @@ def end_process(code: int) -> NoReturn:
         sys.exit(code)
     libc.exit(code)
     sys.exit(code)  # (not reached)
-
-
-# (ranks on this node, ranks in the job) as launchers tell them: MPICH's hydra, Open MPI
-JOB_SIZE_VARS = (
-    ("MPI_LOCALNRANKS", "PMI_SIZE"),
-    ("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"),
-)
 
 
 def skip_network_memory_hooks() -> None:

@@ -185,3 +185,45 @@ def test_local_work_counts_the_ranks_mpiexec_reports(monkeypatch, cores, env, ex
     assert threads.launcher_local_ranks() == expected
     cores(6 * TOP)
     assert threads.apply_threads(None, None) == min(TOP, 6 * TOP // expected)
+
+
+@pytest.mark.parametrize(
+    "env, n_cores, expected",
+    [
+        ({}, 2, None),  # one process: OpenBLAS's own default
+        ({"MPI_LOCALNRANKS": "1"}, 2, None),
+        ({"MPI_LOCALNRANKS": "2"}, 2, "1"),
+        ({"MPI_LOCALNRANKS": "2"}, 6, "3"),
+        ({"MPI_LOCALNRANKS": "4"}, 2, "1"),  # never below one
+        ({"OMPI_COMM_WORLD_LOCAL_SIZE": "2"}, 4, "2"),
+        ({"MPI_LOCALNRANKS": "2", "OPENBLAS_NUM_THREADS": "4"}, 2, "4"),  # the user's
+        ({"MPI_LOCALNRANKS": "2", "OMP_NUM_THREADS": "4"}, 2, None),  # OpenBLAS reads it
+        ({"MPI_LOCALNRANKS": "2", "GOTO_NUM_THREADS": "4"}, 2, None),
+    ],
+)
+def test_commands_give_blas_the_node_share(monkeypatch, cores, env, n_cores, expected):
+    """Several ranks on a node: each OpenBLAS pool gets the rank's share of the cores,
+    unless the user set a count OpenBLAS reads."""
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", *threads.BLAS_THREADS_VARS):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    cores(n_cores)
+    threads.share_blas_threads()
+    assert os.environ.get("OPENBLAS_NUM_THREADS") == expected
+
+
+def test_the_blas_share_is_set_before_numpy_loads():
+    """psvm.threads loads no numpy (the commands call it first), and the console entry calls
+    it before importing psvm.comm, which loads numpy."""
+    import inspect
+    import subprocess
+    import sys
+
+    from psvm.cli import _common
+
+    code = "import sys, psvm.threads, psvm.cli.train; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    source = inspect.getsource(_common.run_main)
+    assert source.index("share_blas_threads()") < source.index("from psvm.comm")
