@@ -64,7 +64,7 @@ def share_blas_threads() -> None:
 
     OpenBLAS starts a thread per core when it loads, and an idle one spins for about 0.1 s
     before it sleeps: under ``mpiexec -n 2`` on two cores each rank's spare thread took the
-    other rank's core while both started (the README job: 0.58-0.62 s wall, 0.49-0.56 s with
+    other rank's core while both started (the README job: 0.51-0.67 s wall, 0.47-0.52 s with
     one thread a rank). psvm's commands train without BLAS.
     """
     local = launcher_local_ranks()

@@ -41,9 +41,6 @@ def run_mpi(
     if not os.path.isabs(script):
         script = os.path.join(MPI_DIR, script)
     full_env = dict(os.environ)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    # this checkout's psvm first, whichever one is installed
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, full_env.get("PYTHONPATH")]))
     env = env or {}
     full_env.update({k: v for k, v in env.items() if v is not None})
     # the script's folder comes first on sys.path, not the checkout: put this checkout's psvm
