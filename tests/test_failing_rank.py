@@ -87,7 +87,9 @@ def test_unexpected_error_on_one_of_three_ranks_ends_the_job(tmp_path, face, err
     assert ended - injected[0] < 10, r.stderr
     prog = {"svc": "psvm.SVC.fit", "sgd": "psvm.SGDSVC.fit", "train": "psvm-train"}[face]
     if error == "KeyboardInterrupt":
-        assert r.returncode == 130, r.stderr
+        # MPI_Abort's 130, or 9 as below: mpiexec may reap a rank it killed first (session 28:
+        # 2 of the 3 cases in one full run, 1 of 21 in reruns of these cases alone)
+        assert r.returncode in (130, 9), r.stderr
         assert r.stderr.count("interrupted") == 1, r.stderr
         assert f"{prog}: rank {rank}: interrupted" in r.stderr and "Traceback" not in r.stderr
     else:
