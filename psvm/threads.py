@@ -28,12 +28,16 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def default_threads(local_ranks: int) -> int:
+def core_share(local_ranks: int) -> int:
     """This rank's share of the usable cores when ``local_ranks`` ranks share the node."""
+    return max(1, usable_cores() // max(1, int(local_ranks)))
+
+
+def default_threads(local_ranks: int) -> int:
+    """:func:`core_share`, within numba's pool."""
     import numba
 
-    share = max(1, usable_cores() // max(1, int(local_ranks)))
-    return min(share, numba.config.NUMBA_NUM_THREADS)
+    return min(core_share(local_ranks), numba.config.NUMBA_NUM_THREADS)
 
 
 # (ranks on this node, ranks in the job) as launchers tell them: MPICH's hydra, Open MPI
@@ -69,7 +73,7 @@ def share_blas_threads() -> None:
     """
     local = launcher_local_ranks()
     if local > 1 and not any(v in os.environ for v in BLAS_THREADS_VARS):
-        os.environ[BLAS_THREADS_VARS[0]] = str(max(1, usable_cores() // local))
+        os.environ[BLAS_THREADS_VARS[0]] = str(core_share(local))
 
 
 def check_threads(n, name: str = "n_threads") -> int | None:

@@ -40,17 +40,16 @@ def run_mpi(
         pytest.fail("mpiexec not found: the mpich wheel provides it")
     if not os.path.isabs(script):
         script = os.path.join(MPI_DIR, script)
-    full_env = dict(os.environ)
-    env = env or {}
-    full_env.update({k: v for k, v in env.items() if v is not None})
+    full_env = {"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", **os.environ}
+    for k, v in (env or {}).items():
+        if v is None:
+            full_env.pop(k, None)
+        else:
+            full_env[k] = v
     # the script's folder comes first on sys.path, not the checkout: put this checkout's psvm
     # before any installed one
     repo = os.path.dirname(os.path.dirname(MPI_DIR))
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, full_env.get("PYTHONPATH")]))
-    full_env.setdefault("OMP_NUM_THREADS", "1")
-    full_env.setdefault("NUMBA_NUM_THREADS", "1")
-    for k in [k for k, v in env.items() if v is None]:
-        full_env.pop(k, None)
     runner = ["-m", "mpi4py"] if mpi4py_runner else []
     cmd = [exe, "-n", str(n), sys.executable, *runner, script, *map(str, args)]
     return subprocess.run(
