@@ -4,12 +4,18 @@ Readers see the old file or the whole new one, never a partial write; a failed
 write leaves the destination untouched and removes its temporary file.
 :func:`agree_writable` finds an output that cannot be written before any work
 is done, rather than after a whole training.
+
+Only a regular file is replaced: a symbolic link's target is (the link stays),
+with its permission bits, and an existing path that is not a regular file
+(``/dev/null``, ``/dev/stdout``, a named pipe) is written in place, as
+LIBSVM's commands write every path.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
@@ -45,12 +51,18 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
-    path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
+    path, st = _target(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a device or a pipe: no file to swap
+        with open(path, mode, **open_kwargs) as f:
+            yield f
+        return
+    directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
     # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for a plain open().
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
+        if st is not None:  # the file it replaces keeps its permissions
+            os.chmod(fd, stat.S_IMODE(st.st_mode))
         with os.fdopen(fd, mode, **open_kwargs) as f:
             yield f
             f.flush()
@@ -73,10 +85,14 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
     a folder are all found.
     """
     path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
+    real, st = _target(path)
+    directory, name = os.path.split(real)
     reason = None
-    if os.path.isdir(path):
+    if st is not None and stat.S_ISDIR(st.st_mode):
         reason = "it is a folder"
+    elif st is not None and not stat.S_ISREG(st.st_mode):  # written in place
+        if not os.access(real, os.W_OK):
+            reason = os.strerror(13)  # EACCES's "Permission denied"
     elif not os.path.isdir(directory):
         reason = f"folder {directory!r} does not exist"
     else:
@@ -101,6 +117,20 @@ def agree_writable(comm, outputs: dict) -> None:
             if path is not None and error is None:
                 error = writable_error(path, what)
     comm.agree(error)
+
+
+def _target(path: str | os.PathLike) -> tuple[str, os.stat_result | None]:
+    """Where a write to ``path`` goes, and its status (None: no file there yet): a file's
+    real path (a symbolic link's target); a device or pipe's own path (``/dev/stdout``
+    leads to ``pipe:[...]``, which no path names)."""
+    path = os.path.abspath(os.fspath(path))
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is None or stat.S_ISREG(st.st_mode):
+        path = os.path.realpath(path)
+    return path, st
 
 
 def _fsync_dir(directory: str) -> None:

@@ -1,11 +1,13 @@
 """psvm.io.atomic.write_atomic: whole new file or the old one, never a temporary left behind."""
 
 import os
+import stat
+import subprocess
 
 import numpy as np
 import pytest
 
-from psvm.io.atomic import write_atomic
+from psvm.io.atomic import writable_error, write_atomic
 
 
 def test_text_and_binary_writes(tmp_path):
@@ -36,3 +38,48 @@ def test_bad_mode():
     with pytest.raises(ValueError, match="mode"):
         with write_atomic("x", "a"):
             pass
+
+
+def test_a_link_keeps_pointing_at_its_rewritten_target(tmp_path):
+    target, link = tmp_path / "target.model", tmp_path / "link.model"
+    target.write_text("old\n")
+    link.symlink_to(target.name)
+    with write_atomic(link) as f:
+        f.write("new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    dangling = tmp_path / "dangling"  # a link to no file yet: the file appears at its target
+    dangling.symlink_to("made.model")
+    with write_atomic(dangling) as f:
+        f.write("made\n")
+    assert dangling.is_symlink() and (tmp_path / "made.model").read_text() == "made\n"
+
+
+def test_a_replaced_file_keeps_its_permissions(tmp_path):
+    path = tmp_path / "private.model"
+    path.write_text("old\n")
+    path.chmod(0o600)
+    with write_atomic(path) as f:
+        f.write("new\n")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text() == "new\n"
+
+
+def test_devices_and_pipes_are_written_in_place(tmp_path):
+    """LIBSVM's commands write to /dev/null or a pipe; replacing them would turn them into
+    plain files (as root, /dev/null itself)."""
+    with write_atomic(os.devnull) as f:
+        f.write("nothing\n")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert writable_error(os.devnull) is None
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    with write_atomic(fifo) as f:
+        f.write("through the pipe\n")
+    assert reader.communicate(timeout=30)[0] == b"through the pipe\n"
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and os.listdir(tmp_path) == ["fifo"]
+
+
+def test_writable_error_names_what_cannot_be_written(tmp_path):
+    assert "it is a folder" in str(writable_error(tmp_path))
+    assert "does not exist" in str(writable_error(tmp_path / "no" / "m.model"))
+    assert writable_error(tmp_path / "m.model") is None
