@@ -10,7 +10,7 @@ every rank ends with the same :class:`~psvm.model.SVCModel`:
 - epsilon-SVR: 2l variables (a, a*) over l rows, p = (eps - z, eps + z),
   y = (+1, -1); the model's coefficient is a - a*;
 - nu-SVR: the same variables, p = (-z, +z), Solver_NU, a_t = a*_t filled up to
-  C nu l / 2 at the start.
+  C nu l / 2 at the start (with sample weights nu sum_t C_t / 2, as scikit-learn).
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool
     if cfg.svm_type == "epsilon_svr":
         p = np.concatenate((cfg.epsilon - z, cfg.epsilon + z))
         return BinaryProblem(y=y2, C=np.concatenate((C, C)), p=p, per_row=2, **common)
-    half = fill_start(comm, C, cfg.C * cfg.nu * shard.n_samples / 2)  # nu-SVR, as LIBSVM
+    # nu-SVR: LIBSVM's C nu l / 2, or with weights scikit-learn's nu sum(C_t) / 2
+    total = weighted_total(comm, C, cfg.nu) if weighted else cfg.C * cfg.nu * shard.n_samples
+    half = fill_start(comm, C, total / 2)
     return BinaryProblem(
         y=y2,
         C=np.concatenate((C, C)),

@@ -234,3 +234,25 @@ def test_nu_svr_matches_libsvm_and_sklearn(shared_data, capfd, file):
     np.testing.assert_allclose(ours._model.meta["objective"], objs, rtol=1e-3)
     sk = svm.NuSVR(nu=0.4, C=10, gamma=0.5).fit(X, y)
     assert np.abs(ours.predict(Xt) - sk.predict(Xt)).max() <= 1e-2 * np.ptp(y)
+
+
+@pytest.mark.parametrize("weights", ["twos", "half_zero", "uneven"])
+def test_weighted_nu_svr_matches_sklearn(weights):
+    """With sample weights nu-SVR starts from nu sum_t C_t / 2 (scikit-learn's LIBSVM), not
+    nu C l / 2: weights of 2 are C doubled."""
+    from sklearn.datasets import load_diabetes
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_diabetes(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    sw = {
+        "twos": np.full(y.size, 2.0),
+        "half_zero": np.r_[np.zeros(221), np.ones(y.size - 221)],
+        "uneven": np.random.default_rng(0).uniform(0.1, 3.0, y.size),
+    }[weights]
+    ours = psvm.NuSVR(C=10, tol=1e-5).fit(X, y, sample_weight=sw)
+    ref = svm.NuSVR(C=10, tol=1e-5).fit(X, y, sample_weight=sw)
+    np.testing.assert_allclose(
+        np.abs(ours.dual_coef_).sum(), np.abs(ref.dual_coef_).sum(), rtol=1e-6
+    )
+    assert np.abs(ours.predict(X) - ref.predict(X)).max() <= 1e-3 * np.ptp(y)
