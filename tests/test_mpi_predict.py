@@ -4,13 +4,14 @@ One launch per P (tests/mpi/run_predict_batch.py) runs every case. The output
 files of P = 1, 2 and 3 must be byte for byte those of LIBSVM's svm-predict
 (hence of one another): a9a (binary) and usps (ten classes) with models that
 svm-train wrote, a file of fewer rows than ranks, an empty file (an empty
-output, as svm-predict), and bad lines in the first, a middle and the last
-rank's range (every rank returns 1, rank 0 alone names the file and line, no
-output file, no hang).
+output, as svm-predict; with -b 1 its header line alone), and bad lines in the
+first, a middle and the last rank's range (every rank returns 1, rank 0 alone
+names the file and line, no output file, no hang).
 """
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,9 @@ def cases(shared_data, tmp_path_factory, libsvm_tools):
     _svm(libsvm_tools, "svm-train", "-q", "-c", "10", "-g", "0.005", d / "usps", d / "usps.model")
     (d / "two.t").write_text("1 1:0.5 40:1\n-1 3:1 124:2\n")  # fewer rows than ranks
     (d / "empty.t").write_text("")
+    bundled = Path(__file__).parents[1] / "data" / "breast_cancer.train"
+    _svm(libsvm_tools, "svm-train", "-q", "-b", "1", bundled, d / "proba.model")
+    _svm(libsvm_tools, "svm-predict", "-b", "1", d / "empty.t", d / "proba.model", d / "empty.b")
     good = []
     for name, model in (("a9a.t", "a9a"), ("usps.t", "usps"), ("two.t", "a9a")):
         test, model = d / name, d / f"{model}.model"
@@ -62,6 +66,7 @@ def test_outputs_are_libsvm_s_for_any_number_of_ranks(cases, tmp_path, n):
     d, good, bad = cases
     argv = [[str(t), str(m), str(tmp_path / name)] for name, t, m, _, _ in good]
     argv.append([str(d / "empty.t"), str(d / "a9a.model"), str(tmp_path / "empty.out")])
+    argv.append(["-b", "1", str(d / "empty.t"), str(d / "proba.model"), str(tmp_path / "empty.b")])
     argv += [[str(t), str(d / "a9a.model"), str(tmp_path / t.name)] for t, _ in bad]
     (tmp_path / "cases.json").write_text(json.dumps(argv))
     out = tmp_path / "results.json"
@@ -82,7 +87,10 @@ def test_outputs_are_libsvm_s_for_any_number_of_ranks(cases, tmp_path, n):
     empty = results[len(good)]
     assert empty["codes"] == [0] * n and (tmp_path / "empty.out").read_bytes() == b""
     assert empty["stdout"][0] == "Accuracy = nan% (0/0) (classification)\n", empty
-    for (test, line), res in zip(bad, results[len(good) + 1 :], strict=True):
+    empty_b = results[len(good) + 1]  # svm-predict -b 1: the labels line alone
+    assert empty_b["codes"] == [0] * n, empty_b
+    assert (tmp_path / "empty.b").read_bytes() == (d / "empty.b").read_bytes() == b"labels 1 -1\n"
+    for (test, line), res in zip(bad, results[len(good) + 2 :], strict=True):
         assert res["codes"] == [1] * n, res  # every rank, whichever holds the line
         assert res["stderr"][0].startswith(f"psvm-predict: error: {test}:{line}: "), res
         assert res["stderr"][0].count("\n") == 1 and res["stderr"][1:] == [""] * (n - 1), res

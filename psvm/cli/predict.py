@@ -101,14 +101,15 @@ def _body(argv: list[str]) -> int:
         pred, prob = model.predict_proba(shard.X)
         prob = comm.gatherv(prob.ravel())
         head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
+        n_cols = model.classes.size
         if model.svm_type == "one_class":  # svm-predict 3.3x: P(normal), P(outlier)
-            head = "label normal outlier\n"
+            head, n_cols = "label normal outlier\n", 2
     else:
         pred = np.asarray(model.predict(shard.X) if shard.n_local else [], dtype=np.float64)
     pred, truth = comm.gatherv(np.asarray(pred, np.float64)), comm.gatherv(shard.y)  # file order
     if comm.rank == 0:
         if opts["probability"] and not regression:
-            text = head + _proba_lines(pred, prob.reshape(pred.size, -1))
+            text = head + _proba_lines(pred, prob.reshape(pred.size, n_cols))
         else:
             labels, which = np.unique(pred, return_inverse=True)
             text = "".join(np.array([f"{v:.17g}\n" for v in labels], dtype=object)[which])
