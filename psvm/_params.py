@@ -61,7 +61,7 @@ class SVCConfig:
     coef0: float = 0.0
     tol: float = 1e-3
     cache_size: float = 200.0
-    max_iter: int = -1
+    max_iter: int | None = -1  # -1: none (scikit-learn); None: svm-train's max(1e7, 100 l)
     selection: str = "second"
     heuristic: str = DEFAULT_HEURISTIC
     reconstruction: str = "single"
@@ -143,11 +143,13 @@ def validate_svc_params(
         C=float(check_number("C", C, low=0, low_open=True)),
         kernel=_choice("kernel", kernel, ALL_KERNELS),
         degree=int(check_number("degree", degree, kind=numbers.Integral, low=0, high=INT_MAX)),
-        gamma=check_number("gamma", gamma, low=0, low_open=True, allowed=("scale", "auto")),
+        gamma=check_number("gamma", gamma, low=0, allowed=("scale", "auto")),
         coef0=float(check_number("coef0", coef0)),
         tol=float(check_number("tol", tol, low=0, low_open=True)),
         cache_size=float(check_number("cache_size", cache_size, low=0, low_open=True)),
-        max_iter=int(check_number("max_iter", max_iter, kind=numbers.Integral, low=-1)),
+        max_iter=None
+        if max_iter is None
+        else int(check_number("max_iter", max_iter, kind=numbers.Integral, low=-1)),
         selection=_choice("selection", selection, SELECTIONS),
         heuristic=_choice("heuristic", heuristic, HEURISTICS),
         reconstruction=_choice(
@@ -157,8 +159,6 @@ def validate_svc_params(
         ),
         verbose=bool(verbose),
     )
-    if max_iter == 0:
-        raise ParameterError("max_iter must be -1 (no limit) or > 0, got 0")
     weights = {} if class_weight is None else class_weight
     if not isinstance(weights, dict):
         raise ParameterError(f"class_weight must be a dict or None, got {class_weight!r}")

@@ -177,7 +177,7 @@ def test_test_file_with_more_features_than_the_model(tmp_path):
     [
         (["-c", "abc", "f"], "-c expects a number"),
         (["-c", "-1", "f"], "C must be > 0"),
-        (["-g", "0", "f"], "gamma must be > 0"),
+        (["-g", "-0.5", "f"], "gamma must be >= 0"),
         (["-t", "7", "f"], "kernel_type"),
         (["-m", "0", "f"], "cache_size must be > 0"),
         (["-e", "0", "f"], "tol must be > 0"),
@@ -400,3 +400,26 @@ def test_console_exit_under_mpiexec_keeps_every_rank(code):
         r = run_mpi("run_console_exit.py", [code], 4, env=BUFFERED, mpi4py_runner=False)
         assert r.returncode == code, r.stdout + r.stderr
         assert sorted(r.stdout.split(";")[:-1]) == [f"rank {k} of 4" for k in range(4)]
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        ([], dict(gamma="auto", max_iter=None, C=1.0, degree=3)),  # svm-train's defaults
+        (["-g", "0"], dict(gamma="auto")),  # svm-train: 0 is the default, 1/num_features
+        (["-t", "0", "-g", "-1", "-d", "-2"], dict(gamma="auto", degree=3)),  # unused: unchecked
+        (["-t", "1", "-g", "0.5", "-d", "2"], dict(gamma=0.5, degree=2)),
+        (["-s", "1", "-c", "-1"], dict(C=1.0)),  # nu-SVC has no C
+        (["-s", "2", "-c", "0"], dict(C=1.0)),  # nor has one-class
+        (["-w1", "2", "-w1", "3", "-w2", "0.5"], dict(class_weight={1.0: 6.0, 2.0: 0.5})),
+        (["--max-iter", "-1"], dict(max_iter=-1)),  # none
+    ],
+)
+def test_parameters_read_as_svm_train_reads_them(argv, expected):
+    """LIBSVM's svm-train reads -g 0 as its default, checks gamma, degree and C only where
+    the kernel or the type uses them, multiplies a class's repeated weights, and stops a
+    solve at max(10^7, 100 l) iterations (None here; -1: no limit)."""
+    from psvm.cli.train import svc_params
+
+    params = svc_params(parse_args([*argv, "train.txt"]))
+    assert {k: params[k] for k in expected} == expected

@@ -135,8 +135,8 @@ def parse_options(
         elif value is None:
             raise UsageError(f"option {flag} needs a value")
         elif kind in (None, WEIGHTS) and weights and flag.startswith("-w") and len(flag) > 2:
-            label = number(flag, flag[2:])
-            opts[weights][label] = number(flag, value)
+            label = number(flag, flag[2:])  # repeated: the weights multiply, as in LIBSVM
+            opts[weights][label] = opts[weights].get(label, 1.0) * number(flag, value)
         elif kind in (int, float):
             opts[name] = number(flag, value, kind)
         elif kind is str:

@@ -68,7 +68,11 @@ FLAGS = {
         "single, multi or approximate (default single; multi for -s 3 and 4)",
     ),
     "--selection": ("selection", str, "working set selection: first or second (default second)"),
-    "--max-iter": ("max_iter", int, "iteration limit per binary problem (default: no limit)"),
+    "--max-iter": (
+        "max_iter",
+        int,
+        "iteration limit per binary problem (default: svm-train's max(10^7, 100 l); -1: none)",
+    ),
     "--n-features": ("n_features", int, "number of features (default: largest index in the file)"),
     "--stats": ("stats", str, "write run statistics as JSON to this file"),
     "--checkpoint": ("checkpoint", str, "save the solver state to this file now and then"),
@@ -134,19 +138,25 @@ def svc_params(opts: dict) -> dict:
     """The validated C-SVC parameters of parsed options, LIBSVM's defaults filled in."""
     from psvm._params import DEFAULT_HEURISTIC, validate_svc_params
 
+    # as svm-train: -g 0 is its default, 1/num_features; a value the kernel or the type does
+    # not use (gamma of a linear kernel, C of nu-SVC) is not checked
+    kernel = opts.get("kernel", "rbf")
+    gamma = opts.get("gamma", 0)
+    gamma = "auto" if gamma == 0 or kernel not in ("poly", "rbf", "sigmoid") else gamma
+    uses_C = opts["svm_type"] not in ("nu_svc", "one_class")
     with flag_named(FLAGS):  # 'option -d: degree must be >= 0, got -1'
         return validate_svc_params(
             svm_type=opts["svm_type"],
             nu=opts.get("nu", 0.5),
             epsilon=opts.get("epsilon", 0.1),
-            C=opts.get("C", 1.0),
-            kernel=opts.get("kernel", "rbf"),
-            degree=opts.get("degree", 3),
-            gamma=opts.get("gamma", "auto"),  # LIBSVM's default: 1/num_features
+            C=opts.get("C", 1.0) if uses_C else 1.0,
+            kernel=kernel,
+            degree=opts.get("degree", 3) if kernel == "poly" else 3,
+            gamma=gamma,
             coef0=opts.get("coef0", 0.0),
             tol=opts.get("tol", 1e-3),
             cache_size=opts.get("cache_size", 100.0),
-            max_iter=opts.get("max_iter", -1),
+            max_iter=opts.get("max_iter"),  # None: svm-train's limit
             selection=opts.get("selection", "second"),
             heuristic=opts.get("heuristic", DEFAULT_HEURISTIC),
             reconstruction=opts.get("reconstruction"),  # None: the type's default

@@ -92,6 +92,14 @@ def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds:
     return seconds
 
 
+def max_iterations(max_iter: int | None, n: int) -> int:
+    """The iteration limit of a problem of n variables: ``max_iter``; none for -1
+    (scikit-learn's); svm-train's max(10^7, 100 n) for None (psvm-train's default)."""
+    if max_iter is None:
+        return max(10_000_000, 100 * n)
+    return max_iter if max_iter >= 0 else np.iinfo(np.int64).max
+
+
 def first_budget(n: int) -> int:
     """The first engine call's iteration budget: about 10 ms of work, at least 1000
     iterations (small problems: fewer calls into the engine, each with its Python around)."""
@@ -243,7 +251,7 @@ class Solver:
         cf = self.ctl_f = np.zeros(E.N_CTL_F)
         policy = self.policy
         n = self.n_vars
-        ci[E.MAX_ITER_] = cfg.max_iter if cfg.max_iter > 0 else max(10_000_000, 100 * n)
+        ci[E.MAX_ITER_] = max_iterations(cfg.max_iter, n)
         ci[E.ITER_BUDGET] = first_budget(self.n_samples * self.per_row)
         ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER and not self.nu  # NU: second only
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness

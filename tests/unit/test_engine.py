@@ -190,3 +190,26 @@ def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
     X, y = load_iris(return_X_y=True)
     seconds = psvm.SVC().fit(X[y > 0], y[y > 0]).fit_stats_["seconds_max"]
     assert 0 < seconds["kernel"] <= seconds["train"] < 1.0
+
+
+def test_iteration_limits():
+    """-1 is no limit (scikit-learn's), None svm-train's max(10^7, 100 l), 0 stops at once."""
+    from psvm.svc.solver import max_iterations
+
+    assert max_iterations(-1, 10**6) == np.iinfo(np.int64).max
+    assert max_iterations(None, 1000) == 10**7 and max_iterations(None, 10**6) == 10**8
+    assert max_iterations(0, 10) == 0 and max_iterations(7, 10) == 7
+
+
+def test_max_iter_0_and_gamma_0_as_sklearn():
+    """scikit-learn takes max_iter=0 (no iteration: fit_status_ 1 and its warning) and
+    gamma=0.0 (a constant rbf kernel)."""
+    from sklearn import svm
+
+    X, y = load_iris(return_X_y=True)
+    with pytest.warns(ConvergenceWarning, match="max_iter=0"):
+        clf = psvm.SVC(max_iter=0).fit(X, y)
+    assert clf.fit_status_ == 1 and clf.n_iter_.tolist() == [0, 0, 0]
+    ours, ref = psvm.SVC(gamma=0.0).fit(X, y), svm.SVC(gamma=0.0).fit(X, y)
+    np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
+    np.testing.assert_allclose(ours.dual_coef_, ref.dual_coef_, atol=1e-6)
