@@ -201,7 +201,7 @@ def svc_fit_predict(
         if present.size == 1:
             return np.full(np.count_nonzero(test), present[0], dtype=np.float64)
         fold = training_shard(comm, shard, train, classes=present)
-        model, _ = fit_ovo(comm, fold, params, present, stats=stats, log=log)
+        model, _ = fit_ovo(comm, fold, params, present, stats=stats, log=log, fold=True)
         if log is not None:
             log(f"Total nSV = {model.support_vectors.shape[0]}")
         X_test = shard.X[np.flatnonzero(test)]

@@ -132,7 +132,15 @@ def global_variance(comm, X: sp.csr_matrix, n_samples: int, n_features: int) -> 
     return float(square / n - (total / n) ** 2) if n else 0.0
 
 
-def check_finite(res: BinaryResult, where: str) -> None:
+OVERFLOW = (
+    "the kernel overflows float64 on this data; scale the features (svm-scale, StandardScaler) "
+    "or lower gamma, coef0 or degree"
+)
+# nu-SVC's rho is infinite when every variable of a class sits at a bound (no free one)
+NU_BOUND = "nu leaves a class no free variable (lower nu), or " + OVERFLOW
+
+
+def check_finite(res: BinaryResult, where: str, cause: str = OVERFLOW) -> None:
     """Refuse a NaN or inf result: a kernel value overflowed, and NaN fails every stop test.
 
     gap, rho and the objective are agreed values, so every rank raises alike.
@@ -140,20 +148,24 @@ def check_finite(res: BinaryResult, where: str) -> None:
     if not all(math.isfinite(v) for v in (res.gap, res.rho, res.objective)):
         raise TrainingError(
             f"the solver's values are not finite {where} "
-            f"(gap m - M {res.gap:g}, rho {res.rho:g}, objective {res.objective:g}): the kernel "
-            "overflows float64 on this data; scale the features (svm-scale, StandardScaler) or "
-            "lower gamma, coef0 or degree"
+            f"(gap m - M {res.gap:g}, rho {res.rho:g}, objective {res.objective:g}): {cause}"
         )
 
 
-def check_nu_feasible(comm, nu: float, C_row: np.ndarray, cls: np.ndarray, k: int) -> None:
+# LIBSVM checks nu on the whole set only, and trains such a fold to a model without a threshold
+FOLD_NU = " on the training rows of a fold; lower nu"
+
+
+def check_nu_feasible(
+    comm, nu: float, C_row: np.ndarray, cls: np.ndarray, k: int, where: str = ""
+) -> None:
     """LIBSVM's svm_check_parameter for nu-SVC: every class pair needs
     nu (n_a + n_b) / 2 <= min(n_a, n_b) (n: the classes' summed bounds; collective)."""
     n = [comm.exact_sum(C_row[cls == c]) for c in range(k)]
     for a in range(k):
         for b in range(a + 1, k):
             if nu * (n[a] + n[b]) / 2 > min(n[a], n[b]):
-                raise TrainingError("specified nu is infeasible")
+                raise TrainingError(f"specified nu is infeasible{where}")
 
 
 def nu_start(comm, problem: BinaryProblem, nu: float, weighted: bool) -> None:
@@ -206,7 +218,11 @@ def _solve_pair(comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int) -> 
     name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
     pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
     res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
-    check_finite(res, f"in class pair {pair + 1} of {n_pairs}")
+    check_finite(
+        res,
+        f"in class pair {pair + 1} of {n_pairs}",
+        NU_BOUND if cfg.svm_type == "nu_svc" else OVERFLOW,
+    )
     if ck is not None:
         scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
         ck.pair_solved(pair, res.alpha, scalars)
@@ -224,6 +240,7 @@ def fit_ovo(
     log: Callable[[str], None] | None = None,
     checkpoint: CheckpointConfig | None = None,
     alpha0: np.ndarray | None = None,
+    fold: bool = False,
 ) -> tuple[SVCModel, np.ndarray]:
     """Train one-vs-one C-SVC on a shard; collective, same model on every rank.
 
@@ -234,7 +251,8 @@ def fit_ovo(
     ``checkpoint`` saves the solver state now and then and, to resume, reads it
     back (:mod:`psvm.svc.checkpoint`). ``alpha0`` (C-SVC): a feasible start, y alpha over
     the shard's rows in ``dual_coef``'s layout (k - 1 rows: pair (a, b)'s class a in row
-    b - 1, class b in row a); default 0.
+    b - 1, class b in row a); default 0. ``fold``: the training rows of a fold (``-v``,
+    ``-b 1``), for nu-SVC's error when its nu is infeasible there.
     """
     stats = Stats() if stats is None else stats
     y, k = shard.y, len(classes)
@@ -245,7 +263,7 @@ def fit_ovo(
     for c, label in enumerate(classes):
         cls[y == label] = c
     nu = cfg.svm_type == "nu_svc"
-    C_row = _row_bounds(comm, cfg, classes, cls, sample_weight)
+    C_row = _row_bounds(comm, cfg, classes, cls, sample_weight, fold)
     Xc, X = solver_rows(comm, shard.X, cfg.kernel)
     rows_of = _pair_rows(comm, shard, cfg, Xc, cls, C_row)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
@@ -310,12 +328,12 @@ class _PairResults:
         }
 
 
-def _row_bounds(comm, cfg, classes, cls, sample_weight) -> np.ndarray:
+def _row_bounds(comm, cfg, classes, cls, sample_weight, fold: bool) -> np.ndarray:
     """Each row's upper bound C_t: C times its class weight and sample weight; nu-SVC: 1
     (times the sample weight), as LIBSVM's solve_nu_svc, after its feasibility check."""
     if cfg.svm_type == "nu_svc":
         C_row = np.ones(cls.size) if sample_weight is None else np.array(sample_weight, float)
-        check_nu_feasible(comm, cfg.nu, C_row, cls, len(classes))
+        check_nu_feasible(comm, cfg.nu, C_row, cls, len(classes), FOLD_NU if fold else "")
         return C_row
     weight = np.array([cfg.C * cfg.class_weight.get(lab, 1.0) for lab in classes])
     return weight[cls] if sample_weight is None else weight[cls] * sample_weight

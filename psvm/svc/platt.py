@@ -119,7 +119,14 @@ def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats
         )
         sw = None if sample_weight is None else sample_weight[train]
         model, _ = fit_ovo(
-            comm, fold, params, np.array([1.0, -1.0]), sample_weight=sw, stats=stats, log=log
+            comm,
+            fold,
+            params,
+            np.array([1.0, -1.0]),
+            sample_weight=sw,
+            stats=stats,
+            log=log,
+            fold=True,
         )
         if test.size:
             dec[test] = model.decision_function(shard.X[rows[test]])[:, 0]

@@ -226,6 +226,21 @@ def test_nu_svc_infeasible_nu_is_refused():
         psvm.NuSVC(nu=0.9).fit(X, y)
 
 
+@pytest.mark.filterwarnings("ignore:The `probability` parameter:FutureWarning")
+def test_nu_svc_errors_say_where_nu_fails():
+    """A nu feasible on the whole set but not on a fold of the probability model's cross
+    validation names the fold; nu = 1 on balanced classes leaves no free variable: rho is
+    not finite, which is said, not blamed on a kernel overflow alone."""
+    X, y = np.arange(22.0).reshape(-1, 1) / 22, np.r_[np.zeros(10), np.ones(12)]
+    psvm.NuSVC(nu=0.9).fit(X, y)  # 0.9 <= 2 * 10 / 22
+    with pytest.raises(
+        ValueError, match="^specified nu is infeasible on the training rows of a fold"
+    ):
+        psvm.NuSVC(nu=0.9, probability=True, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="rho (inf|nan).*nu leaves a class no free variable"):
+        psvm.NuSVC(nu=1.0).fit(X[:20], np.r_[np.zeros(10), np.ones(10)])
+
+
 @pytest.mark.parametrize("file", ["abalone_scale.xz", "cpusmall_scale.xz"])
 def test_nu_svr_matches_libsvm_and_sklearn(shared_data, capfd, file):
     X, y, Xt, _ = _split(shared_data, file, 2000, 1000)
