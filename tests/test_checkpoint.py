@@ -170,7 +170,7 @@ def test_resume_without_a_file_starts_afresh(tmp_path, a9a):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--resume"], "resume needs a checkpoint path"),
+        (["--resume"], "--resume needs --checkpoint FILE"),
         (["--checkpoint", "c", "--checkpoint-iters", "-1"], "checkpoint_iters must be >= 0"),
         (["--checkpoint", "c", "--checkpoint-seconds", "nan"], "checkpoint_seconds must be"),
     ],

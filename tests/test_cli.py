@@ -423,3 +423,17 @@ def test_parameters_read_as_svm_train_reads_them(argv, expected):
 
     params = svc_params(parse_args([*argv, "train.txt"]))
     assert {k: params[k] for k in expected} == expected
+
+
+def test_a_file_that_cannot_be_opened_is_named(tmp_path):
+    """As svm-train's "can't open input file": the path and the reason, one line, no errno."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD)
+    cases = [
+        (TRAIN, [tmp_path / "nosuch.txt"], 2, "nosuch.txt"),
+        (PREDICT, [data, tmp_path / "nosuch.model", tmp_path / "p"], None, "nosuch.model"),
+    ]
+    for module, argv, n, name in cases:
+        r = run_cli(module, argv, n, timeout=60)
+        line = f"error: cannot open {str(tmp_path / name)!r}: No such file or directory"
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and line in r.stderr, r.stderr

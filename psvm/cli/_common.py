@@ -180,6 +180,9 @@ def flag_named(flags: dict) -> Iterator[None]:
         flag = next(
             (f for f, (n, kind, _) in flags.items() if n == name and kind is not WEIGHTS), None
         )
+        label = re.match(r"class_weight\[(.*?)\]", str(e))  # a -wi weight: its flag, -w1
+        if label is not None and any(kind is WEIGHTS for _, kind, _ in flags.values()):
+            flag = f"-w{float(label.group(1)):g}"
         if flag is None:
             raise
         raise ParameterError(f"option {flag}: {e}") from None
@@ -249,8 +252,15 @@ def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: lis
             traceback.print_exc()
             return 1
         if comm.rank == 0:
-            print(f"{prog}: error: {e}", file=sys.stderr)
+            print(f"{prog}: error: {_message(e)}", file=sys.stderr)
         return 1
+
+
+def _message(e: Exception) -> str:
+    """An error's line: a file that cannot be opened as svm-train says it, by name."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"cannot open {os.fspath(e.filename)!r}: {e.strerror}"
+    return str(e)
 
 
 def libsvm_class_order(labels):

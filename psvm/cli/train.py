@@ -117,6 +117,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(f"-v {opts['n_folds']}: n-fold cross validation: n must be >= 2")
     if opts.get("cv_parallel", "auto") not in CV_PARALLEL:
         raise UsageError(f"--cv-parallel {opts['cv_parallel']}: must be auto, folds or rows")
+    if opts["resume"] and "checkpoint" not in opts:
+        raise UsageError("--resume needs --checkpoint FILE: the state to resume from")
     if "n_folds" in opts and ("checkpoint" in opts or opts["resume"]):
         raise UsageError("-v trains one model per fold and keeps no checkpoint: drop --checkpoint")
     if opts.get("shrinking", 1) not in (0, 1):

@@ -186,7 +186,7 @@ def test_read_libsvm_error_names_file_and_line(content, seed):
         (["--max-iter", "-2"], "max_iter"),
         (["--reconstruction", "often"], "reconstruction must be one of"),
         (["--selection", "third"], "selection must be one of"),
-        (["-w1", "-2"], "class_weight[1.0] must be > 0"),
+        (["-w1", "-2"], "option -w1: class_weight[1.0] must be > 0"),
         (["-h", "2"], "shrinking must be 0 or 1"),
         (["-h", "0", "--heuristic", "lazy"], "contradicts"),
         (["-b", "2"], "probability_estimates must be 0 or 1"),
