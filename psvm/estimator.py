@@ -178,6 +178,7 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
 
     def __init__(
         self,
+        *,
         C=1.0,
         kernel="rbf",
         degree=3,

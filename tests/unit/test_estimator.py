@@ -449,3 +449,10 @@ def test_unscaled_rbf_features_warn_once_unless_gamma_adapts():
         warnings.simplefilter("error")
         psvm.SVC().fit(X * 100, y)  # gamma='scale' adapts to the data
         psvm.SVC(gamma=0.1).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [psvm.SVC, psvm.NuSVC, psvm.SVR, psvm.NuSVR, psvm.OneClassSVM])
+def test_parameters_are_keyword_only(cls):
+    """As scikit-learn's: ``SVC(2.0)`` is a TypeError, not C = 2 by position."""
+    with pytest.raises(TypeError, match="positional argument"):
+        cls(0.5)
