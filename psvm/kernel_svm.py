@@ -293,6 +293,15 @@ class KernelSVM(BaseEstimator):
             state = {**state, "comm": None}
         return state
 
+    def __deepcopy__(self, memo):
+        """A deep copy but for ``comm``, shared by reference (``__getstate__`` drops it for
+        pickling: a copy would train on the world communicator instead)."""
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, v if k == "comm" else copy.deepcopy(v, memo))
+        return new
+
     def __sklearn_clone__(self):
         if self.comm is None:
             return super().__sklearn_clone__()

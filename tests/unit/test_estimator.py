@@ -7,6 +7,7 @@ with sklearn.svm.SVC on breast_cancer, digits and a9a.
 
 from __future__ import annotations
 
+import copy
 import json
 import pickle
 import re
@@ -114,6 +115,9 @@ def test_clone_and_pickle_with_a_communicator(breast_cancer):
         est = psvm.SVC(comm=comm)
         assert clone(est).comm is comm
         est.fit(*breast_cancer)
+        copied = copy.deepcopy(est)  # the fit copied, the communicator shared
+        assert copied.comm is comm and copied.support_ is not est.support_
+        np.testing.assert_array_equal(copied.support_, est.support_)
         loaded = pickle.loads(pickle.dumps(est))
         assert loaded.comm is None and est.comm is comm
         np.testing.assert_array_equal(
