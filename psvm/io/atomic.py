@@ -13,6 +13,7 @@ LIBSVM's commands write every path.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -92,7 +93,7 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
         reason = "it is a folder"
     elif st is not None and not stat.S_ISREG(st.st_mode):  # written in place
         if not os.access(real, os.W_OK):
-            reason = os.strerror(13)  # EACCES's "Permission denied"
+            reason = os.strerror(errno.EACCES)
     elif not os.path.isdir(directory):
         reason = f"folder {directory!r} does not exist"
     else:
