@@ -75,8 +75,9 @@ def test_replicated_input_is_compared_exactly():
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     for face in ("svc", "sgd"):
-        assert out[f"{face} same"] == "ok"
-        for case in ("sum within 1e-9", "last bit", "swapped labels", "one weight"):
+        assert out[f"{face} same"] == out[f"{face} same, string labels"] == "ok"
+        cases = ("sum within 1e-9", "last bit", "swapped labels", "swapped string labels")
+        for case in (*cases, "one weight"):
             got = out[f"{face} {case}"]
             assert got.startswith(
                 "InputError: distributed='replicated' needs the same X, y and "

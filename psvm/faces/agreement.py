@@ -150,9 +150,10 @@ def _rank_input(X, y, sample_weight, sparse, classes, labelled, digested) -> Ran
         positive = np.ones(int(np.any(sample_weight > 0)))
     digest = ""
     if digested:
-        codes = np.ascontiguousarray(y, dtype=np.float64).view(np.int64)
-        if labelled:
+        if labelled:  # (labels of any type: strings too)
             codes = np.searchsorted(labels, y)
+        else:
+            codes = np.ascontiguousarray(y, dtype=np.float64).view(np.int64)
         digest = input_digest(X, codes, sample_weight)
     return RankInput(
         shape=X.shape,

@@ -6,7 +6,8 @@ For psvm.SVC and psvm.SGDSVC (distributed='replicated'), the last ranks alter
 their copy of the input: X scaled by 1 + k * 6e-10 on rank k (the old check,
 sums equal within 1e-9, let rank 1 go on while rank 0 raised: a hang), X
 changed in its last bit, two labels swapped (same counts), one sample weight
-changed. Every rank must raise the same ValueError; the unaltered input fits.
+changed. Every rank must raise the same ValueError; the unaltered input fits, with
+numeric labels and with strings (the digest hashes the labels' class codes).
 Collective assertions; rank 0 prints one JSON line: case -> error (or "ok").
 """
 
@@ -27,6 +28,8 @@ def main():
     last = k == comm.size - 1
     cases = {
         "same": (X, y, sw),
+        "same, string labels": (X, np.array(["no", "yes"])[y], sw),
+        "swapped string labels": (X, np.array(["no", "yes"])[_swap(y, last)], sw),
         "sum within 1e-9": (X * (1 + k * 6e-10), y, sw),
         "last bit": (
             np.where(last & (np.arange(X.size) == 7).reshape(X.shape), np.nextafter(X, np.inf), X),
