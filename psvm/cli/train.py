@@ -117,6 +117,8 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(f"-v {opts['n_folds']}: n-fold cross validation: n must be >= 2")
     if opts.get("cv_parallel", "auto") not in CV_PARALLEL:
         raise UsageError(f"--cv-parallel {opts['cv_parallel']}: must be auto, folds or rows")
+    if opts.get("seed", 0) < 0:  # (numpy's generators take no negative seed)
+        raise UsageError(f"--seed {opts['seed']}: must be >= 0")
     if opts["resume"] and "checkpoint" not in opts:
         raise UsageError("--resume needs --checkpoint FILE: the state to resume from")
     if "n_folds" in opts and ("checkpoint" in opts or opts["resume"]):

@@ -64,6 +64,8 @@ def parse_args(argv: list[str]) -> dict:
     opts["sync_every"] = se if se == "auto" else number("--sync-every", se, int)
     if opts.get("average", 1) not in (0, 1):
         raise UsageError(f"--average {opts['average']}: must be 0 or 1")
+    if opts.get("random_state", 0) < 0:
+        raise UsageError(f"--seed {opts['random_state']}: must be >= 0")
     return opts
 
 
@@ -71,7 +73,7 @@ def body(argv: list[str]) -> int:
     """Train on every rank's shard; rank 0 writes the model (and the statistics)."""
     import numpy as np
 
-    from psvm._params import validate_sgd_params
+    from psvm._params import check_number, validate_sgd_params
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
     from psvm.io.linear_model_file import write_linear_model
@@ -92,12 +94,14 @@ def body(argv: list[str]) -> int:
         sync_every=opts["sync_every"],
         msf_target=opts.get("msf_target", 0.1),
         max_iter=opts.get("max_iter", 1000),
-        tol=tol if tol > 0 else None,
+        tol=tol if tol != 0 else None,  # 0: no early stop; < 0 or NaN: refused
         average=opts.get("average", 1),
         intercept_decay=0.01,
     )
-    with flag_named(FLAGS):
-        validate_sgd_params(**cfg_args)  # parameter errors before any file is read
+    with flag_named(FLAGS):  # parameter errors before any file is read
+        validate_sgd_params(**cfg_args)
+        for label, w in opts["class_weight"].items():
+            check_number(f"class_weight[{label!r}]", w, low=0, low_open=True)
     agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats")})
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None

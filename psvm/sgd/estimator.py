@@ -170,8 +170,10 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             data = fit_input(
                 self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
             )
+            cfg, cw = self._settings(data, data.classes)  # all checked before any state changes
+            self._cfg = cfg
             self._setup(comm, data)
-            self._train(comm, data, self.max_iter, stop_on_tol=True)
+            self._train(comm, data, cw, self.max_iter, stop_on_tol=True)
         return self
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
@@ -192,9 +194,16 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
                 classes=classes,
                 every_class_weighted=False,
             )
+            # the parameters of this call (set_params between calls counts, as in scikit-learn)
+            cfg, cw = self._settings(data, data.classes if first else self.classes_)
+            policy = (cfg.sync_every, cfg.msf_target)
+            renew = not first and policy != (self._cfg.sync_every, self._cfg.msf_target)
+            self._cfg = cfg
             if first:
                 self._setup(comm, data)
-            self._train(comm, data, 1, stop_on_tol=False)
+            elif renew:
+                self._policy = make_policy(*policy)
+            self._train(comm, data, cw, 1, stop_on_tol=False)
         return self
 
     @contextmanager
@@ -209,9 +218,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         ):
             yield comm
 
-    def _setup(self, comm, data: FitInput) -> None:
-        """Validate parameters, draw the agreed seed, start a fresh model and MSF policy."""
-        self._cfg = validate_sgd_params(
+    def _settings(self, data: FitInput, classes) -> tuple:
+        """The validated settings of a fit and the class weights (raising changes nothing)."""
+        cfg = validate_sgd_params(
             alpha=self.alpha,
             learning_rate=self.learning_rate,
             eta0=self.eta0,
@@ -226,6 +235,10 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             intercept_decay=SPARSE_INTERCEPT_DECAY if data.sparse else 1.0,
             verbose=self.verbose,
         )
+        return cfg, class_weight_vector(self.class_weight, classes, data.class_counts)
+
+    def _setup(self, comm, data: FitInput) -> None:
+        """Draw the agreed seed, start a fresh model and MSF policy (``_cfg`` set)."""
         try:
             rng = check_random_state(self.random_state)
         except ValueError as e:  # every rank raises it alike
@@ -238,8 +251,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self._policy = make_policy(self._cfg.sync_every, self._cfg.msf_target)
         self.n_iter_ = 0
 
-    def _train(self, comm, data: FitInput, n_epochs, *, stop_on_tol) -> None:
-        cw = class_weight_vector(self.class_weight, self.classes_, data.class_counts)
+    def _train(self, comm, data: FitInput, cw, n_epochs, *, stop_on_tol) -> None:
         prob = make_problem(
             comm,
             data.X,
@@ -273,7 +285,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     # -- prediction ---------------------------------------------------------------
     def decision_function(self, X):
         """Signed scores: (n_samples,) for two classes (positive: classes_[1]), else per class."""
-        check_is_fitted(self)
+        check_is_fitted(self, "coef_")  # (a refused fit may have read X's shape, not fitted)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         scores = np.asarray(X @ self.coef_.T) + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores

@@ -192,6 +192,11 @@ def test_read_libsvm_error_names_file_and_line(content, seed):
         (["-b", "2"], "probability_estimates must be 0 or 1"),
         (["-v", "5", "-b", "1"], "-b 1 with -v"),
         (["--solver", "qp"], "--solver qp"),
+        (["-v", "5", "--seed", "-1"], "--seed -1: must be >= 0"),
+        (["--solver", "sgd", "--seed", "-1"], "--seed -1: must be >= 0"),
+        (["--solver", "sgd", "-w1", "nan"], "option -w1: class_weight[1.0] must be finite"),
+        (["--solver", "sgd", "-w1", "-2"], "option -w1: class_weight[1.0] must be > 0"),
+        (["--solver", "sgd", "--tol", "-1"], "option --tol: tol must be >= 0"),
     ],
 )
 def test_bad_parameters_are_rejected_before_reading_the_data(argv, fragment, capsys, tmp_path):

@@ -275,6 +275,42 @@ def test_stopping_and_partial_fit():
         p.partial_fit(X, y + 5)
 
 
+def test_partial_fit_reads_the_parameters_of_each_call():
+    """As SGDClassifier: set_params between partial_fit calls takes effect."""
+    X, y = blobs()
+    a, b = (SGDSVC(alpha=1e-2, random_state=0, shuffle=False) for _ in range(2))
+    for est in (a, b):
+        est.partial_fit(X, y, classes=[0, 1])
+    a.set_params(alpha=10.0)
+    a.partial_fit(X, y)
+    b.partial_fit(X, y)
+    ref = SGDSVC(alpha=1e-2, random_state=0, shuffle=False, max_iter=2, tol=None).fit(X, y)
+    np.testing.assert_allclose(b.coef_, ref.coef_)
+    assert np.abs(a.coef_).sum() < 0.9 * np.abs(b.coef_).sum()  # the larger alpha shrank it
+
+
+def test_a_refused_fit_leaves_the_estimator_as_it_was():
+    """Bad class weights (nan, <= 0, not a dict) are refused before any fitted state
+    changes: the previous model still predicts, a fresh estimator stays unfitted."""
+    from sklearn.exceptions import NotFittedError
+
+    X, y = blobs()
+    est = SGDSVC(random_state=0).fit(X, y)
+    before = est.predict(X)
+    y3 = np.where(np.arange(y.size) % 3 == 0, 2, y)
+    for cw in ("heavy", {1: -2.0}, {0: np.nan}, {1: 0.0}):
+        est.set_params(class_weight=cw)
+        with pytest.raises(ParameterError, match="class_weight"):
+            est.fit(X, y3)
+        assert est.classes_.tolist() == [0, 1] and est.coef_.shape == (1, X.shape[1])
+        np.testing.assert_array_equal(est.predict(X), before)
+        fresh = SGDSVC(class_weight=cw)
+        with pytest.raises(ParameterError, match="class_weight"):
+            fresh.fit(X, y)
+        with pytest.raises(NotFittedError):
+            fresh.predict(X)
+
+
 def test_parameter_errors_name_the_parameter():
     X, y = blobs(50)
     for kw, name in [
