@@ -24,8 +24,9 @@ import numpy as np
 
 from psvm.io.atomic import write_atomic
 
-# per-row arrays of the solver state, saved in global order
-STATE_ARRAYS = ("alpha", "G", "active", "streak", "window")
+# per-row arrays of the solver state, saved in global order; "epoch" and "snapshots" (a column
+# per departure) are the stale rows' departures, so a resumed run continues the same arithmetic
+STATE_ARRAYS = ("alpha", "G", "active", "streak", "window", "epoch", "snapshots")
 
 
 class CheckpointError(ValueError):
@@ -161,6 +162,12 @@ class Checkpoint:
         state.update(json.loads(str(s["state_scalars"])))
         return state
 
+    def _gather(self, local: np.ndarray) -> np.ndarray | None:
+        """A per-row array (1-D, or 2-D with a column per snapshot) in global row order on
+        rank 0 (collective)."""
+        out = self.comm.gatherv(local.ravel())
+        return out.reshape(-1, local.shape[1]) if out is not None and local.ndim == 2 else out
+
     # -- iterations ----------------------------------------------------------
     def next_save(self) -> float:
         """The monotonic time of the next save by the clock (rank 0's counts; inf: none)."""
@@ -173,7 +180,7 @@ class Checkpoint:
 
     def save(self, pair: int, arrays: dict, scalars: dict) -> None:
         """Write the file (collective): the pair being solved and its local state arrays."""
-        gathered = {f"state_{k}": self.comm.gatherv(arrays[k]) for k in STATE_ARRAYS}
+        gathered = {f"state_{k}": self._gather(arrays[k]) for k in STATE_ARRAYS if k in arrays}
         error = None
         if self.comm.rank == 0:
 

@@ -207,14 +207,19 @@ class Solver:
         self._dense_lent = False  # a window's dense copy overwrote the shard's (_set_window)
 
     def _to_file(self, a: np.ndarray) -> np.ndarray:
-        """Per-variable values in row-major order (a row's variables together), so the ranks'
-        pieces concatenate in global order for every P (checkpoints)."""
-        return a.reshape(self.per_row, -1).T.ravel() if self.per_row > 1 else a
+        """Per-variable values (a row each, or a value each) in row-major order (a row's
+        variables together), so the ranks' pieces concatenate in global order for every P
+        (checkpoints)."""
+        if self.per_row == 1:
+            return a
+        tail = a.shape[1:]
+        return a.reshape(self.per_row, -1, *tail).swapaxes(0, 1).reshape(-1, *tail)
 
     def _from_file(self, a):
-        if self.per_row == 1 or not isinstance(a, np.ndarray) or a.ndim != 1:
+        if self.per_row == 1 or not isinstance(a, np.ndarray) or a.ndim == 0:
             return a
-        return a.reshape(-1, self.per_row).T.ravel()
+        tail = a.shape[1:]
+        return a.reshape(-1, self.per_row, *tail).swapaxes(0, 1).reshape(-1, *tail)
 
     def _gather_rows(self, local: np.ndarray, coef: np.ndarray) -> tuple[tuple, np.ndarray]:
         """The rows of the local variables ``local`` of every rank, each once, in global row
@@ -571,22 +576,24 @@ class Solver:
     def _save(self, n_iter: int) -> None:
         """Write the state between two iterations (collective)."""
         with self.stats.timer("checkpoint"):
-            self._sync()
-            self._refresh_stale()  # G exact on every row: the file needs no snapshots
+            self._sync()  # (stale rows keep their G and departures: a save changes no value)
             gap0 = float(self.ctl_f[E.GAP0])
+            dep = self.departures
             arrays = {
                 "alpha": self.alpha,
                 "G": self.G,
                 "active": self.active.astype(np.int8),
                 "streak": self.streak,
                 "window": self.in_window.astype(np.int8),
+                "epoch": dep.epoch,
             }
+            if len(dep):
+                arrays["snapshots"] = np.stack(dep.alphas, axis=1)
             scalars = {
                 "n_iter": n_iter,
                 "gap0": None if np.isnan(gap0) else gap0,
                 "gaps": self._gaps,
                 "unshrunk": self._unshrunk,
-                "departed": len(self.departures) > 0,
             }
             arrays = {k: self._to_file(v) for k, v in arrays.items()}
             self.checkpoint.save(self.pair, arrays, scalars)
@@ -597,9 +604,11 @@ class Solver:
         self.active[:] = s["active"] != 0
         self.streak[:] = s["streak"]
         self._relayout(np.flatnonzero(self._pairs(s["window"] != 0)))
-        if s.get("departed"):  # stale rows were saved up to date, as the saving run left them
+        if "snapshots" in s:  # the stale rows' departures, as the saving run held them
+            self.departures.epoch[:] = s["epoch"]
+            self.departures.alphas = [np.array(a) for a in s["snapshots"].T]
+        elif s.get("departed"):  # an older file: stale rows saved up to date
             self.departures.reset(np.flatnonzero(~self.in_window), self.alpha)
-            self.ctl_i[E.HAS_DEPARTURES] = 1
         self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
         self.ctl_i[E.N_ITER] = self.ctl_i[E.CLOCK_DONE] = int(s["n_iter"])
         self.ctl_f[E.GAP0] = np.nan if s["gap0"] is None else s["gap0"]
