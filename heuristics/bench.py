@@ -12,6 +12,7 @@ machine description printed with every result. Used by
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
@@ -92,15 +93,15 @@ def data_dir() -> Path:
 def head_path(src: str | Path, rows: int | None) -> str:
     """A plain-text path holding the first ``rows`` lines of ``src`` (all if None).
 
-    Subsets live next to psvm's decompressed copies (``$PSVM_CACHE_DIR``), keyed
-    by the cached file's name, so they are made once and never enter the repository.
+    Subsets live in psvm's cache (``$PSVM_CACHE_DIR``, :func:`_subset_path`), so they are
+    made once per version of the file and never enter the repository or a user's folder.
     """
     from psvm.io.libsvm_format import uncompressed_path
 
     plain = uncompressed_path(str(src))
     if rows is None:
         return plain
-    target = f"{plain}.head{rows}"
+    target = _subset_path(plain, f"head{rows}")
     if not os.path.exists(target):
         tmp = f"{target}.tmp{os.getpid()}"
         with open(plain, "rb") as f, open(tmp, "wb") as out:
@@ -112,19 +113,34 @@ def head_path(src: str | Path, rows: int | None) -> str:
     return target
 
 
+def _subset_path(plain: str, suffix: str) -> str:
+    """The cache's name for a subset of the plain-text file ``plain``: beside a decompressed
+    copy (named by its source's path, size and time), else keyed the same way by ``plain``'s
+    own, so that a user's folder gets no file and an edited file no stale subset."""
+    from psvm.io.libsvm_format import cache_dir
+
+    cache = cache_dir()
+    if os.path.dirname(os.path.abspath(plain)) == os.path.abspath(cache):
+        return f"{plain}.{suffix}"
+    full, st = os.path.abspath(plain), os.stat(plain)
+    key = hashlib.sha256(f"{full}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:20]
+    os.makedirs(cache, exist_ok=True)
+    return os.path.join(cache, f"{os.path.basename(full)}.{key}.{suffix}")
+
+
 def sample_path(src: str | Path, rows: int | None, seed: int = 0) -> str:
     """A plain-text path holding ``rows`` lines of ``src`` drawn per class in proportion
     (stratified, with ``seed``; file order kept), or the whole file if None.
 
-    The first N lines of a file sorted by class would hold one class only. Made once,
-    next to psvm's decompressed copies, like :func:`head_path`.
+    The first N lines of a file sorted by class would hold one class only. Made once per
+    version of the file, in psvm's cache, like :func:`head_path`.
     """
     from psvm.io.libsvm_format import uncompressed_path
 
     plain = uncompressed_path(str(src))
     if rows is None:
         return plain
-    target = f"{plain}.strat{rows}-{seed}"
+    target = _subset_path(plain, f"strat{rows}-{seed}")
     if not os.path.exists(target):
         with open(plain, "rb") as f:
             lines = [ln for ln in f if ln.strip() and not ln.lstrip().startswith(b"#")]

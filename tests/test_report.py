@@ -345,3 +345,24 @@ def test_elimination_bound_without_usable_traces():
     assert elimination_bound({}, early, 10) is None
     restart = {"iter": [0, 100, 0, 100], "active": [10, 5, 10, 5]}
     assert elimination_bound(none, restart, 10) is None
+
+
+def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path, monkeypatch):
+    """The study's samples of a plain file go to psvm's cache, keyed by the file's path,
+    size and time: nothing is written beside the user's file, and an edited file gets a new
+    sample (the old one was reused by name)."""
+    from heuristics.bench import head_path, sample_path
+
+    monkeypatch.setenv("PSVM_CACHE_DIR", str(tmp_path / "cache"))
+    data = tmp_path / "user" / "d.txt"
+    data.parent.mkdir()
+    data.write_text("".join(f"{1 - 2 * (k % 2)} 1:{k}\n" for k in range(40)))
+    first, head = sample_path(data, 10), head_path(data, 5)
+    assert sorted(p.name for p in data.parent.iterdir()) == ["d.txt"]
+    assert Path(first).parent == Path(head).parent == tmp_path / "cache"
+    assert {ln.split()[0] for ln in Path(first).read_text().splitlines()} == {"1", "-1"}
+    data.write_text("".join(f"1 1:{k}\n" for k in range(41)))  # edited: one class now
+    again = sample_path(data, 10)
+    assert again != first and {ln.split()[0] for ln in Path(again).read_text().splitlines()} == {
+        "1"
+    }
