@@ -104,6 +104,14 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
         if a.repeats < 1 or a.rows < 0 or a.test_rows < 0:
             raise SystemExit("psvm-report: --repeats must be >= 1, --rows/--test-rows >= 0")
         try:
+            ranks = [int(P) for P in _csv(a.ranks)]
+        except ValueError:
+            ranks = []
+        if not ranks or min(ranks) < 1:
+            raise SystemExit(f"psvm-report: --ranks {a.ranks}: process counts >= 1, e.g. 1,2")
+        if a.cache <= 0:
+            raise SystemExit(f"psvm-report: --cache {a.cache:g}: must be > 0 (MB)")
+        try:
             if any(entry in DATASETS for entry in data):
                 data_dir()  # before run_study clears OUT/records
         except DataNotFoundError as e:
@@ -111,7 +119,7 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
         run_study(
             a.out,
             data=data,
-            ranks=[int(P) for P in _csv(a.ranks)],
+            ranks=ranks,
             rows=a.rows or None,
             test_rows=a.test_rows or None,
             repeats=a.repeats,

@@ -171,6 +171,7 @@ def test_resume_without_a_file_starts_afresh(tmp_path, a9a):
     "args, message",
     [
         (["--resume"], "--resume needs --checkpoint FILE"),
+        (["--checkpoint-iters", "5"], "--checkpoint-iters needs --checkpoint FILE"),
         (["--checkpoint", "c", "--checkpoint-iters", "-1"], "checkpoint_iters must be >= 0"),
         (["--checkpoint", "c", "--checkpoint-seconds", "nan"], "checkpoint_seconds must be"),
     ],

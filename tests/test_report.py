@@ -1,6 +1,7 @@
 """The heuristics report pipeline end to end on a tiny real data set, and its pure parts."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -212,7 +213,7 @@ def test_report_on_a_users_file_sorted_by_class(tmp_path, monkeypatch):
         "--ranks",
         "1",
         "--heuristics",
-        "none,libsvm",
+        "none,libsvm,frequent",
         "--reconstructions",
         "single",
         "--selections",
@@ -230,6 +231,8 @@ def test_report_on_a_users_file_sorted_by_class(tmp_path, monkeypatch):
     assert psvm and all(r["returncode"] == 0 for r in psvm)
     md = (out / "REPORT.md").read_text()
     assert "### mine" in md and "No elimination bound" in md
+    # one run per configuration: the default's comparisons say the noise is not measured
+    assert "(0%)" not in md and "(not measured: one run per configuration)" in md
 
 
 COMMITTED = Path(__file__).resolve().parents[1] / "heuristics"
@@ -366,3 +369,21 @@ def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path,
     assert again != first and {ln.split()[0] for ln in Path(again).read_text().splitlines()} == {
         "1"
     }
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--ranks", "0"], "--ranks 0: process counts >= 1"),
+        (["--ranks", "one"], "--ranks one: process counts >= 1"),
+        (["--cache", "0"], "--cache 0: must be > 0"),
+    ],
+)
+def test_bad_study_options_stop_before_any_run(tmp_path, args, message):
+    """One line before the records folder is touched (--ranks 0 ran one rank labelled P=0;
+    --cache 0 failed in every run, after the old records were cleared)."""
+    bundled = Path(__file__).resolve().parents[1] / "data" / "breast_cancer.train"
+    out = tmp_path / "study"
+    with pytest.raises(SystemExit, match=f"^psvm-report: {re.escape(message)}"):
+        psvm_report(["heuristics", "--data", str(bundled), *args, "--out", str(out)])
+    assert not out.exists()

@@ -121,6 +121,9 @@ def parse_args(argv: list[str]) -> dict:
         raise UsageError(f"--seed {opts['seed']}: must be >= 0")
     if opts["resume"] and "checkpoint" not in opts:
         raise UsageError("--resume needs --checkpoint FILE: the state to resume from")
+    for flag in ("checkpoint_seconds", "checkpoint_iters"):
+        if flag in opts and "checkpoint" not in opts:
+            raise UsageError(f"--{flag.replace('_', '-')} needs --checkpoint FILE")
     if "n_folds" in opts and ("checkpoint" in opts or opts["resume"]):
         raise UsageError("-v trains one model per fold and keeps no checkpoint: drop --checkpoint")
     if opts.get("shrinking", 1) not in (0, 1):
