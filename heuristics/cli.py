@@ -92,12 +92,18 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
     from heuristics.study import grid, run_study
 
     if not a.build_only:
-        data = _csv(a.data)
+        data, names = _csv(a.data), {}
         for entry in data:
             try:
-                resolve_dataset(entry)
+                name = resolve_dataset(entry).name
             except (ValueError, OSError) as e:
                 raise SystemExit(f"psvm-report: {e}") from None
+            if name in names:  # the records and tables are keyed by the name
+                raise SystemExit(
+                    f"psvm-report: --data {names[name]} and {entry} are both named {name!r}: "
+                    "rename one"
+                )
+            names[name] = entry
         combos = grid(a.grid, _csv(a.heuristics), _csv(a.reconstructions), _csv(a.selections))
         if not combos:
             raise SystemExit("psvm-report: the grid is empty after --heuristics/--selections")

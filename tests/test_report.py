@@ -236,6 +236,7 @@ def test_report_on_a_users_file_sorted_by_class(tmp_path, monkeypatch):
 
 
 COMMITTED = Path(__file__).resolve().parents[1] / "heuristics"
+BUNDLED = ("breast_cancer.train", "breast_cancer.test")
 
 
 def _committed_a9a(tmp_path: Path) -> Path:
@@ -377,13 +378,17 @@ def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path,
         (["--ranks", "0"], "--ranks 0: process counts >= 1"),
         (["--ranks", "one"], "--ranks one: process counts >= 1"),
         (["--cache", "0"], "--cache 0: must be > 0"),
+        (["--data", "{train},{test}"], "--data {train} and {test} are both named"),
     ],
 )
 def test_bad_study_options_stop_before_any_run(tmp_path, args, message):
     """One line before the records folder is touched (--ranks 0 ran one rank labelled P=0;
-    --cache 0 failed in every run, after the old records were cleared)."""
-    bundled = Path(__file__).resolve().parents[1] / "data" / "breast_cancer.train"
+    --cache 0 failed in every run, after the old records were cleared; two files of one name
+    went into one data set's records)."""
+    train, test = (Path(__file__).resolve().parents[1] / "data" / f for f in BUNDLED)
+    files = dict(train=train, test=test)
+    args = [a.format(**files) for a in args]
     out = tmp_path / "study"
-    with pytest.raises(SystemExit, match=f"^psvm-report: {re.escape(message)}"):
-        psvm_report(["heuristics", "--data", str(bundled), *args, "--out", str(out)])
+    with pytest.raises(SystemExit, match=f"^psvm-report: {re.escape(message.format(**files))}"):
+        psvm_report(["heuristics", "--data", str(train), *args, "--out", str(out)])
     assert not out.exists()
