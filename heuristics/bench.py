@@ -12,7 +12,6 @@ machine description printed with every result. Used by
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import platform
@@ -117,15 +116,13 @@ def _subset_path(plain: str, suffix: str) -> str:
     """The cache's name for a subset of the plain-text file ``plain``: beside a decompressed
     copy (named by its source's path, size and time), else keyed the same way by ``plain``'s
     own, so that a user's folder gets no file and an edited file no stale subset."""
-    from psvm.io.libsvm_format import cache_dir
+    from psvm.io.libsvm_format import cache_dir, version_key
 
     cache = cache_dir()
     if os.path.dirname(os.path.abspath(plain)) == os.path.abspath(cache):
         return f"{plain}.{suffix}"
-    full, st = os.path.abspath(plain), os.stat(plain)
-    key = hashlib.sha256(f"{full}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:20]
     os.makedirs(cache, exist_ok=True)
-    return os.path.join(cache, f"{os.path.basename(full)}.{key}.{suffix}")
+    return os.path.join(cache, f"{os.path.basename(plain)}.{version_key(plain)}.{suffix}")
 
 
 def sample_path(src: str | Path, rows: int | None, seed: int = 0) -> str:

@@ -162,10 +162,15 @@ def validate_svc_params(
     weights = {} if class_weight is None else class_weight
     if not isinstance(weights, dict):
         raise ParameterError(f"class_weight must be a dict or None, got {class_weight!r}")
-    for label, w in weights.items():
-        check_number(f"class_weight[{label!r}]", w, low=0, low_open=True)
+    check_class_weights(weights)
     out["class_weight"] = {k: float(v) for k, v in weights.items()}
     return out
+
+
+def check_class_weights(weights: dict) -> None:
+    """Every class weight finite and positive (the kernel and SGD faces, estimator and CLI)."""
+    for label, w in weights.items():
+        check_number(f"class_weight[{label!r}]", w, low=0, low_open=True)
 
 
 def unknown_weight_labels(class_weight: dict, classes) -> list[str]:

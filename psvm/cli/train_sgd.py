@@ -73,7 +73,7 @@ def body(argv: list[str]) -> int:
     """Train on every rank's shard; rank 0 writes the model (and the statistics)."""
     import numpy as np
 
-    from psvm._params import check_number, validate_sgd_params
+    from psvm._params import check_class_weights, validate_sgd_params
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
     from psvm.io.linear_model_file import write_linear_model
@@ -100,8 +100,7 @@ def body(argv: list[str]) -> int:
     )
     with flag_named(FLAGS):  # parameter errors before any file is read
         validate_sgd_params(**cfg_args)
-        for label, w in opts["class_weight"].items():
-            check_number(f"class_weight[{label!r}]", w, low=0, low_open=True)
+        check_class_weights(opts["class_weight"])
     agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats")})
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = print if comm.rank == 0 and not opts["quiet"] else None

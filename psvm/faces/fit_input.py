@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from psvm._params import ParameterError, check_number, unknown_weight_labels
+from psvm._params import ParameterError, check_class_weights, unknown_weight_labels
 from psvm.faces.agreement import agree_on_input, agree_on_training_set
 from psvm.faces.checks import check_fit_input, widen
 from psvm.io.shard import Shard, nnz_balanced_offsets
@@ -156,8 +156,8 @@ def class_weight_vector(class_weight, classes: np.ndarray, counts: np.ndarray | 
         warnings.warn(message, UserWarning, stacklevel=3)
     w = np.ones(classes.size)
     position = {c: k for k, c in enumerate(classes.tolist())}
+    check_class_weights(class_weight)
     for label, value in class_weight.items():
-        check_number(f"class_weight[{label!r}]", value, low=0, low_open=True)
         if label in position:
             w[position[label]] = value
     return w

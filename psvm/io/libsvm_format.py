@@ -340,10 +340,15 @@ def cached_path(path) -> str | None:
     if ext not in _OPENERS:
         return None
     full = os.path.abspath(path)
-    st = os.stat(full)
-    key = hashlib.sha256(f"{full}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:20]
     stem = os.path.basename(os.path.splitext(full)[0])
-    return os.path.join(cache_dir(), f"{stem}.{key}")
+    return os.path.join(cache_dir(), f"{stem}.{version_key(full)}")
+
+
+def version_key(path) -> str:
+    """A name for this version of a file: a hash of its absolute path, size and time."""
+    full = os.path.abspath(path)
+    st = os.stat(full)
+    return hashlib.sha256(f"{full}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:20]
 
 
 def uncompressed_path(path) -> str:
