@@ -202,6 +202,15 @@ def test_estimator_resumes_to_the_same_model(tmp_path, a9a):
         SVC(resume=True).fit(X, y)
     with pytest.raises(ValueError, match="other data or parameters"):
         SVC(C=1, checkpoint=ckpt, resume=True).fit(X, y)
+    for other in ("text.ckpt", "other.npz"):  # not psvm's: no hint at pickles or parameters
+        path = tmp_path / other
+        if other.endswith(".npz"):
+            np.savez(path, alpha=np.zeros(3))
+        else:
+            path.write_text("hello\n")
+        with pytest.raises(ValueError, match="it is not an .npz file that psvm wrote") as exc:
+            SVC(checkpoint=path, resume=True).fit(X, y)
+        assert "pickle" not in str(exc.value)
 
 
 @pytest.mark.parametrize("kind", ["SVR", "NuSVR"])

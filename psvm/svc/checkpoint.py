@@ -29,6 +29,10 @@ from psvm.io.atomic import write_atomic
 STATE_ARRAYS = ("alpha", "G", "active", "streak", "window", "epoch", "snapshots")
 
 
+def _not_ours(path: str) -> str:
+    return f"checkpoint {path!r} cannot be read: it is not an .npz file that psvm wrote"
+
+
 class CheckpointError(ValueError):
     """The checkpoint file cannot be read or belongs to another run."""
 
@@ -121,9 +125,13 @@ class Checkpoint:
         error = None
         try:
             if os.path.exists(self.cfg.path):
+                if not zipfile.is_zipfile(self.cfg.path):  # (np.load would hint at pickles)
+                    raise CheckpointError(_not_ours(self.cfg.path))
                 with np.load(self.cfg.path, allow_pickle=False) as z:
                     saved = {k: z[k] for k in z.files}
-                if str(saved.get("identity")) != self.identity:
+                if "identity" not in saved:
+                    raise CheckpointError(_not_ours(self.cfg.path))
+                if str(saved["identity"]) != self.identity:
                     raise CheckpointError(
                         f"checkpoint {self.cfg.path!r} was written by a run with other data or "
                         "parameters; remove it or drop --resume"
