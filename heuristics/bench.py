@@ -163,10 +163,20 @@ def user_dataset(path: str | Path) -> Dataset:
 @functools.cache
 def _user_dataset(resolved: str) -> Dataset:
     """Read once per process: psvm-report checks its --data, then the study uses them."""
+    from sklearn.utils.multiclass import type_of_target
+
     from psvm.io.libsvm_format import read_libsvm
 
     path = Path(resolved)
-    X, _ = read_libsvm(resolved)
+    X, y = read_libsvm(resolved)
+    kind = type_of_target(y)
+    if kind not in ("binary", "multiclass"):  # scikit-learn's SVC is the reference
+        raise ValueError(
+            f"{resolved}: labels are {kind}, not classes (a regression file?): "
+            "the study compares classifiers"
+        )
+    if np.unique(y).size < 2:
+        raise ValueError(f"{resolved}: one class only ({y[0]:g}); a classifier needs two")
     name = path.name.split(".")[0] or path.name
     return Dataset(name, str(path), None, 1.0, 1.0 / max(X.shape[1], 1), X.shape[1])
 

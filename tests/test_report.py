@@ -88,6 +88,8 @@ def test_report_pipeline_on_heart_scale(tmp_path, shared_data, monkeypatch, caps
     ):
         assert heading in md, heading
     assert study["command"] in md and f"`--heuristic {DEFAULT_HEURISTIC}" in md
+    assert study["rows"] and study["seed"] == 0  # the default: stratified samples, said so
+    assert "Training rows are a sample stratified by class (seed 0, file order kept)" in md
     for name in (
         "summary",
         "time",
@@ -391,4 +393,23 @@ def test_bad_study_options_stop_before_any_run(tmp_path, args, message):
     out = tmp_path / "study"
     with pytest.raises(SystemExit, match=f"^psvm-report: {re.escape(message.format(**files))}"):
         psvm_report(["heuristics", "--data", str(train), *args, "--out", str(out)])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ("0.5 1:1\n1.25 1:2\n2.5 1:3\n", "labels are continuous, not classes"),
+        ("3 1:1\n3 1:2\n", "one class only (3); a classifier needs two"),
+    ],
+)
+def test_a_file_that_is_not_a_classification_stops_before_any_run(tmp_path, lines, message):
+    """scikit-learn's SVC, the study's reference, refused it with a traceback mid-study."""
+    data = tmp_path / "labels.txt"
+    data.write_text(lines)
+    out = tmp_path / "study"
+    with pytest.raises(
+        SystemExit, match=f"^psvm-report: {re.escape(str(data))}: .*{re.escape(message)}"
+    ):
+        psvm_report(["heuristics", "--data", str(data), "--out", str(out)])
     assert not out.exists()

@@ -85,9 +85,8 @@ def _produced(study) -> list[str]:
     header = ["data", "training rows", "test rows", "test file", "C", "gamma", "features"]
     out += markdown_table(header, body)
     out += [
-        "Training rows are the first rows of each file in `../shared/data` (the first "
-        "test rows for accuracy); subsets keep the default study short on this machine. "
-        "The full grid (every heuristic x single/multi/approximate x "
+        _sampling(study) + " Subsets keep the default study short on this "
+        "machine. The full grid (every heuristic x single/multi/approximate x "
         "first/second order) on the full files is:",
         "",
         "    psvm-report heuristics --data a9a,w8a,ijcnn1 --ranks 1,2 --rows 0 "
@@ -97,6 +96,18 @@ def _produced(study) -> list[str]:
         "",
     ]
     return out
+
+
+def _sampling(study: dict) -> str:
+    """How the study took its rows (studies before the seed was recorded read the first rows)."""
+    seed = study.get("seed")
+    if seed is None:
+        how = "the first rows of"
+    else:
+        how = f"a sample stratified by class (seed {seed}, file order kept) of"
+    train = f"{how} each file" if study.get("rows") else "every row of each file"
+    test = f"{how} the test file" if study.get("test_rows") else "every row of the test file"
+    return f"Training rows are {train}; accuracy is measured on {test}."
 
 
 BOUND = (
