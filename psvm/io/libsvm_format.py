@@ -93,7 +93,10 @@ _REASONS = {
     ERR_NO_COLON: "malformed feature {token}: missing ':' (expected index:value)",
     ERR_INDEX: "invalid feature index in {token}: expected a base-10 integer >= 1",
     ERR_INDEX_BIG: f"feature index in {{token}} is too large (max {MAX_INDEX})",
-    ERR_INDEX_LT1: "feature index {a} is not >= 1 (indices are 1-based)",
+    ERR_INDEX_LT1: (
+        "feature index {a} is not >= 1 (indices are 1-based; scikit-learn's "
+        "dump_svmlight_file writes them so with zero_based=False)"
+    ),
     ERR_INDEX_LT0: "index {a} is negative (a precomputed kernel's columns start at 0)",
     ERR_ORDER: "feature index {b} follows {a}: indices must be strictly ascending",
     ERR_LIMIT: "feature index {a} exceeds n_features={b}",

@@ -242,7 +242,7 @@ ERRORS = [
     (b"1 1:1\n\n# c\n1 a:1\n", 4, ["index", "'a:1'"]),
     (b"1 1:1\n1 1:x\n", 2, ["value", "'1:x'"]),
     (b"1 1:1\n1 2:1.2.3\n", 2, ["value"]),
-    (b"1 0:1\n", 1, ["index 0", ">= 1"]),
+    (b"1 0:1\n", 1, ["index 0", ">= 1", "zero_based=False"]),
     (b"1 1:1\n1 -3:1\n", 2, ["index -3", ">= 1"]),
     (b"1 1:1\n1 1:1 5:1 3:1\n", 2, ["index 3 follows 5", "ascending"]),
     (b"1 1:1\n1 2:1 2:1\n", 2, ["index 2 follows 2", "ascending"]),
