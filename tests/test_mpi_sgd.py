@@ -147,4 +147,10 @@ def test_estimator_agrees_on_input_errors_and_frees_its_comm(n):
         f"partial_fit needs the same classes on every rank, but rank(s) [{n - 1}] differ "
         "from rank 0 ([0, 1])"
     )
-    assert out["freed"] == [n] * 8  # one duplicate per fit, each freed
+    warm = out["warm start"]
+    assert warm["same_model"] and warm["n_iter"] == 2 and warm["accuracy"] > 0.9
+    assert (
+        errors["warm start, other width"] == "warm_start: X has 4 features, the last fit 5; "
+        "fit with warm_start=False to start afresh"
+    )
+    assert out["freed"] == [n] * 11  # one duplicate per fit, each freed

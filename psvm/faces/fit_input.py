@@ -9,6 +9,8 @@ follow rank order.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +24,21 @@ from psvm.kernels import canonical_csr, csr_of
 from psvm.svc.state import dense_csr
 
 TASKS = ("classification", "regression", "novelty")  # what y holds: labels, targets, nothing
+INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_")  # set by validating X
+
+
+@contextmanager
+def refusable(est) -> Iterator[None]:
+    """A fit refused inside the block (bad input or parameters) leaves ``est``'s input
+    attributes as they were, so a fitted model still predicts; validating X set them."""
+    kept = {k: est.__dict__[k] for k in INPUT_ATTRIBUTES if k in est.__dict__}
+    try:
+        yield
+    except Exception:
+        for k in INPUT_ATTRIBUTES:
+            est.__dict__.pop(k, None)
+        est.__dict__.update(kept)
+        raise
 
 
 @dataclass

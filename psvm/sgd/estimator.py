@@ -13,7 +13,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, validate_sgd_params
-from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input
+from psvm.faces.agreement import InputError
+from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input, refusable
 from psvm.faces.params import check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
@@ -71,6 +72,10 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         local step n. False returns the last iterate.
     class_weight : dict, 'balanced' or None, default=None
         Weight of each class in the hinge loss (one-vs-rest: of the positive class).
+    warm_start : bool, default=False
+        :meth:`fit` starts from the last fit's ``coef_`` and ``intercept_`` (the
+        same classes and features); the step count and the average restart, as in
+        :class:`~sklearn.linear_model.SGDClassifier`.
     fit_intercept : bool, default=True
     verbose : int, default=0
         Print per-epoch progress on rank 0.
@@ -127,6 +132,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
+        *,
         alpha=1e-4,
         learning_rate="optimal",
         eta0=0.01,
@@ -139,6 +145,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         random_state=None,
         average=True,
         class_weight=None,
+        warm_start=False,
         fit_intercept=True,
         verbose=0,
         n_threads=None,
@@ -157,6 +164,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.average = average
         self.class_weight = class_weight
+        self.warm_start = warm_start
         self.fit_intercept = fit_intercept
         self.verbose = verbose
         self.n_threads = n_threads
@@ -167,12 +175,14 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
         with self._comm() as comm:
-            data = fit_input(
-                self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
-            )
-            cfg, cw = self._settings(data, data.classes)  # all checked before any state changes
+            with refusable(self):  # all checked before any state changes
+                data = fit_input(
+                    self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
+                )
+                cfg, cw = self._settings(data, data.classes)
+                start = self._warm_start(data)
             self._cfg = cfg
-            self._setup(comm, data)
+            self._setup(comm, data, start)
             self._train(comm, data, cw, self.max_iter, stop_on_tol=True)
         return self
 
@@ -183,19 +193,20 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         """
         first = not hasattr(self, "classes_")
         with self._comm() as comm:
-            data = fit_input(
-                self,
-                comm,
-                X,
-                y,
-                sample_weight,
-                self.distributed,
-                partial_fit=True,
-                classes=classes,
-                every_class_weighted=False,
-            )
-            # the parameters of this call (set_params between calls counts, as in scikit-learn)
-            cfg, cw = self._settings(data, data.classes if first else self.classes_)
+            with refusable(self):
+                data = fit_input(
+                    self,
+                    comm,
+                    X,
+                    y,
+                    sample_weight,
+                    self.distributed,
+                    partial_fit=True,
+                    classes=classes,
+                    every_class_weighted=False,
+                )
+                # this call's parameters (set_params between calls counts, as in scikit-learn)
+                cfg, cw = self._settings(data, data.classes if first else self.classes_)
             policy = (cfg.sync_every, cfg.msf_target)
             renew = not first and policy != (self._cfg.sync_every, self._cfg.msf_target)
             self._cfg = cfg
@@ -237,8 +248,26 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         )
         return cfg, class_weight_vector(self.class_weight, classes, data.class_counts)
 
-    def _setup(self, comm, data: FitInput) -> None:
-        """Draw the agreed seed, start a fresh model and MSF policy (``_cfg`` set)."""
+    def _warm_start(self, data: FitInput) -> tuple | None:
+        """The last fit's (coef_, intercept_) to start from, checked against ``data`` (the
+        same on every rank: the classes and the width are global); None for a cold start."""
+        if not self.warm_start or not hasattr(self, "coef_"):
+            return None
+        if not np.array_equal(data.classes, self.classes_):
+            raise InputError(
+                f"warm_start: y has classes {data.classes.tolist()}, the last fit "
+                f"{self.classes_.tolist()}; fit with warm_start=False to start afresh"
+            )
+        if data.n_features != self.coef_.shape[1]:
+            raise InputError(
+                f"warm_start: X has {data.n_features} features, the last fit "
+                f"{self.coef_.shape[1]}; fit with warm_start=False to start afresh"
+            )
+        return self.coef_, self.intercept_
+
+    def _setup(self, comm, data: FitInput, start: tuple | None = None) -> None:
+        """Draw the agreed seed, start a model (zero, or ``start``'s weights and biases) and
+        a fresh MSF policy (``_cfg`` set)."""
         try:
             rng = check_random_state(self.random_state)
         except ValueError as e:  # every rank raises it alike
@@ -248,6 +277,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self.classes_ = data.classes
         n_models = 1 if data.classes.size == 2 else data.classes.size
         self._state = SGDState.zeros(n_models, data.n_features, seed, comm.rank)
+        if start is not None:  # (without an intercept now, the last one is dropped)
+            self._state.V[:] = start[0]
+            self._state.b[:] = start[1] if self._cfg.fit_intercept else 0.0
         self._policy = make_policy(self._cfg.sync_every, self._cfg.msf_target)
         self.n_iter_ = 0
 

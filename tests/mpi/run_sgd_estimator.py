@@ -2,12 +2,13 @@
 
 Usage: mpiexec -n P python -m mpi4py run_sgd_estimator.py
 
-Cases: a good sharded fit (every rank must end with the same model); a sparse
-sharded fit whose last rank lacks the highest feature (same model, global
-width); a fit in which rank 0 passes no rows; a NaN in the last rank's rows
-(fit), a negative sample weight there (fit), a label outside ``classes`` on
-the last rank and other ``classes`` there (partial_fit): every rank must raise
-the same ValueError instead of waiting in a collective. Every fit duplicates
+Cases: a good sharded fit (every rank must end with the same model), and one
+warm-started from it; a sparse sharded fit whose last rank lacks the highest
+feature (same model, global width); a fit in which rank 0 passes no rows; a
+NaN in the last rank's rows (fit), a negative sample weight there (fit), a
+label outside ``classes`` on the last rank and other ``classes`` there
+(partial_fit), a warm start on narrower X: every rank must raise the same
+ValueError instead of waiting in a collective. Every fit duplicates
 the communicator and must free it. Rank 0 prints one JSON line.
 """
 
@@ -60,6 +61,13 @@ def main():
         "n_samples": empty.fit_stats_["values"]["n_samples"],
         "accuracy": empty.score(X_full, y_full),
     }
+    warm = sgd().set_params(warm_start=True).fit(X, y)
+    coef = comm.allgather_obj(warm.set_params(max_iter=2).fit(X, y).coef_)
+    out["warm start"] = {
+        "same_model": all(np.array_equal(c, coef[0]) for c in coef),
+        "n_iter": warm.n_iter_,
+        "accuracy": warm.score(X_full, y_full),
+    }
     X_nan, y_bad, sw = X.copy(), y.copy(), np.ones(y.size)
     if last:
         X_nan[0, 0], y_bad[0], sw[0] = np.nan, 7, -1.0
@@ -68,6 +76,7 @@ def main():
         "negative weight": lambda: sgd().fit(X, y, sample_weight=sw),
         "unknown label": lambda: sgd().partial_fit(X, y_bad, classes=[0, 1]),
         "other classes": lambda: sgd().partial_fit(X, y, classes=[0, 1, 2] if last else [0, 1]),
+        "warm start, other width": lambda: warm.fit(X[:, :4], y),
     }
     for name, call in cases.items():
         try:

@@ -275,6 +275,41 @@ def test_stopping_and_partial_fit():
         p.partial_fit(X, y + 5)
 
 
+def _primal(est, X, y, alpha):
+    """alpha/2 |w|^2 + the mean hinge loss (two classes)."""
+    s = np.where(y == est.classes_[1], 1.0, -1.0)
+    margin = s * (X @ est.coef_[0] + est.intercept_[0])
+    return alpha / 2 * (est.coef_**2).sum() + np.maximum(0.0, 1.0 - margin).mean()
+
+
+def test_warm_start_starts_from_the_last_fit():
+    """As SGDClassifier: fit starts from coef_ and intercept_, its steps and average afresh."""
+    X, y = blobs(400, seed=1)
+    kw = dict(alpha=1e-4, random_state=0, tol=None)
+    ref = SGDSVC(max_iter=100, **kw).fit(X, y)
+    cold = SGDSVC(max_iter=1, **kw).fit(X, y)
+    warm = SGDSVC(max_iter=100, warm_start=True, **kw).fit(X, y)
+    warm.set_params(max_iter=1).fit(X, y)
+    assert warm.n_iter_ == 1 and warm.t_ == cold.t_  # one epoch, counted afresh
+    primal = [_primal(e, X, y, 1e-4) for e in (ref, cold, warm)]
+    assert primal[2] < 2 * primal[0] and primal[2] < 0.1 * primal[1], primal
+    # without warm_start a second fit is a first one, bit for bit
+    again = SGDSVC(max_iter=100, **kw).fit(X, y).set_params(max_iter=1).fit(X, y)
+    np.testing.assert_array_equal(again.coef_, cold.coef_)
+    # no intercept now: the last one is dropped
+    flat = SGDSVC(max_iter=1, warm_start=True, **kw).fit(X, y)
+    assert flat.set_params(fit_intercept=False).fit(X, y).intercept_[0] == 0.0
+    before = warm.predict(X)
+    with pytest.raises(ValueError, match="warm_start: X has 4 features, the last fit 5"):
+        warm.fit(X[:, :4], y)
+    assert warm.n_features_in_ == 5  # refused: the model still predicts
+    np.testing.assert_array_equal(warm.predict(X), before)
+    with pytest.raises(ValueError, match=r"warm_start: y has classes \[0, 1, 2\], the last"):
+        warm.fit(X, np.where(np.arange(y.size) % 3 == 0, 2, y))
+    with pytest.raises(TypeError):
+        SGDSVC(1e-4)  # keyword-only, as scikit-learn's estimators
+
+
 def test_partial_fit_reads_the_parameters_of_each_call():
     """As SGDClassifier: set_params between partial_fit calls takes effect."""
     X, y = blobs()
@@ -291,7 +326,8 @@ def test_partial_fit_reads_the_parameters_of_each_call():
 
 def test_a_refused_fit_leaves_the_estimator_as_it_was():
     """Bad class weights (nan, <= 0, not a dict) are refused before any fitted state
-    changes: the previous model still predicts, a fresh estimator stays unfitted."""
+    changes, n_features_in_ included: the previous model still predicts, a fresh estimator
+    stays unfitted."""
     from sklearn.exceptions import NotFittedError
 
     X, y = blobs()
@@ -301,8 +337,9 @@ def test_a_refused_fit_leaves_the_estimator_as_it_was():
     for cw in ("heavy", {1: -2.0}, {0: np.nan}, {1: 0.0}):
         est.set_params(class_weight=cw)
         with pytest.raises(ParameterError, match="class_weight"):
-            est.fit(X, y3)
+            est.fit(X[:, :4], y3)  # (validating X had set n_features_in_ = 4)
         assert est.classes_.tolist() == [0, 1] and est.coef_.shape == (1, X.shape[1])
+        assert est.n_features_in_ == X.shape[1]
         np.testing.assert_array_equal(est.predict(X), before)
         fresh = SGDSVC(class_weight=cw)
         with pytest.raises(ParameterError, match="class_weight"):
