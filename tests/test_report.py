@@ -413,3 +413,17 @@ def test_a_file_that_is_not_a_classification_stops_before_any_run(tmp_path, line
     ):
         psvm_report(["heuristics", "--data", str(data), "--out", str(out)])
     assert not out.exists()
+
+
+def test_the_report_names_the_machine_it_ran_on(tmp_path):
+    """The core count comes from the study's machine record (it was written as 2)."""
+    from heuristics.report import write_report
+
+    out = _committed_a9a(tmp_path)
+    study = json.loads((out / "study.json").read_text())
+    study["machine"]["cores"] = 8
+    (out / "study.json").write_text(json.dumps(study))
+    write_report(out)
+    md = (out / "REPORT.md").read_text()
+    assert "the machine's 8 cores may run other jobs" in md and "has 8 cores" in md
+    assert "2 cores" not in md and "2-core" not in md

@@ -54,8 +54,8 @@ def _produced(study) -> list[str]:
         "",
         f"- Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, {m['os']}; "
         f"load average at the start {', '.join(f'{x:.2f}' for x in load) if load else 'n/a'}. "
-        "The machine is shared with other engineers' jobs and has only 2 cores, so times "
-        "carry noise (see Conclusions) and P=2 competes with them for the cores.",
+        "Other jobs may share the machine, so times carry noise (see Conclusions), and "
+        "ranks compete with them for the cores.",
         "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
         f"- Started {study['started']}, finished {study.get('finished', '?')}; "
         f"{study.get('elapsed_seconds', 0) / 60:.1f} minutes of wall time in all.",

@@ -87,6 +87,11 @@ def p_invariance(rows) -> tuple[int, list[str]]:
     return len(groups), bad
 
 
+def _cores(study) -> str:
+    n = study["machine"]["cores"]
+    return f"{n} core" + ("s" if n != 1 else "")
+
+
 def conclusions(study, rows, svc) -> list[str]:
     out, nz = [], noise(rows)
     dflt = config_label(*default_config())
@@ -94,7 +99,8 @@ def conclusions(study, rows, svc) -> list[str]:
         out.append(
             f"Noise: the median spread (max - min over median) across the "
             f"{study['repeats']} repeats of a configuration is {nz:.0%} for CPU time and "
-            f"{noise(rows, 'train'):.0%} for wall time; other jobs shared the 2 cores. "
+            f"{noise(rows, 'train'):.0%} for wall time (the machine's {_cores(study)} may run "
+            f"other jobs too). "
             f"Times below are therefore compared in CPU seconds (of the slowest rank), "
             f"and a difference counts only when the repeat ranges do not "
             f"overlap."
@@ -199,7 +205,7 @@ def conclusions(study, rows, svc) -> list[str]:
             f"many noisy comparisons, it overstates the typical gain. The "
             f"seed paper (Narasimhan et al., arXiv 1406.5161) reports 30-60% less time "
             f"than that baseline on full-size data over several nodes; these runs use "
-            f"{_rows_text(study)} on one 2-core machine."
+            f"{_rows_text(study)} on one machine of {_cores(study)}."
         )
     fp = [r for r in first_p(exact) if r["n_false_positive"] > 0]
     if fp:
@@ -253,8 +259,8 @@ def conclusions(study, rows, svc) -> list[str]:
         out.append(
             f"P={pmax} against P={min(study['ranks'])} (`none`): "
             + ", ".join(sp)
-            + f". The machine has {study['machine']['cores']} cores shared with other "
-            "jobs, so P=2 competes for them; these are not scaling figures."
+            + f". The machine has {_cores(study)}, which other jobs may share, so the ranks "
+            "compete for them; these are not scaling figures."
         )
     q = [r for r in first_p(exact) if r["gap_none"] is not None]
     if q:
