@@ -30,7 +30,6 @@ from psvm._params import KERNELS
 from psvm.jit import njit
 
 LINEAR, POLY, RBF, SIGMOID = (KERNELS[k] for k in ("linear", "poly", "rbf", "sigmoid"))
-KERNEL_NAMES = {v: k for k, v in KERNELS.items()}
 _PARALLEL_WORK = 1 << 20  # multiply-adds below which a block runs in one thread
 # the same for :func:`kernel_sums` (reconstruction, a few ms of work): a parallel block waits
 # for its slowest thread (on shared cores, for a time slice: make_classification's

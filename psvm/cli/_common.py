@@ -23,8 +23,6 @@ from contextlib import contextmanager
 
 SWITCH = "switch"  # table kinds besides int, float and str: see the module docstring
 WEIGHTS = "weights"
-# suffixes the reader decompresses (psvm.io.libsvm_format's openers), kept off default names
-COMPRESSED = (".xz", ".bz2", ".gz")
 
 
 class UsageError(ValueError):
@@ -160,9 +158,11 @@ def parse_train_args(
 
 def default_model_name(train: str) -> str:
     """svm-train's default, the base name plus ``.model``; ``NAME.xz`` gives ``NAME.model`` too."""
+    from psvm.io.libsvm_format import COMPRESSED  # (what the reader decompresses)
+
     base = os.path.basename(train)
     stem, suffix = os.path.splitext(base)
-    return (stem if suffix in COMPRESSED and stem else base) + ".model"
+    return (stem if suffix.lower() in COMPRESSED and stem else base) + ".model"
 
 
 @contextmanager

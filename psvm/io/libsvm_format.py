@@ -327,6 +327,7 @@ def read_byte_range(path, start: int, end: int) -> bytes:
 # -- compressed input ------------------------------------------------------------
 
 _OPENERS = {".xz": lzma.open, ".bz2": bz2.open, ".gz": gzip.open}
+COMPRESSED = tuple(_OPENERS)  # suffixes of compressed input, in any case (``a9a.XZ`` too)
 
 
 def cache_dir() -> str:

@@ -29,7 +29,7 @@ import os
 import numpy as np
 
 from psvm.io.atomic import write_atomic
-from psvm.io.model_file import ModelFormatError, read_model
+from psvm.io.model_file import ModelFormatError, _g, read_model
 from psvm.sgd.model import LinearModel
 
 # LIBLINEAR's classification solvers (its solver_type_table); all predict alike.
@@ -45,10 +45,6 @@ _CLASSIFIERS = (
 )
 _OTHERS = ("L2R_L2LOSS_SVR", "L2R_L2LOSS_SVR_DUAL", "L2R_L1LOSS_SVR_DUAL", "ONECLASS_SVM")
 _KEYS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
-
-
-def _g(x: float) -> str:
-    return repr(float(x))
 
 
 def write_linear_model(path: str | os.PathLike, model: LinearModel) -> None:
@@ -108,6 +104,8 @@ def read_linear_model(path: str | os.PathLike) -> LinearModel:
 
     def number(tok: str, lno: int, what: str, kind=float):
         try:
+            if "_" in tok:  # int() and float() accept '1_0'; LIBLINEAR's strtod does not
+                raise ValueError
             v = kind(tok)
         except ValueError:
             raise error(

@@ -145,7 +145,7 @@ class Solver:
         self.cache = ColumnCache(self.K.n, self.n_samples, config.cache_size)  # keyed by row
         self._init_buffers(problem)
         self.checkpoint, self.pair = checkpoint, pair
-        self._controls(problem, config)
+        self._controls(config)
         self._set_window(np.arange(self.y.size, dtype=np.int64))
         state = None
         if checkpoint is not None:
@@ -250,7 +250,7 @@ class Solver:
             acc = K.sums(take_rows(*F, moved), coef[moved, 0], np.arange(K.n, dtype=np.int64))
             self.G += self.y * acc[self.row_of]  # in place: the full window's arrays see it
 
-    def _controls(self, problem: BinaryProblem, cfg: SVCConfig) -> None:
+    def _controls(self, cfg: SVCConfig) -> None:
         """The engine's control arrays: settings, the policy as integers, counters, traces."""
         ci = self.ctl_i = np.zeros(E.N_CTL_I, dtype=np.int64)
         cf = self.ctl_f = np.zeros(E.N_CTL_F)

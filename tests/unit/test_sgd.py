@@ -510,6 +510,8 @@ def test_reads_liblinear_written_models(tmp_path):
     ("solver_type L2R_LR\nnr_class 2\nlabel 1\nnr_feature 1\nbias -1\nw\n1\n", 3, "label"),
     ("solver_type L2R_LR\nnr_class 2\nfoo 1\n", 3, "unknown header"),
     ("solver_type L2R_LR\nnr_class 2\nlabel 1 2\nnr_feature 1\nbias -1\nw\n1\n2\n", 8, "more"),
+    ("solver_type L2R_LR\nnr_class 2\nlabel 1 2\nnr_feature 1\nbias -1\nw\n1_0\n", 7, "'1_0'"),
+    ("solver_type L2R_LR\nnr_class 2\nlabel 1_0 2\nnr_feature 1\nbias -1\nw\n1\n", 3, "1_0"),
 ])  # fmt: skip
 def test_bad_linear_models_name_the_line(tmp_path, text, line, match):
     path = tmp_path / "bad.model"
