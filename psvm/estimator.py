@@ -240,8 +240,8 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
         params["class_weight"] = dict(enumerate(self.class_weight_.tolist()))
         shard, codes = data.shard(), np.arange(k, dtype=np.float64)
-        model, support = fit_ovo(
-            comm,
+        model, support = fit_ovo(  # weights always (ones if none given): NuSVC starts
+            comm,  # from sum nu C_t, the weighted start of scikit-learn's LIBSVM (state.py)
             shard,
             params,
             codes,

@@ -80,7 +80,7 @@ def body(argv: list[str]) -> int:
     from psvm.io.shard import load_shard
     from psvm.sgd.model import LinearModel
     from psvm.sgd.msf import make_policy
-    from psvm.sgd.problem import SGDState, make_problem
+    from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, make_problem
     from psvm.sgd.trainer import SGDTrainer
     from psvm.stats import Stats, reduce_stats
     from psvm.threads import apply_threads
@@ -96,7 +96,7 @@ def body(argv: list[str]) -> int:
         max_iter=opts.get("max_iter", 1000),
         tol=tol if tol != 0 else None,  # 0: no early stop; < 0 or NaN: refused
         average=opts.get("average", 1),
-        intercept_decay=0.01,
+        intercept_decay=SPARSE_INTERCEPT_DECAY,
     )
     with flag_named(FLAGS):  # parameter errors before any file is read
         validate_sgd_params(**cfg_args)

@@ -18,13 +18,10 @@ from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input, refus
 from psvm.faces.params import check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
-from psvm.sgd.problem import SGDState, make_problem
+from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, make_problem
 from psvm.sgd.trainer import SGDTrainer
 from psvm.stats import Stats, reduce_stats
 from psvm.threads import check_threads, rank_threads
-
-# scikit-learn's rule: the bias learns 100x slower on sparse input (fewer, larger updates).
-SPARSE_INTERCEPT_DECAY = 0.01
 
 
 class SGDSVC(ClassifierMixin, BaseEstimator):
