@@ -7,7 +7,7 @@ and prediction can be checked line by line against ``svm_predict_values``.
 
 from __future__ import annotations
 
-from dataclasses import InitVar, dataclass, field
+from dataclasses import InitVar, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,9 @@ class SVCModel:
         Precomputed kernels: K(x, SV s) is in column ``serial_s - gram_offset`` of
         an input row; 0 for LIBSVM's rows (column 0 holds a serial number), 1 for
         scikit-learn's Gram matrices (column j holds K(x, x_{j+1})).
+    index_base : int, default=1
+        The model file's feature index of column 0: 1, or 0 for a model of a file
+        that holds feature index 0 (svm-train reads such files; column j is index j).
     trusted : bool, default=False
         A model a solver has just built: its support vectors are canonical float64 CSR
         already, and ``validate`` is skipped.
@@ -84,6 +87,7 @@ class SVCModel:
     meta: dict = field(default_factory=dict)
     svm_type: str = "c_svc"
     gram_offset: int = 0
+    index_base: int = 1
     trusted: InitVar[bool] = False  # built by a solver: consistent, no need to validate
 
     def __post_init__(self, trusted: bool = False) -> None:
@@ -115,6 +119,23 @@ class SVCModel:
     def kernel_id(self) -> int:
         return ALL_KERNELS[self.kernel]
 
+    @property
+    def max_index(self) -> int | None:
+        """The largest feature index of the model's inputs, when ``n_features`` is known."""
+        return None if self.n_features is None else self.n_features - 1 + self.index_base
+
+    def zero_based(self) -> SVCModel:
+        """The model with column j for feature index j (``index_base`` 0): for inputs that
+        hold index 0, the support vectors move one column to the right."""
+        if self.index_base == 0:
+            return self
+        sv = self.support_vectors
+        shifted = sp.csr_matrix(
+            (sv.data, sv.indices + 1, sv.indptr), shape=(sv.shape[0], sv.shape[1] + 1)
+        )
+        width = None if self.n_features is None else self.n_features + 1
+        return replace(self, support_vectors=shifted, n_features=width, index_base=0)
+
     def serials(self) -> np.ndarray:
         """A precomputed model's support vectors' serial numbers (their column 0), int64."""
         serial = self.support_vectors[:, :1].toarray().ravel()
@@ -137,6 +158,10 @@ class SVCModel:
                 raise ValueError(f"{name} must be finite, got {getattr(self, name)!r}")
         if int(self.degree) != self.degree:
             raise ValueError(f"degree must be an integer, got {self.degree!r}")
+        if self.index_base not in (0, 1) or (self.index_base == 0 and self.kernel == "precomputed"):
+            raise ValueError(
+                f"index_base must be 1, or 0 for an explicit kernel, got {self.index_base!r}"
+            )
         self.degree = int(self.degree)
         if self.svm_type not in SVM_TYPES:
             raise ValueError(f"svm_type must be one of {list(SVM_TYPES)}, got {self.svm_type!r}")
@@ -375,6 +400,7 @@ class SVCModel:
             meta=meta,
             svm_type=self.svm_type,
             gram_offset=self.gram_offset,
+            index_base=self.index_base,
         )
 
     @classmethod

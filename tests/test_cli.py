@@ -22,7 +22,7 @@ GOOD = "1 1:0.5 3:1\n-1 1:-0.5 2:1\n1 2:0.25 3:0.5\n-1 1:-1 3:-0.5\n"
 BAD_FILES = {
     # name: (content, expected message fragment, line)
     "malformed": (GOOD + "1 1:0.5 3:x\n", "3:x", 5),
-    "index zero": (GOOD + "1 0:1\n", "index", 5),
+    "negative index": (GOOD + "1 -1:1\n", "feature index -1 is negative", 5),
     "descending": ("1 2:1 1:1\n" + GOOD, "ascending", 1),
     "nan value": (GOOD + "-1 1:nan\n", "NaN", 5),
     "inf value": ("1 2:inf\n" + GOOD, "inf", 1),
@@ -436,3 +436,63 @@ def test_a_file_that_cannot_be_opened_is_named(tmp_path):
         r = run_cli(module, argv, n, timeout=60)
         line = f"error: cannot open {str(tmp_path / name)!r}: No such file or directory"
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and line in r.stderr, r.stderr
+
+
+def _gamma(model_text: str) -> float:
+    (line,) = [ln for ln in model_text.splitlines() if ln.startswith("gamma ")]
+    return float(line.split()[1])
+
+
+def test_feature_index_0_is_read_as_svm_train_reads_it(tmp_path, libsvm_tools):
+    """scikit-learn's dump_svmlight_file writes 0-based files, and svm-train reads index 0 as
+    a feature. psvm-train does too: svm-train's gamma (1 / the largest index), the same model
+    at every P (index 0 in one rank's lines only), svm-predict's predictions for 0- and
+    1-based models and test files in every combination; LIBLINEAR's path still refuses it."""
+    from sklearn.datasets import dump_svmlight_file, load_iris
+
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(0).permutation(150)
+    train, test = order[:100], order[100:]
+    files = {}
+    for name, rows, zero in [
+        ("train0", train, True),
+        ("test0", test, True),
+        ("test1", test, False),
+    ]:
+        files[name] = tmp_path / f"{name}.txt"
+        dump_svmlight_file(X[rows], y[rows], str(files[name]), zero_based=zero)
+    # 1-based but for the last line, which holds index 0 (another rank's lines at P = 3)
+    dump_svmlight_file(X[train], y[train], str(tmp_path / "late.txt"), zero_based=False)
+    lines = (tmp_path / "late.txt").read_text().splitlines()
+    label, rest = lines[-1].split(" ", 1)
+    files["late0"] = tmp_path / "late0.txt"
+    files["late0"].write_text("\n".join([*lines[:-1], f"{label} 0:0.5 {rest}"]) + "\n")
+    models = {}
+    for data in ("train0", "late0"):
+        run = subprocess.run(
+            [libsvm_tools["svm-train"], "-q", files[data], tmp_path / f"lib.{data}"]
+        )
+        assert run.returncode == 0
+        models[f"lib.{data}"] = tmp_path / f"lib.{data}"
+        for n in (1, 3):
+            out = tmp_path / f"psvm{n}.{data}"
+            r = run_cli(TRAIN, ["-q", files[data], out], n)
+            assert r.returncode == 0, r.stderr
+        psvm = (tmp_path / f"psvm1.{data}").read_text()
+        assert psvm == (tmp_path / f"psvm3.{data}").read_text() and " 0:" in psvm
+        largest = 4 if data == "late0" else 3
+        assert _gamma(psvm) == _gamma(models[f"lib.{data}"].read_text()) == 1 / largest
+        models[f"psvm.{data}"] = tmp_path / f"psvm1.{data}"
+    r = run_cli(TRAIN, ["-q", files["test1"], tmp_path / "psvm.one"], None)
+    assert r.returncode == 0, r.stderr
+    models["psvm.one"] = tmp_path / "psvm.one"  # a 1-based model
+    for model in models.values():
+        for test in ("test0", "test1"):
+            want, got = tmp_path / "want", tmp_path / "got"
+            run = [libsvm_tools["svm-predict"], files[test], model, want]
+            assert subprocess.run(run, capture_output=True).returncode == 0
+            r = run_cli(PREDICT, [files[test], model, got], 2)
+            assert r.returncode == 0, r.stderr
+            assert got.read_text() == want.read_text(), (model.name, test)
+    r = run_cli(TRAIN, ["--solver", "sgd", files["train0"], tmp_path / "sgd"], None)
+    assert r.returncode != 0 and "feature index 0 is not >= 1" in r.stderr

@@ -79,9 +79,12 @@ def _body(argv: list[str]) -> int:
     # by default, as LIBSVM: a feature the model never saw adds to an RBF row's norm
     width = model.n_features if opts["strict"] else None
     gram, need = None, 0
-    if getattr(model, "kernel", None) == "precomputed":  # rows 0:? 1:K(x,x1) ... (-t 4)
+    kernel = getattr(model, "kernel", None)  # (LIBLINEAR's models have none, nor index 0)
+    if kernel == "precomputed":  # rows 0:? 1:K(x,x1) ... (-t 4)
         gram, width = "test", None
         need = int(model.serials().max(initial=0))
+    elif kernel is not None and width is not None:
+        width = model.max_index
     # each rank predicts the lines of its byte range; an empty file predicts nothing, as svm-predict
     shard = load_shard(
         comm,
@@ -92,7 +95,10 @@ def _body(argv: list[str]) -> int:
         allow_empty=True,
         gram=gram,
         gram_columns=need,
+        allow_zero=kernel not in (None, "precomputed"),  # as svm-predict reads index 0
     )
+    if kernel is not None and model.index_base != shard.index_base:  # one holds index 0
+        model, shard = model.zero_based(), shard.zero_based()
     regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
     if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line
         if comm.rank == 0 and not opts["quiet"]:

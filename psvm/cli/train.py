@@ -213,6 +213,7 @@ def _body(argv: list[str]) -> int:
             result = _cross_validate(comm, opts, shard, params, classes, stats, log)
         else:
             result = _fit(comm, opts, shard, params, classes, checkpoint, stats, log)
+            result.index_base = shard.index_base  # the file's indices, written back as read
     _finish(comm, opts, shard, result, stats, log, t0)
     return 0
 
@@ -233,7 +234,11 @@ def _load(comm, opts: dict, params: dict, log):
         n_features=opts.get("n_features"),
         gram=gram,
         min_classes=2 if classify else 1,
+        allow_zero=True,  # feature index 0, as svm-train reads it
     )
+    if shard.index_base == 0 and params["gamma"] == "auto":  # svm-train's 1 / max_index
+        max_index = shard.n_features - 1
+        params["gamma"] = 1.0 / max_index if max_index > 0 else 0.0
     if classify:
         classes = integer_classes(comm, opts["train"], shard.classes)
         warn_unknown_weights(comm, opts["class_weight"], classes)

@@ -128,8 +128,8 @@ class ParsedBlock(NamedTuple):
         Labels.
     indptr : ndarray of shape (n_rows + 1,), int64
     indices : ndarray of shape (nnz,), int32
-        0-based feature indices (file index - 1; with ``zero_based`` the file index),
-        strictly ascending per row.
+        0-based feature indices (file index - 1; with ``zero_based``, or ``allow_zero``
+        and a 0 in the block, the file index), strictly ascending per row.
     data : ndarray of shape (nnz,), float64
     n_lines : int
         Physical lines in the block (blank and comment lines included), so
@@ -138,6 +138,8 @@ class ParsedBlock(NamedTuple):
         1-based line *within the block* of the first error, or None.
     error_reason : str or None
         Why that line is invalid.
+    has_zero : bool
+        With ``allow_zero``: the block holds feature index 0 (its indices are the file's).
     """
 
     y: np.ndarray
@@ -147,6 +149,7 @@ class ParsedBlock(NamedTuple):
     n_lines: int
     error_line: int | None
     error_reason: str | None
+    has_zero: bool = False
 
     def error(self, path: str, lines_before: int = 0) -> LibsvmFormatError | None:
         """The block's error with a global line number, or None."""
@@ -156,7 +159,11 @@ class ParsedBlock(NamedTuple):
 
 
 def parse_block(
-    buf: bytes, *, n_features_limit: int | None = None, zero_based: bool = False
+    buf: bytes,
+    *,
+    n_features_limit: int | None = None,
+    zero_based: bool = False,
+    allow_zero: bool = False,
 ) -> ParsedBlock:
     """Parse whole LIBSVM lines from ``buf``; never raises on bad input.
 
@@ -169,6 +176,11 @@ def parse_block(
     zero_based : bool, default=False
         Indices start at 0 and are kept as they are: the rows of a precomputed
         kernel (LIBSVM's ``-t 4``), whose column 0 holds a serial number.
+    allow_zero : bool, default=False
+        Feature index 0 is a feature, as svm-train reads it (scikit-learn's
+        ``dump_svmlight_file`` writes 0-based files). A block holding one keeps
+        the file's indices (``has_zero``); the others are file index - 1, as
+        without it, so :func:`psvm.io.shard.load_shard` agrees on one base.
 
     Returns
     -------
@@ -191,7 +203,9 @@ def parse_block(
     indices = np.empty(max_nnz, dtype=np.int32)
     data = np.empty(max_nnz, dtype=np.float64)
     limit = 0 if n_features_limit is None else int(n_features_limit)
-    base = 0 if zero_based else 1
+    base = 0 if zero_based or allow_zero else 1
+    if allow_zero and limit:  # index N is the last one either way: N + 1 columns from 0
+        limit += 1
     n_rows, nnz, slow, n_slow, code, eline, es, ee, ea, eb = parse_bytes(
         arr, limit, y, indptr, indices, data, base
     )
@@ -214,9 +228,20 @@ def parse_block(
         else:
             y[-target - 1] = v
     if code != OK:
-        return _failed(n_lines, int(eline), _reason(code, _token(buf, es, ee), ea, eb))
+        if allow_zero and code == ERR_LIMIT:
+            eb -= 1
+        reason = _reason(code, _token(buf, es, ee), ea, eb)
+        if allow_zero and code == ERR_INDEX:
+            reason = reason.replace(">= 1", ">= 0")
+        elif allow_zero and code == ERR_INDEX_LT0:  # (not a precomputed kernel's row)
+            reason = f"feature index {ea} is negative"
+        return _failed(n_lines, int(eline), reason)
+    indices = indices[:nnz]
+    has_zero = allow_zero and bool((indices == 0).any())
+    if allow_zero and not has_zero:
+        indices -= 1  # file index - 1, as the other paths give
     return ParsedBlock(
-        y[:n_rows], indptr[: n_rows + 1], indices[:nnz], data[:nnz], n_lines, None, None
+        y[:n_rows], indptr[: n_rows + 1], indices, data[:nnz], n_lines, None, None, has_zero
     )
 
 

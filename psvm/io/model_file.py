@@ -115,7 +115,7 @@ def _header_lines(model: SVCModel) -> list[str]:
 
 def sv_lines(model: SVCModel, lo: int = 0, hi: int | None = None) -> str:
     """The SV lines of support vectors ``lo`` to ``hi`` (default: to the last), each ending
-    in a newline: the k-1 coefficients, then 1-based ``idx:val`` pairs (a precomputed
+    in a newline: the k-1 coefficients, then ``idx:val`` pairs from ``index_base`` (a precomputed
     kernel's: ``0:serial``, as svm_save_model's). ``repr`` of every number is most of a
     model's writing (33 ms of ijcnn1's 78,000), so the ranks can share it."""
     sv = model.support_vectors
@@ -126,7 +126,7 @@ def sv_lines(model: SVCModel, lo: int = 0, hi: int | None = None) -> str:
     else:
         ptr = sv.indptr[lo : hi + 1].tolist()
         a, b = ptr[0], ptr[-1]
-        index = (sv.indices[a:b].astype(np.int64) + 1).tolist()
+        index = (sv.indices[a:b].astype(np.int64) + model.index_base).tolist()
         pairs = [f"{i}:{v!r}" for i, v in zip(index, sv.data[a:b].tolist(), strict=True)]
         tails = [pairs[p - a : q - a] for p, q in itertools.pairwise(ptr)]
     return "".join(" ".join([*map(repr, c), *t]) + "\n" for c, t in zip(coef, tails, strict=True))
@@ -134,13 +134,19 @@ def sv_lines(model: SVCModel, lo: int = 0, hi: int | None = None) -> str:
 
 def _trailer_lines(model: SVCModel) -> list[str]:
     lines = []
-    if model.n_features is not None:
-        lines.append(f"{_TRAILER} n_features {model.n_features}")
+    if model.n_features is not None:  # columns as a reader counts them (read_model's base)
+        lines.append(f"{_TRAILER} n_features {model.max_index + 1 - _file_base(model)}")
     extra = {k: v for k, v in model.meta.items() if k not in _KEPT_KEYS}
     if extra:
         text = json.dumps(extra, default=_json_default, sort_keys=True)
         lines.append(f"{_TRAILER} meta {_escape(text)}")
     return lines
+
+
+def _file_base(model: SVCModel) -> int:
+    """The base a reader finds in the model's SV lines: 0 if one shows feature index 0."""
+    zero = model.index_base == 0 and bool((model.support_vectors.indices == 0).any())
+    return 0 if zero else 1
 
 
 def write_model(path: str | os.PathLike, model: SVCModel, body: str | None = None) -> None:
@@ -232,8 +238,8 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     fields = _header_fields(rd, header, sv_line)
     total_sv = fields.pop("total_sv")
     n_coef = len(fields["classes"]) - 1 if fields["svm_type"] in ("c_svc", "nu_svc") else 1
-    base = 0 if fields["kernel"] == "precomputed" else 1  # LIBSVM's 0:serial
-    coef, sv = _read_svs(rd, lines, sv_line, total_sv, n_coef, base)
+    gram = fields["kernel"] == "precomputed"  # LIBSVM's 0:serial
+    coef, sv, base = _read_svs(rd, lines, sv_line, total_sv, n_coef, gram)
     n_features, n_features_line = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
     if n_features is not None and n_features < sv.shape[1]:
         raise rd.error(
@@ -242,7 +248,11 @@ def read_model(path: str | os.PathLike) -> SVCModel:
         )
     try:
         return SVCModel(
-            support_vectors=sv, dual_coef=coef.T.copy(), n_features=n_features, **fields
+            support_vectors=sv,
+            dual_coef=coef.T.copy(),
+            n_features=n_features,
+            index_base=1 if gram else base,
+            **fields,
         )
     except ValueError as e:  # the reader's own checks should leave nothing to catch here
         raise rd.error(sv_line, str(e)) from None
@@ -355,10 +365,12 @@ def _kept(rd: _Reader, header: dict, out: dict) -> None:
 
 
 def _read_svs(
-    rd: _Reader, lines: list[str], sv_line: int, total_sv: int, m: int, base: int = 1
-) -> tuple[np.ndarray, sp.csr_matrix]:
-    """The ``total_sv`` lines after ``SV``: m coefficients, then ``idx:val`` with indices
-    from ``base`` (1; a precomputed kernel's ``0:serial``: 0, each with its serial number)."""
+    rd: _Reader, lines: list[str], sv_line: int, total_sv: int, m: int, gram: bool = False
+) -> tuple[np.ndarray, sp.csr_matrix, int]:
+    """The ``total_sv`` lines after ``SV``: m coefficients, then ``idx:val`` pairs, and the
+    base of the indices: 0 if one is 0 (as svm-train writes a model of such data; column
+    j is index j), else 1 (column j is index j + 1). ``gram``: a precomputed kernel's
+    ``0:serial`` lines, each with its serial number (base 0)."""
     coef = np.empty((total_sv, m))
     indptr = np.zeros(total_sv + 1, dtype=np.int64)
     indices: list[int] = []
@@ -377,8 +389,8 @@ def _read_svs(
         if len(toks) < m or any(":" in t for t in toks[:m]):
             raise rd.error(lno, f"SV line has fewer than {m} coefficients")
         coef[r] = [rd.number(t, lno, "an SV coefficient") for t in toks[:m]]
-        prev = base - 1
-        if base == 0 and not (toks[m:] and toks[m].startswith("0:")):
+        prev = -1
+        if gram and not (toks[m:] and toks[m].startswith("0:")):
             raise rd.error(lno, "a precomputed kernel's SV line must give 0:serial_number")
         for t in toks[m:]:
             i_tok, sep, v_tok = t.partition(":")
@@ -389,19 +401,22 @@ def _read_svs(
                 raise rd.error(
                     lno,
                     f"feature index {idx} is not in ({prev}, {_MAX_INDEX}]: "
-                    f"indices must be {base}-based and strictly ascending",
+                    "indices must be non-negative and strictly ascending",
                 )
             prev = idx
-            indices.append(idx - base)
+            indices.append(idx)
             data.append(rd.number(v_tok, lno, f"feature {idx}"))
-            if base == 0 and idx == 0 and (data[-1] < 1 or data[-1] % 1):
+            if gram and idx == 0 and (data[-1] < 1 or data[-1] % 1):
                 raise rd.error(lno, f"serial number {v_tok!r} is not an integer >= 1")
         indptr[r + 1] = len(indices)
+    cols = np.asarray(indices, dtype=np.int32)
+    base = 0 if gram or (cols == 0).any() else 1
+    cols -= base
     sv = sp.csr_matrix(
-        (np.asarray(data, dtype=np.float64), np.asarray(indices, dtype=np.int32), indptr),
-        shape=(total_sv, max(indices, default=-1) + 1),
+        (np.asarray(data, dtype=np.float64), cols, indptr),
+        shape=(total_sv, int(cols.max(initial=-1)) + 1),
     )
-    return coef, sv
+    return coef, sv, base
 
 
 def _read_trailer(

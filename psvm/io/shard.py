@@ -10,7 +10,7 @@ global row order kept (rank r owns rows ``offsets[r]:offsets[r + 1]``).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -61,11 +61,15 @@ class Shard:
     n_samples : int
         Global number of rows.
     n_features : int
-        Global number of features (max index, or the explicit one).
+        Global number of columns: the largest index (or the explicit one), one more
+        with ``index_base`` 0.
     max_row_nnz : int
         Largest nnz of any row on any rank (sizes row broadcast buffers).
     classes : ndarray of float64 or None
         Distinct labels in order of first appearance in the file.
+    index_base : int
+        The file's feature index of column 0: 1, or 0 for a file that holds index 0
+        (``load_shard(allow_zero=True)``).
     """
 
     X: sp.csr_matrix
@@ -75,10 +79,20 @@ class Shard:
     n_features: int
     max_row_nnz: int
     classes: np.ndarray | None = None
+    index_base: int = 1
 
     @property
     def n_local(self) -> int:
         return self.X.shape[0]
+
+    def zero_based(self) -> Shard:
+        """The shard with column j for feature index j (``index_base`` 0), as a model of a
+        file that holds index 0 reads it: its columns move one to the right."""
+        if self.index_base == 0:
+            return self
+        X = self.X
+        X = sp.csr_matrix((X.data, X.indices + 1, X.indptr), shape=(X.shape[0], X.shape[1] + 1))
+        return replace(self, X=X, n_features=self.n_features + 1, index_base=0)
 
 
 # -- pure helpers ---------------------------------------------------------------
@@ -173,6 +187,7 @@ def load_shard(
     allow_empty: bool = False,
     gram: str | None = None,
     gram_columns: int = 0,
+    allow_zero: bool = False,
 ) -> Shard:
     """Load this rank's rows of a LIBSVM file; collective over ``comm``.
 
@@ -200,6 +215,10 @@ def load_shard(
     gram_columns : int, default=0
         With ``gram='test'``: the last column every row must hold (the model's
         largest serial number).
+    allow_zero : bool, default=False
+        Accept feature index 0, as svm-train does: if any rank's lines hold one,
+        column j is file index j on every rank (``index_base`` 0) and
+        ``n_features`` counts column 0 too; else the usual 1-based columns.
 
     Returns
     -------
@@ -222,7 +241,10 @@ def load_shard(
     comm.agree(_check_readable(path))
     raw = _decompress_once_per_node(comm, path)
 
-    parsed, block, lines_before = _parse_own_lines(comm, path, raw, n_features, gram)
+    parsed, block, lines_before = _parse_own_lines(comm, path, raw, n_features, gram, allow_zero)
+    base = 0 if allow_zero and comm.max_(int(parsed.has_zero)) else 1
+    if base == 0 and not parsed.has_zero:  # another rank's lines hold index 0
+        parsed.indices[:] += 1
     y, indptr, indices, data = parsed.y, parsed.indptr, parsed.indices, parsed.data
     row_nnz = np.diff(indptr)
     local_max = np.array(
@@ -253,7 +275,7 @@ def load_shard(
         offsets = np.zeros(comm.size + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
 
-    n_feat = int(n_features) if n_features is not None else max_index
+    n_feat = int(n_features) + 1 - base if n_features is not None else max_index
     X = sp.csr_matrix((data, indices, indptr), shape=(y.size, n_feat))
     X.has_sorted_indices = True
     return Shard(
@@ -264,17 +286,23 @@ def load_shard(
         n_features=n_feat,
         max_row_nnz=max_row_nnz,
         classes=classes,
+        index_base=base,
     )
 
 
-def _parse_own_lines(comm: Comm, path: str, raw: str, n_features, gram):
+def _parse_own_lines(comm: Comm, path: str, raw: str, n_features, gram, allow_zero: bool):
     """Parse this rank's byte range of ``raw``: (parsed, block, lines before it); a bad line
     on any rank raises on every rank."""
     err, parsed, block = None, None, b""
     try:
         start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
         block = read_byte_range(raw, start, end)
-        parsed = parse_block(block, n_features_limit=n_features, zero_based=gram is not None)
+        parsed = parse_block(
+            block,
+            n_features_limit=n_features,
+            zero_based=gram is not None,
+            allow_zero=allow_zero and gram is None,
+        )
     except OSError as e:
         err = e
     lines_before = comm.exscan_sum(0 if parsed is None else parsed.n_lines)

@@ -300,6 +300,29 @@ def test_n_features_limit(tmp_path):
     assert_same(X, _, *sk_load(content, n_features=5))
 
 
+@pytest.mark.parametrize("python_path", [True, False])
+def test_allow_zero_reads_index_0_as_a_feature(monkeypatch, python_path):
+    """svm-train's reading: a block with index 0 keeps the file's indices (has_zero), one
+    without gives file index - 1 as by default; the limit is the largest index either way.
+    Both parsers (the Python one declines index 0) give the same arrays."""
+    if not python_path:
+        monkeypatch.setattr(libsvm_format, "PYTHON_PARSE_BYTES", -1)
+    zero = parse_block(b"1 0:1 2:3\n-1 1:2\n", allow_zero=True)
+    assert zero.has_zero and zero.indices.tolist() == [0, 2, 1]
+    plain = parse_block(b"1 1:1 2:3\n-1 1:2\n", allow_zero=True)
+    default = parse_block(b"1 1:1 2:3\n-1 1:2\n")
+    assert not plain.has_zero and plain.indices.tolist() == default.indices.tolist() == [0, 1, 0]
+    assert parse_block(b"1 0:1 2:3\n", allow_zero=True, n_features_limit=2).error_line is None
+    for content, reason in [
+        (b"1 0:1 3:3\n", "feature index 3 exceeds n_features=2"),
+        (b"1 -1:1\n", "feature index -1 is negative"),
+        (b"1 x:1\n", "expected a base-10 integer >= 0"),
+    ]:
+        bad = parse_block(content, allow_zero=True, n_features_limit=2)
+        assert bad.error_line == 1 and reason in bad.error_reason, bad.error_reason
+    assert "not >= 1" in parse_block(b"1 0:1\n").error_reason  # without it, as LIBLINEAR
+
+
 def test_empty_file_is_an_error(tmp_path):
     path = tmp_path / "empty.txt"
     path.write_bytes(b"# only a comment\n\n")

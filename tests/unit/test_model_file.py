@@ -126,6 +126,30 @@ def test_round_trip_is_bitwise_exact_and_trailer_has_no_colon(tmp_path):
     assert tail and all(line.startswith("#") and ":" not in line for line in tail)
 
 
+def test_models_of_files_with_index_0(tmp_path):
+    """A model of a file that holds feature index 0 (index_base 0) writes its support
+    vectors' indices as read (0:... where one holds feature 0) and reads back equal; without
+    a support vector on feature 0 the file is a 1-based model's, n_features counted so."""
+    model = dataclasses.replace(_random_model(np.random.default_rng(1)), index_base=0)
+    assert (model.support_vectors.indices == 0).any()
+    write_model(tmp_path / "zero.model", model)
+    assert " 0:" in (tmp_path / "zero.model").read_text()
+    back = read_model(tmp_path / "zero.model")
+    assert back.index_base == 0 and back.max_index == model.max_index == 10
+    assert_models_equal(model, back)
+    sv = model.support_vectors.tolil()
+    sv[:, 0] = 0  # no support vector on feature 0
+    none = dataclasses.replace(model, support_vectors=sv.tocsr())
+    write_model(tmp_path / "none.model", none)
+    back = read_model(tmp_path / "none.model")
+    assert back.index_base == 1 and back.max_index == none.max_index
+    X = sp.random(5, 11, density=0.6, random_state=2, format="csr")
+    X = X.multiply(np.arange(11) > 0).tocsr()  # column 0 (feature 0) empty: the same inputs
+    Xb = sp.csr_matrix(X[:, 1:])  # for the 1-based model, columns from feature 1
+    np.testing.assert_array_equal(none.decision_function(X), back.decision_function(Xb))
+    np.testing.assert_array_equal(back.zero_based().decision_function(X), none.decision_function(X))
+
+
 @pytest.mark.parametrize("parts", [1, 2, 3, 7, 200])
 def test_sv_lines_in_parts_make_the_whole_file(heart_file, tmp_path, parts):
     """psvm-train's ranks each format a share of the SV lines (more ranks than support
