@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 
-from psvm.cli._common import UsageError, number, run_main, usage
+from psvm.cli._common import HelpRequested, UsageError, number, run_main, usage
 
 FLAGS = {
     "--ranks": ("ranks", str, "comma-separated process counts (default 1,2)"),
@@ -70,6 +70,8 @@ def parse_args(argv: list[str]) -> dict:
             opts["worker"] = True
             k += 1
             continue
+        if argv[k] in ("--help", "-h"):
+            raise HelpRequested()
         if argv[k] not in FLAGS or k + 1 >= len(argv):
             raise UsageError(f"unknown option or missing value: {argv[k]}")
         name, kind, _ = FLAGS[argv[k]]

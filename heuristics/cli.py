@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("--reconstructions", default=",".join(RECONSTRUCTIONS), help="restrict the grid")
     h.add_argument("--selections", default=",".join(SELECTIONS), help="restrict the grid")
     h.add_argument("--cache", type=float, default=200.0, help="kernel cache MB per process")
-    h.add_argument("--out", default="heuristics", help="output directory (default heuristics)")
+    h.add_argument("--out", default="heuristics", help="output directory")
     h.add_argument(
         "--build-only",
         action="store_true",

@@ -239,8 +239,8 @@ def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: lis
             print(usage)
         return 0
     except UsageError as e:
-        if comm.rank == 0:
-            print(f"{prog}: {e}\n\n{usage}", file=sys.stderr)
+        if comm.rank == 0:  # the usage, then the error where the eye lands: last
+            print(f"{usage}\n\n{prog}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # one process, or before the guard; it ends a job of several
         if comm is None or comm.rank == 0:

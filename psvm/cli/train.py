@@ -306,8 +306,9 @@ def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
         write_model(opts["model"], result, body)
     if "stats" in opts:
         write_json(opts["stats"], report)
-    if log is not None and not cv and result.svm_type in ("c_svc", "nu_svc"):
-        log(f"Total nSV = {n_sv}")  # svm-train: no total for the other types
+    if log is not None and not cv:
+        if result.svm_type in ("c_svc", "nu_svc"):
+            log(f"Total nSV = {n_sv}")  # svm-train: no total for the other types
         log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
 
 

@@ -61,7 +61,10 @@ def parse_args(argv: list[str]) -> dict:
     if opts.get("solver") != "sgd":
         raise UsageError(f"--solver {opts.get('solver')!r}: this path trains sgd only")
     se = opts.get("sync_every", "auto")
-    opts["sync_every"] = se if se == "auto" else number("--sync-every", se, int)
+    try:
+        opts["sync_every"] = se if se == "auto" else number("--sync-every", se, int)
+    except UsageError:
+        raise UsageError(f"option --sync-every expects an integer or auto, got {se!r}") from None
     if opts.get("average", 1) not in (0, 1):
         raise UsageError(f"--average {opts['average']}: must be 0 or 1")
     if opts.get("random_state", 0) < 0:

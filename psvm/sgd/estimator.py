@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from contextlib import contextmanager
 
@@ -325,6 +326,14 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(np.intp)]
         return self.classes_[np.argmax(scores, axis=1)]
+
+    def to_liblinear_model(self, path: str | os.PathLike) -> None:
+        """Write the model in LIBLINEAR's text format (psvm-predict and LIBLINEAR's predict
+        read it), atomically; as :meth:`psvm.SVC.to_libsvm_model`, not collective: call it
+        on one rank under ``mpiexec``. Labels must be integers (LIBLINEAR's ``%d``)."""
+        from psvm.io.linear_model_file import write_linear_model
+
+        write_linear_model(path, self.to_linear_model())
 
     def to_linear_model(self) -> LinearModel:
         """The fitted model in LIBLINEAR's class order (see :mod:`psvm.sgd.model`)."""

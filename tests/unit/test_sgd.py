@@ -469,7 +469,7 @@ def test_liblinear_round_trip(tmp_path):
     y = y * 2 - 1  # labels -1, 1, 3
     est = SGDSVC(alpha=1e-3, random_state=0).fit(X, y)
     path = tmp_path / "m.model"
-    write_linear_model(path, est.to_linear_model())
+    est.to_liblinear_model(path)  # write_linear_model(path, est.to_linear_model())
     assert os.listdir(tmp_path) == ["m.model"]  # no temporary file left
     text = path.read_text().splitlines()
     assert text[:6] == [
