@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from sklearn.base import ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -285,7 +286,7 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
         self._probB = np.asarray(model.meta.get("probB", []), dtype=np.float64)
 
     # -- prediction ------------------------------------------------------------------------
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Signed distances to the separating hyperplanes (local to the calling rank).
 
         Parameters
@@ -306,7 +307,7 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
             return ovr_decision(dec, self.classes_.size)
         return dec
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Class labels by LIBSVM's one-vs-one vote (or the ``break_ties`` argmax).
 
         Parameters

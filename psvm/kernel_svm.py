@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.extmath import safe_sparse_dot
@@ -39,7 +40,9 @@ class KernelSVM(BaseEstimator):
     _svm_type = "c_svc"
     _task = "classification"
 
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(
+        self, X: ArrayLike, y: ArrayLike | None = None, sample_weight: ArrayLike | None = None
+    ) -> KernelSVM:
         """Fit the model; collective over ``comm`` (every rank must call it).
 
         Parameters
@@ -215,7 +218,7 @@ class KernelSVM(BaseEstimator):
             return getattr(self._model, method)(X)
 
     @property
-    def coef_(self):
+    def coef_(self) -> np.ndarray | sp.csr_matrix:
         """Primal weights, for ``kernel='linear'`` only.
 
         Sparse when ``support_vectors_`` is, and read-only, as scikit-learn's: it

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import OutlierMixin
 
 from psvm.kernel_svm import SingleModelSVM
@@ -100,7 +101,7 @@ n_features_in_, fit_stats_
         super()._set_model(model, support, shape_fit, sparse)
         self.offset_ = model.rho.copy()
 
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Signed distance to the separating surface: positive for inliers.
 
         Parameters
@@ -113,11 +114,11 @@ n_features_in_, fit_stats_
         """
         return self._values(X)[:, 0]
 
-    def score_samples(self, X):
+    def score_samples(self, X: ArrayLike) -> np.ndarray:
         """The raw scoring function, ``decision_function(X) + offset_``."""
         return self.decision_function(X) + self.offset_
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """+1 for inliers and -1 for outliers (LIBSVM: decision value > 0).
 
         Parameters

@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
@@ -51,7 +52,7 @@ class ProbabilityMixin:
         return True
 
     @available_if(_check_proba)
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Probability of each class (LIBSVM's ``svm_predict_probability``; local).
 
         Pairwise coupling of the class pairs' sigmoids (Wu, Lin and Weng's second
@@ -75,7 +76,7 @@ class ProbabilityMixin:
         return self._values(X, "predict_proba")[1]
 
     @available_if(_check_proba)
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """The log of :meth:`predict_proba`.
 
         Parameters

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import RegressorMixin
 
 from psvm.kernel_svm import SingleModelSVM
@@ -112,7 +114,7 @@ checkpoint, checkpoint_seconds, checkpoint_iters, resume
         self.checkpoint_iters = checkpoint_iters
         self.resume = resume
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predicted targets: sum_i coef_i K(x_i, x) - rho (local to the calling rank).
 
         Parameters

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import numba
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -170,7 +171,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self.distributed = distributed
 
     # -- fitting ----------------------------------------------------------------
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> SGDSVC:
         """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
         with self._comm() as comm:
             with refusable(self):  # all checked before any state changes
@@ -184,7 +185,13 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             self._train(comm, data, cw, self.max_iter, stop_on_tol=True)
         return self
 
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        classes: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
+    ) -> SGDSVC:
         """One epoch over (X, y), continuing the model and the step-size schedule.
 
         ``classes`` (all labels of the problem) is needed on the first call.
@@ -313,14 +320,14 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             )
 
     # -- prediction ---------------------------------------------------------------
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Signed scores: (n_samples,) for two classes (positive: classes_[1]), else per class."""
         check_is_fitted(self, "coef_")  # (a refused fit may have read X's shape, not fitted)
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         scores = np.asarray(X @ self.coef_.T) + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Class labels: the sign of the score for two classes, else its argmax."""
         scores = self.decision_function(X)
         if scores.ndim == 1:
