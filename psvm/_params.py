@@ -29,6 +29,7 @@ RECONSTRUCTIONS = ("single", "multi", "approximate")
 # by mistake and found at the end makes the long end game run again (docs/performance.md:
 # "Why epsilon-SVR took more iterations than LIBSVM")
 REGRESSORS = ("epsilon_svr", "nu_svr")
+CLASSIFIERS = ("c_svc", "nu_svc")  # the types with labels, one-vs-one (LIBSVM's nr_class)
 SELECTIONS = {"first": FIRST_ORDER, "second": SECOND_ORDER}
 
 

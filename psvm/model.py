@@ -13,12 +13,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from psvm._params import ALL_KERNELS, SVM_TYPES
+from psvm._params import ALL_KERNELS, CLASSIFIERS, REGRESSORS, SVM_TYPES
 from psvm.kernels import canonical_csr, decision_values
 
 # the svm_types with labels; the others have one decision value and no labels
-CLASSIFIERS = ("c_svc", "nu_svc")
-REGRESSORS = ("epsilon_svr", "nu_svr")
 
 
 @dataclass(eq=False)

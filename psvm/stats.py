@@ -57,6 +57,12 @@ SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct", "n_sync", "n_msf_backoff",
 SUMMED_TRACES = frozenset({"active", "cache_misses"})
 
 
+def hit_rate(counts: dict) -> float:
+    """The kernel cache's hits over its look-ups (0 without any)."""
+    hits, misses = counts.get("cache_hits", 0), counts.get("cache_misses", 0)
+    return hits / (hits + misses) if hits + misses else 0.0
+
+
 def reduce_stats(comm, stats: Stats) -> dict:
     """Combine per-rank statistics: counters summed, times as max over ranks.
 

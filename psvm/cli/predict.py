@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+from psvm._params import REGRESSORS
 from psvm.cli._common import (
     LAPLACE,
     HelpRequested,
@@ -99,7 +100,7 @@ def _body(argv: list[str]) -> int:
     )
     if kernel is not None and model.index_base != shard.index_base:  # one holds index 0
         model, shard = model.zero_based(), shard.zero_based()
-    regression = getattr(model, "svm_type", "c_svc") in ("epsilon_svr", "nu_svr")
+    regression = getattr(model, "svm_type", "c_svc") in REGRESSORS
     if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line
         if comm.rank == 0 and not opts["quiet"]:
             print(f"{LAPLACE}={float(model.meta['probA'][0]):g}")

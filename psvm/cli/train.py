@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 import time
 
+from psvm._params import ALL_KERNELS, CLASSIFIERS, REGRESSORS, SVM_TYPES
 from psvm.cli._common import (
     LAPLACE,
     SWITCH,
@@ -26,8 +27,8 @@ from psvm.cli._common import (
 from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
 from psvm.cli.train_sgd import USAGE as SGD_USAGE
 
-KERNEL_CODES = {0: "linear", 1: "poly", 2: "rbf", 3: "sigmoid", 4: "precomputed"}
-SVM_TYPE_CODES = {0: "c_svc", 1: "nu_svc", 2: "one_class", 3: "epsilon_svr", 4: "nu_svr"}
+KERNEL_CODES = {code: name for name, code in ALL_KERNELS.items()}  # svm-train's -t
+SVM_TYPE_CODES = dict(enumerate(SVM_TYPES))  # svm-train's -s
 CV_PARALLEL = {"auto": None, "folds": True, "rows": False}  # -> cross_validate's parallel
 TOO_FEW_MARKS = (  # svm_one_class_probability's warning
     "WARNING: number of positive or negative decision values <5; too few to do a "
@@ -225,7 +226,7 @@ def _load(comm, opts: dict, params: dict, log):
     from psvm.svc.multiclass import scale_hint
 
     gram = "train" if params["kernel"] == "precomputed" else None  # LIBSVM's 0:serial rows
-    classify, classes = opts["svm_type"] in ("c_svc", "nu_svc"), None
+    classify, classes = opts["svm_type"] in CLASSIFIERS, None
     # one-class files often hold one label, regression files any values: only the
     # classifiers need two classes
     shard = load_shard(
@@ -282,7 +283,7 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
 def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
     """Rank 0 writes the model (or prints -v's lines) and the statistics (collective)."""
     from psvm.io.model_file import write_model
-    from psvm.stats import reduce_stats
+    from psvm.stats import hit_rate, reduce_stats
 
     cv = "n_folds" in opts
     report = reduce_stats(comm, stats)
@@ -291,7 +292,7 @@ def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
     report["values"].update(
         n_samples=shard.n_samples,
         n_features=shard.n_features,
-        cache_hit_rate=_hit_rate(report["counts"]),
+        cache_hit_rate=hit_rate(report["counts"]),
     )
     if not cv:
         n_sv = int(result.support_vectors.shape[0])
@@ -307,7 +308,7 @@ def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
     if "stats" in opts:
         write_json(opts["stats"], report)
     if log is not None and not cv:
-        if result.svm_type in ("c_svc", "nu_svc"):
+        if result.svm_type in CLASSIFIERS:
             log(f"Total nSV = {n_sv}")  # svm-train: no total for the other types
         log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
 
@@ -362,7 +363,7 @@ def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]
         parallel = fold_parallel(comm, shard, n_folds)
     stats.values["fold_parallel"] = parallel
     svm_type = params["svm_type"]
-    if svm_type in ("c_svc", "nu_svc"):
+    if svm_type in CLASSIFIERS:
         make = partial(svc_fit_predict, params=params, classes=classes, stats=stats)
     else:  # LIBSVM: folds at random (not stratified) for the other types
         make, classes = partial(single_fit_predict, params=params, stats=stats), None
@@ -371,12 +372,7 @@ def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]
     if parallel:  # each rank ran its own folds: no lockstep traces, own iteration counts
         stats.traces.clear()
         stats.counts["n_iter_own"] = stats.counts.pop("n_iter", 0)
-    return result_lines(comm, shard.y, target, regression=svm_type in ("epsilon_svr", "nu_svr"))
-
-
-def _hit_rate(counts: dict) -> float:
-    total = counts.get("cache_hits", 0) + counts.get("cache_misses", 0)
-    return counts.get("cache_hits", 0) / total if total else 0.0
+    return result_lines(comm, shard.y, target, regression=svm_type in REGRESSORS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from psvm.stats import hit_rate
+
 
 def ovr_decision(dec: np.ndarray, k: int) -> np.ndarray:
     """One-vs-rest scores from one-vs-one values, as scikit-learn's SVC computes them.
@@ -26,13 +28,12 @@ def ovr_decision(dec: np.ndarray, k: int) -> np.ndarray:
 
 def fit_report(report: dict, model, n_samples: int, n_features: int) -> dict:
     """The reduced run statistics plus the fit's totals, as plain JSON types."""
-    hits, misses = (report["counts"].get(key, 0) for key in ("cache_hits", "cache_misses"))
     report["values"].update(
         n_samples=n_samples,
         n_features=n_features,
         n_support=int(model.support_vectors.shape[0]),
         objective=model.meta["objective"],
-        cache_hit_rate=hits / (hits + misses) if hits + misses else 0.0,
+        cache_hit_rate=hit_rate(report["counts"]),
         **{key: model.meta[key] for key in ("heuristic", "reconstruction", "approximate")},
     )
     return jsonable(report)

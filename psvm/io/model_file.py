@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from psvm._params import SVM_TYPES
+from psvm._params import CLASSIFIERS, SVM_TYPES
 from psvm.io.atomic import write_atomic
 from psvm.model import SVCModel
 from psvm.probability import N_MARKS  # svm_load_model reads that many prob_density_marks
@@ -237,7 +237,7 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     header, sv_line = _read_header(rd, lines)
     fields = _header_fields(rd, header, sv_line)
     total_sv = fields.pop("total_sv")
-    n_coef = len(fields["classes"]) - 1 if fields["svm_type"] in ("c_svc", "nu_svc") else 1
+    n_coef = len(fields["classes"]) - 1 if fields["svm_type"] in CLASSIFIERS else 1
     gram = fields["kernel"] == "precomputed"  # LIBSVM's 0:serial
     coef, sv, base = _read_svs(rd, lines, sv_line, total_sv, n_coef, gram)
     n_features, n_features_line = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
@@ -297,7 +297,7 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
     line, (svm_type,) = values("svm_type", 1)
     if svm_type not in SVM_TYPES:
         raise rd.error(line, f"unknown svm_type {svm_type!r}; expected one of {list(SVM_TYPES)}")
-    classify = svm_type in ("c_svc", "nu_svc")
+    classify = svm_type in CLASSIFIERS
     line, (kernel_type,) = values("kernel_type", 1)
     if kernel_type not in _FILE_KERNELS:
         raise rd.error(

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from psvm._params import SVCConfig
+from psvm._params import CLASSIFIERS, SVCConfig
 from psvm.kernels import csr_arrays, csr_of, take_rows
 from psvm.model import SVCModel
 from psvm.stats import Stats
@@ -39,7 +39,7 @@ from psvm.svc.state import fill_start, gather_csr, weighted_total
 
 def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool):
     """The general problem of ``cfg.svm_type`` over this rank's rows."""
-    if cfg.svm_type not in ("one_class", "epsilon_svr", "nu_svr"):
+    if cfg.svm_type in CLASSIFIERS:
         raise ValueError(f"fit_single trains one_class, epsilon_svr and nu_svr, not {cfg.svm_type}")
     n = shard.y.size
     common = dict(
