@@ -366,24 +366,14 @@ class SVCModel:
                     dual_coef[_coef_row(a, b), dst] = (
                         sign * self.dual_coef[_coef_row(perm[a], perm[b]), src]
                     )
-        rho = np.empty_like(self.rho)
-        for a in range(k):
-            for b in range(a + 1, k):
-                i, j = perm[a], perm[b]
-                p = _pair_index(min(i, j), max(i, j), k)
-                rho[_pair_index(a, b, k)] = self.rho[p] if i < j else -self.rho[p]
+        pairs, flipped = _pairs_in_order(perm)
+        sign = np.where(flipped, -1.0, 1.0)
+        rho = sign * self.rho[pairs]
         rows = np.concatenate([np.arange(old[c], old[c + 1]) for c in perm])
         meta = dict(self.meta)
         if "probA" in meta and "probB" in meta:  # a flipped pair: A the same, B negated
             A, B = np.asarray(meta["probA"], float), np.asarray(meta["probB"], float)
-            newA, newB = np.empty_like(A), np.empty_like(B)
-            for a in range(k):
-                for b in range(a + 1, k):
-                    i, j = perm[a], perm[b]
-                    p = _pair_index(min(i, j), max(i, j), k)
-                    newA[_pair_index(a, b, k)] = A[p]
-                    newB[_pair_index(a, b, k)] = B[p] if i < j else -B[p]
-            meta["probA"], meta["probB"] = newA.tolist(), newB.tolist()
+            meta["probA"], meta["probB"] = A[pairs].tolist(), (sign * B[pairs]).tolist()
         return SVCModel(
             kernel=self.kernel,
             gamma=self.gamma,
@@ -451,6 +441,19 @@ def ovo_vote(dec: np.ndarray, k: int) -> np.ndarray:
 def _coef_row(c: int, other: int) -> int:
     """Row of ``sv_coef`` that class c's SVs use for the pair {c, other} (LIBSVM layout)."""
     return other - 1 if c < other else other
+
+
+def _pairs_in_order(perm: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """For each class pair (a, b) of the order ``perm`` (new class -> old), the old pair of
+    the same classes and whether its order flipped (then its values change sign)."""
+    k = len(perm)
+    pairs, flipped = [], []
+    for a in range(k):
+        for b in range(a + 1, k):
+            i, j = perm[a], perm[b]
+            pairs.append(_pair_index(min(i, j), max(i, j), k))
+            flipped.append(i > j)
+    return np.array(pairs, dtype=np.intp), np.array(flipped, dtype=bool)
 
 
 def _pair_index(i: int, j: int, k: int) -> int:
