@@ -232,6 +232,8 @@ class SGDConfig:
     max_iter: int = 1000
     tol: float | None = 1e-3
     n_iter_no_change: int = 5
+    early_stopping: bool = False
+    validation_fraction: float = 0.1
     shuffle: bool = True
     average: int = 1
     fit_intercept: bool = True
@@ -279,6 +281,10 @@ def validate_sgd_params(**params) -> SGDConfig:
         n_iter_no_change=int(
             check_number("n_iter_no_change", p.n_iter_no_change, kind=numbers.Integral, low=1)
         ),
+        early_stopping=bool(p.early_stopping),
+        validation_fraction=float(
+            check_number("validation_fraction", p.validation_fraction, low=0, low_open=True)
+        ),
         shuffle=bool(p.shuffle),
         average=int(average),
         fit_intercept=bool(p.fit_intercept),
@@ -287,6 +293,10 @@ def validate_sgd_params(**params) -> SGDConfig:
         ),
         verbose=bool(p.verbose),
     )
+    if out.validation_fraction >= 1:
+        raise ParameterError(
+            f"validation_fraction must be < 1 (a share of the rows), got {p.validation_fraction!r}"
+        )
     if out.msf_target >= 1:
         raise ParameterError(f"msf_target must be < 1 (a share of the time), got {msf_target!r}")
     if out.learning_rate == "constant" and out.eta0 <= 0:

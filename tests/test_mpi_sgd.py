@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+import psvm
 from psvm.io.linear_model_file import read_linear_model
 from tests._svm import load_head, run_cli, write_head
 
@@ -153,4 +154,12 @@ def test_estimator_agrees_on_input_errors_and_frees_its_comm(n):
         errors["warm start, other width"] == "warm_start: X has 4 features, the last fit 5; "
         "fit with warm_start=False to start afresh"
     )
-    assert out["freed"] == [n] * 11  # one duplicate per fit, each freed
+    # early stopping holds out the same rows for every P (by their global index)
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(n_samples=300, centers=2, n_features=5, random_state=0, cluster_std=2.0)
+    one = psvm.SGDSVC(alpha=1e-3, random_state=0, early_stopping=True, validation_fraction=0.2)
+    early = out["early stopping"]
+    n_train = one.fit(X, y).fit_stats_["values"]["n_samples"]
+    assert early["same_model"] and early["n_samples"] == n_train < 300
+    assert out["freed"] == [n] * 12  # one duplicate per fit, each freed

@@ -20,7 +20,7 @@ from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input, refus
 from psvm.faces.params import check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
-from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, make_problem
+from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, held_out, make_problem
 from psvm.sgd.trainer import SGDTrainer
 from psvm.stats import Stats, reduce_stats
 from psvm.threads import check_threads, rank_threads
@@ -61,6 +61,14 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         Stop when the primal objective (on all training rows) has not
         improved by ``tol`` for ``n_iter_no_change`` epochs; None: never.
     n_iter_no_change : int, default=5
+    early_stopping : bool, default=False
+        :meth:`fit` holds out ``validation_fraction`` of the rows and stops when their
+        accuracy has not improved by ``tol`` for ``n_iter_no_change`` epochs, as
+        :class:`~sklearn.linear_model.SGDClassifier`. The rows are drawn by a hash of
+        their global index (not stratified), so they are the same for every P;
+        accuracy counts rows, not sample weights. :meth:`partial_fit` ignores it.
+    validation_fraction : float, default=0.1
+        The share of rows held out with ``early_stopping``, in (0, 1).
     shuffle : bool, default=True
         Shuffle rows once, then visit blocks of rows in a fresh order each epoch.
     random_state : int, RandomState instance or None, default=None
@@ -140,6 +148,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         max_iter=1000,
         tol=1e-3,
         n_iter_no_change=5,
+        early_stopping=False,
+        validation_fraction=0.1,
         shuffle=True,
         random_state=None,
         average=True,
@@ -159,6 +169,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.n_iter_no_change = n_iter_no_change
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
         self.shuffle = shuffle
         self.random_state = random_state
         self.average = average
@@ -179,10 +191,11 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
                     self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
                 )
                 cfg, cw = self._settings(data, data.classes)
-                start = self._warm_start(data)
+                start, seed = self._warm_start(data), self._seed(comm)
+                held = self._held_out(comm, data, cfg, seed) if cfg.early_stopping else None
             self._cfg = cfg
-            self._setup(comm, data, start)
-            self._train(comm, data, cw, self.max_iter, stop_on_tol=True)
+            self._setup(comm, data, seed, start)
+            self._train(comm, data, cw, self.max_iter, stop_on_tol=True, held=held)
         return self
 
     def partial_fit(
@@ -212,11 +225,12 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
                 )
                 # this call's parameters (set_params between calls counts, as in scikit-learn)
                 cfg, cw = self._settings(data, data.classes if first else self.classes_)
+                seed = self._seed(comm) if first else None
             policy = (cfg.sync_every, cfg.msf_target)
             renew = not first and policy != (self._cfg.sync_every, self._cfg.msf_target)
             self._cfg = cfg
             if first:
-                self._setup(comm, data)
+                self._setup(comm, data, seed)
             elif renew:
                 self._policy = make_policy(*policy)
             self._train(comm, data, cw, 1, stop_on_tol=False)
@@ -245,6 +259,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             max_iter=self.max_iter,
             tol=self.tol,
             n_iter_no_change=self.n_iter_no_change,
+            early_stopping=self.early_stopping,
+            validation_fraction=self.validation_fraction,
             shuffle=self.shuffle,
             average=self.average,
             fit_intercept=self.fit_intercept,
@@ -270,15 +286,30 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             )
         return self.coef_, self.intercept_
 
-    def _setup(self, comm, data: FitInput, start: tuple | None = None) -> None:
-        """Draw the agreed seed, start a model (zero, or ``start``'s weights and biases) and
-        a fresh MSF policy (``_cfg`` set)."""
+    def _seed(self, comm) -> int:
+        """The fit's seed, drawn from ``random_state`` on rank 0 (collective)."""
         try:
             rng = check_random_state(self.random_state)
         except ValueError as e:  # every rank raises it alike
             raise ParameterError(f"random_state: {e}") from None
-        seed = int(rng.randint(np.iinfo(np.int32).max))
-        seed = comm.bcast_obj(seed)
+        return comm.bcast_obj(int(rng.randint(np.iinfo(np.int32).max)))
+
+    @staticmethod
+    def _held_out(comm, data: FitInput, cfg, seed: int) -> np.ndarray:
+        """early_stopping's validation rows among this rank's (a mask; collective): the same
+        rows for every P, by their global index. Refused when none or all are held out."""
+        held = held_out(seed, data.offset, data.codes.size, cfg.validation_fraction)
+        n_held = comm.sum_(int(np.count_nonzero(held)))
+        if not 0 < n_held < data.n_samples:
+            raise InputError(
+                f"early_stopping: validation_fraction={cfg.validation_fraction} holds out "
+                f"{n_held} of {data.n_samples} rows; it needs at least one of each"
+            )
+        return held
+
+    def _setup(self, comm, data: FitInput, seed: int, start: tuple | None = None) -> None:
+        """Start a model (zero, or ``start``'s weights and biases) and a fresh MSF policy
+        (``_cfg`` set)."""
         self.classes_ = data.classes
         n_models = 1 if data.classes.size == 2 else data.classes.size
         self._state = SGDState.zeros(n_models, data.n_features, seed, comm.rank)
@@ -288,15 +319,15 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self._policy = make_policy(self._cfg.sync_every, self._cfg.msf_target)
         self.n_iter_ = 0
 
-    def _train(self, comm, data: FitInput, cw, n_epochs, *, stop_on_tol) -> None:
+    def _train(self, comm, data: FitInput, cw, n_epochs, *, stop_on_tol, held=None) -> None:
+        X, codes, sw, validation = data.X, data.codes, data.sample_weight, None
+        if held is not None:  # early stopping scores the held-out rows, trains on the rest
+            keep = ~held
+            X, codes, sw, validation = X[keep], codes[keep], sw[keep], (X[held], codes[held])
         prob = make_problem(
-            comm,
-            data.X,
-            data.codes,
-            self.classes_.size,
-            sample_weight=data.sample_weight,
-            class_weight=cw,
-        )
+            comm, X, codes, self.classes_.size, sample_weight=sw, class_weight=cw,
+            validation=validation,
+        )  # fmt: skip
         stats = Stats()
         log = print if self.verbose and comm.rank == 0 else None
         trainer = SGDTrainer(comm, prob, self._cfg, self._state, self._policy, stats, log)
@@ -313,7 +344,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         )
         if stop_on_tol and self._cfg.tol is not None and not trainer.converged:
             warnings.warn(
-                f"Maximum number of epochs ({self.max_iter}) reached before the objective "
+                f"Maximum number of epochs ({self.max_iter}) reached before the "
+                f"{'validation accuracy' if self._cfg.early_stopping else 'objective'} "
                 "stopped improving; consider increasing max_iter.",
                 ConvergenceWarning,
                 stacklevel=3,

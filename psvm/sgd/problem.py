@@ -21,6 +21,17 @@ from psvm.sgd import steps
 SPARSE_INTERCEPT_DECAY = 0.01
 
 
+def held_out(seed: int, offset: int, n: int, fraction: float) -> np.ndarray:
+    """Whether each of the global rows offset..offset+n-1 is held out: a hash of (seed, row)
+    (splitmix64's mix) below ``fraction``, so a row's fate does not depend on P."""
+    z = (np.uint64(seed) << np.uint64(32)) ^ np.arange(offset, offset + n, dtype=np.uint64)
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+
+
 @dataclass
 class LocalProblem:
     """One rank's rows in the kernels' dtypes, with the one-vs-rest wiring.

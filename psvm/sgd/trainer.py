@@ -282,11 +282,14 @@ class SGDTrainer:
         tr["comm_seconds"].append(st.seconds["comm"])
         tr["n_sync"].append(st.counts["n_sync"])
         self.state.objectives.append(objective)
+        # the stopping score, lower is better: the objective, or with early stopping the
+        # held-out rows' error rate (scikit-learn's rule on their accuracy)
+        score = 1.0 - accuracy if self.cfg.early_stopping and accuracy is not None else objective
         tol = self.cfg.tol
         if tol is not None:
-            self._no_improvement = self._no_improvement + 1 if objective > self._best - tol else 0
+            self._no_improvement = self._no_improvement + 1 if score > self._best - tol else 0
             self.converged = self._no_improvement >= self.cfg.n_iter_no_change
-        self._best = min(self._best, objective)
+        self._best = min(self._best, score)
         if self.log is not None:
             acc = "" if accuracy is None else f", validation accuracy {100 * accuracy:.2f}%"
             self.log(

@@ -2,12 +2,12 @@
 
 Usage: mpiexec -n P python -m mpi4py run_sgd_estimator.py
 
-Cases: a good sharded fit (every rank must end with the same model), and one
-warm-started from it; a sparse sharded fit whose last rank lacks the highest
-feature (same model, global width); a fit in which rank 0 passes no rows; a
-NaN in the last rank's rows (fit), a negative sample weight there (fit), a
-label outside ``classes`` on the last rank and other ``classes`` there
-(partial_fit), a warm start on narrower X: every rank must raise the same
+Cases: a good sharded fit (every rank must end with the same model), one
+warm-started from it, one with early stopping; a sparse sharded fit whose last
+rank lacks the highest feature (same model, global width); a fit in which rank
+0 passes no rows; a NaN in the last rank's rows (fit), a negative sample weight
+there (fit), a label outside ``classes`` on the last rank and other ``classes``
+there (partial_fit), a warm start on narrower X: every rank must raise the same
 ValueError instead of waiting in a collective. Every fit duplicates
 the communicator and must free it. Rank 0 prints one JSON line.
 """
@@ -67,6 +67,12 @@ def main():
         "same_model": all(np.array_equal(c, coef[0]) for c in coef),
         "n_iter": warm.n_iter_,
         "accuracy": warm.score(X_full, y_full),
+    }
+    early = sgd().set_params(early_stopping=True, validation_fraction=0.2).fit(X, y)
+    coef = comm.allgather_obj(early.coef_)
+    out["early stopping"] = {
+        "same_model": all(np.array_equal(c, coef[0]) for c in coef),
+        "n_samples": early.fit_stats_["values"]["n_samples"],
     }
     X_nan, y_bad, sw = X.copy(), y.copy(), np.ones(y.size)
     if last:

@@ -15,7 +15,7 @@ from psvm.sgd import steps
 from psvm.sgd.estimator import SGDSVC
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import AutoMSF, FixedPeriod, make_policy
-from psvm.sgd.problem import SGDState
+from psvm.sgd.problem import SGDState, held_out
 from psvm.sgd.trainer import block_order
 
 # -- a plain numpy reference of the SGD steps ------------------------------------------
@@ -308,6 +308,32 @@ def test_warm_start_starts_from_the_last_fit():
         warm.fit(X, np.where(np.arange(y.size) % 3 == 0, 2, y))
     with pytest.raises(TypeError):
         SGDSVC(1e-4)  # keyword-only, as scikit-learn's estimators
+
+
+def test_early_stopping_holds_out_rows_and_stops_on_their_accuracy():
+    """As SGDClassifier(early_stopping=True): a share of the rows is scored after every
+    epoch, not trained on, and training stops once their accuracy has not improved by tol
+    for n_iter_no_change epochs."""
+    X, y = blobs(1000, seed=3)
+    kw = dict(alpha=1e-4, random_state=0, max_iter=300, n_iter_no_change=3)
+    est = SGDSVC(early_stopping=True, validation_fraction=0.2, **kw).fit(X, y)
+    assert 750 < est.fit_stats_["values"]["n_samples"] < 850  # about 200 rows held out
+    accuracy = est.fit_stats_["traces"]["val_accuracy"]
+    assert est.fit_status_ == 0 and est.n_iter_ == len(accuracy) < 300
+    error = 1.0 - np.array(accuracy)
+    for e in range(len(error) - 3, len(error)):  # each of the last 3: no gain of tol
+        assert error[e] > error[:e].min() - 1e-3
+    plain = SGDSVC(**kw).fit(X, y)  # all rows, the objective's rule
+    assert plain.fit_stats_["values"]["n_samples"] == 1000
+    assert plain.fit_stats_["traces"]["val_accuracy"][0] is None
+    with pytest.raises(ParameterError, match="validation_fraction must be < 1"):
+        SGDSVC(early_stopping=True, validation_fraction=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="holds out 0 of 4 rows; it needs at least one"):
+        SGDSVC(early_stopping=True, validation_fraction=1e-9).fit(X[:4], y[:4])
+    held = held_out(7, 0, 10_000, 0.1)  # the split: about the fraction, the same in pieces
+    assert 0.09 < held.mean() < 0.11
+    pieces = [held_out(7, a, b - a, 0.1) for a, b in [(0, 3333), (3333, 7000), (7000, 10_000)]]
+    np.testing.assert_array_equal(np.concatenate(pieces), held)
 
 
 def test_partial_fit_reads_the_parameters_of_each_call():
