@@ -87,16 +87,7 @@ def run_study(
     log=_log,
 ) -> dict:
     """Run the study and write ``study.json`` and ``records/*.jsonl`` under ``out``."""
-    from heuristics.bench import (
-        count_lines,
-        dataset_paths,
-        load_csr,
-        machine,
-        resolve_dataset,
-        run_worker,
-        sklearn_svc_fit,
-        versions,
-    )
+    from heuristics.bench import count_lines, dataset_paths, load_csr, resolve_dataset, run_worker
 
     out = Path(out)
     rec_dir = out / "records"
@@ -104,7 +95,52 @@ def run_study(
     for old in rec_dir.glob("*.jsonl"):
         old.unlink()
     t_start = time.perf_counter()
-    study = {
+    study = _study_header(
+        command, grid_name, combos, ranks, repeats, rows, test_rows, seed, tol, cache_mb
+    )
+    n_runs = len(data) * len(ranks) * len(combos) * repeats
+    log(
+        f"{n_runs} psvm runs: {len(data)} data set(s) x P in {ranks} x {len(combos)} "
+        f"configurations x {repeats} repeats"
+    )
+    for entry in data:  # a built-in name or a LIBSVM file
+        ds = resolve_dataset(entry)
+        train, test = dataset_paths(ds, rows, test_rows, seed)
+        info = {
+            "name": ds.name,
+            "train_file": ds.train,
+            "test_file": ds.test,
+            "C": ds.C,
+            "gamma": ds.gamma,
+            "n_features": ds.n_features,
+            "n_train": count_lines(train),
+            "n_test": count_lines(test),
+        }
+        study["datasets"].append(info)
+        log(f"{ds.name}: {info['n_train']} training rows, {info['n_test']} test rows")
+        X, y = load_csr(train, ds.n_features)
+        Xt, yt = load_csr(test, ds.n_features)
+        svc = _sklearn_records(ds, (X, y, Xt, yt), repeats, tol, cache_mb)
+        _append(rec_dir / f"{ds.name}.svc.jsonl", svc)
+        log(f"{ds.name}: scikit-learn SVC done")
+        plan = _worker_plan(ds, train, test, combos, repeats, tol, cache_mb)
+        for P in ranks:
+            t = time.perf_counter()
+            with tempfile.TemporaryDirectory(prefix="psvm-study-") as work:
+                records = run_worker(P, plan, work)
+            _append(rec_dir / f"{ds.name}.P{P}.jsonl", records)
+            log(f"{ds.name} P={P}: {len(records)} runs in {time.perf_counter() - t:.0f}s")
+    study["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    study["elapsed_seconds"] = round(time.perf_counter() - t_start, 1)
+    (out / "study.json").write_text(json.dumps(study, indent=1) + "\n")
+    return study
+
+
+def _study_header(command, grid_name, combos, ranks, repeats, rows, test_rows, seed, tol, cache_mb):
+    """study.json's fields before any run: the command, the grid, the machine, the versions."""
+    from heuristics.bench import machine, versions
+
+    return {
         "schema": 1,
         "command": command,
         "grid": grid_name,
@@ -121,79 +157,53 @@ def run_study(
         "versions": versions(),
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    n_runs = len(data) * len(ranks) * len(combos) * repeats
-    log(
-        f"{n_runs} psvm runs: {len(data)} data set(s) x P in {ranks} x {len(combos)} "
-        f"configurations x {repeats} repeats"
-    )
-    for entry in data:  # a built-in name or a LIBSVM file
-        ds = resolve_dataset(entry)
-        name = ds.name
-        train, test = dataset_paths(ds, rows, test_rows, seed)
-        info = {
-            "name": name,
-            "train_file": ds.train,
-            "test_file": ds.test,
-            "C": ds.C,
-            "gamma": ds.gamma,
-            "n_features": ds.n_features,
-            "n_train": count_lines(train),
-            "n_test": count_lines(test),
+
+
+def _sklearn_records(ds, arrays, repeats: int, tol: float, cache_mb: float) -> list[dict]:
+    """scikit-learn's SVC on the data set, shrinking off and on, ``repeats`` times each."""
+    from heuristics.bench import sklearn_svc_fit
+
+    X, y, Xt, yt = arrays
+    return [
+        {
+            "schema": 1,
+            "kind": "sklearn-svc",
+            "dataset": ds.name,
+            "shrinking": shrinking,
+            "repeat": rep,
+            **sklearn_svc_fit(X, y, Xt, yt, ds, shrinking=shrinking, tol=tol, cache=cache_mb),
         }
-        study["datasets"].append(info)
-        log(f"{name}: {info['n_train']} training rows, {info['n_test']} test rows")
-        X, y = load_csr(train, ds.n_features)
-        Xt, yt = load_csr(test, ds.n_features)
-        svc = []
-        for rep in range(repeats):
-            for shrinking in (False, True):
-                r = sklearn_svc_fit(X, y, Xt, yt, ds, shrinking=shrinking, tol=tol, cache=cache_mb)
-                svc.append(
-                    {
-                        "schema": 1,
-                        "kind": "sklearn-svc",
-                        "dataset": name,
-                        "shrinking": shrinking,
-                        "repeat": rep,
-                        **r,
-                    }
-                )
-        _append(rec_dir / f"{name}.svc.jsonl", svc)
-        log(f"{name}: scikit-learn SVC done")
-        base = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-e", f"{tol:g}", "-m", f"{cache_mb:g}"]
-        for P in ranks:
-            runs = [
-                {
-                    "flags": [*base, "--heuristic", h, "--reconstruction", rec, "--selection", sel],
-                    "meta": {
-                        "dataset": name,
-                        "heuristic": h,
-                        "reconstruction": rec,
-                        "selection": sel,
-                        "repeat": rep,
-                    },
-                    "traces": rep == 0,
-                    "exact_objective": rec == "approximate",
-                }
-                for rep in range(repeats)
-                for h, rec, sel in combos
-            ]
-            plan = {
-                "train": train,
-                "test": test,
-                "n_features": ds.n_features,
-                "runs": runs,
-                "warmup": [*base, "--heuristic", "earliest", "--reconstruction", "multi"],
-            }
-            t = time.perf_counter()
-            with tempfile.TemporaryDirectory(prefix="psvm-study-") as work:
-                records = run_worker(P, plan, work)
-            _append(rec_dir / f"{name}.P{P}.jsonl", records)
-            log(f"{name} P={P}: {len(records)} runs in {time.perf_counter() - t:.0f}s")
-    study["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    study["elapsed_seconds"] = round(time.perf_counter() - t_start, 1)
-    (out / "study.json").write_text(json.dumps(study, indent=1) + "\n")
-    return study
+        for rep in range(repeats)
+        for shrinking in (False, True)
+    ]
+
+
+def _worker_plan(ds, train, test, combos, repeats: int, tol: float, cache_mb: float) -> dict:
+    """The psvm-train runs of one data set, as :func:`heuristics.bench.run_worker` takes them."""
+    base = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-e", f"{tol:g}", "-m", f"{cache_mb:g}"]
+    runs = [
+        {
+            "flags": [*base, "--heuristic", h, "--reconstruction", rec, "--selection", sel],
+            "meta": {
+                "dataset": ds.name,
+                "heuristic": h,
+                "reconstruction": rec,
+                "selection": sel,
+                "repeat": rep,
+            },
+            "traces": rep == 0,
+            "exact_objective": rec == "approximate",
+        }
+        for rep in range(repeats)
+        for h, rec, sel in combos
+    ]
+    return {
+        "train": train,
+        "test": test,
+        "n_features": ds.n_features,
+        "runs": runs,
+        "warmup": [*base, "--heuristic", "earliest", "--reconstruction", "multi"],
+    }
 
 
 def load_records(out: str | Path) -> tuple[dict, list[dict]]:

@@ -93,24 +93,50 @@ def _cores(study) -> str:
 
 
 def conclusions(study, rows, svc) -> list[str]:
-    out, nz = [], noise(rows)
-    dflt = config_label(*default_config())
-    if study["repeats"] > 1:
-        out.append(
-            f"Noise: the median spread (max - min over median) across the "
-            f"{study['repeats']} repeats of a configuration is {nz:.0%} for CPU time and "
-            f"{noise(rows, 'train'):.0%} for wall time (the machine's {_cores(study)} may run "
-            f"other jobs too). "
-            f"Times below are therefore compared in CPU seconds (of the slowest rank), "
-            f"and a difference counts only when the repeat ranges do not "
-            f"overlap."
-        )
-    else:
-        out.append(
+    """The report's opening findings, one paragraph each (those with data)."""
+    exact = [r for r in rows if r["reconstruction"] != "approximate"]
+    parts = [
+        _noise_text(study, rows),
+        *_per_dataset_lines(study, exact, svc),
+        _ranking_text(rows),
+        _direction_text(rows, exact),
+        _largest_saving_text(study, rows, exact),
+        _false_positive_text(exact),
+        _first_order_text(rows),
+        _scaling_text(study, rows),
+        _exactness_text(exact),
+        _approximate_text(rows),
+    ]
+    return [p for p in parts if p]
+
+
+def _none_of(rows, r, **same):
+    """The `none` row of ``r``'s data set and P (and ``same``'s fields), or None."""
+    return next(
+        iter(_by(rows, dataset=r["dataset"], ranks=r["ranks"], heuristic="none", **same)), None
+    )
+
+
+def _noise_text(study, rows) -> str:
+    if study["repeats"] <= 1:
+        return (
             "Noise: one run per configuration, so the noise is not measured; treat "
             "small differences as insignificant."
         )
-    exact = [r for r in rows if r["reconstruction"] != "approximate"]
+    return (
+        f"Noise: the median spread (max - min over median) across the "
+        f"{study['repeats']} repeats of a configuration is {noise(rows):.0%} for CPU time and "
+        f"{noise(rows, 'train'):.0%} for wall time (the machine's {_cores(study)} may run "
+        f"other jobs too). "
+        f"Times below are therefore compared in CPU seconds (of the slowest rank), "
+        f"and a difference counts only when the repeat ranges do not "
+        f"overlap."
+    )
+
+
+def _per_dataset_lines(study, exact, svc) -> list[str]:
+    dflt = config_label(*default_config())
+    out = []
     for d in [x["name"] for x in study["datasets"]]:
         for P in study["ranks"]:
             rs = _by(exact, dataset=d, ranks=P, selection="second")
@@ -139,150 +165,156 @@ def conclusions(study, rows, svc) -> list[str]:
                         f"(shrinking on, {_s(s1['cpu'])} s)"
                     )
             out.append(txt + ".")
+    return out
+
+
+def _ranking_text(rows) -> str | None:
     rk = ranking(rows)
-    if rk:
+    if not rk:
+        return None
 
-        def names(part):
-            return ", ".join(f"`{lab}` {g:.2f}" for lab, g, _ in part)
+    def names(part):
+        return ", ".join(f"`{lab}` {g:.2f}" for lab, g, _ in part)
 
-        ranked = (
-            f"in order {names(rk)}"
-            if len(rk) <= 5
-            else f"best {names(rk[:3])}; worst {names(rk[-2:])}"
-        )
-        out.append(
-            f"Over all data sets and P (geometric mean of time / `none`, second-order "
-            f"selection, exact configurations; below 1 beats `none`): {ranked}."
-        )
+    ranked = (
+        f"in order {names(rk)}" if len(rk) <= 5 else f"best {names(rk[:3])}; worst {names(rk[-2:])}"
+    )
+    return (
+        f"Over all data sets and P (geometric mean of time / `none`, second-order "
+        f"selection, exact configurations; below 1 beats `none`): {ranked}."
+    )
+
+
+def _direction_text(rows, exact) -> str | None:
     cmp = [
-        (
-            r,
-            next(
-                iter(
-                    _by(
-                        rows,
-                        dataset=r["dataset"],
-                        ranks=r["ranks"],
-                        heuristic="none",
-                        selection=r["selection"],
-                    )
-                ),
-                None,
-            ),
-        )
+        (r, _none_of(rows, r, selection=r["selection"]))
         for r in exact
         if r["heuristic"] != "none" and r["vs_none"] is not None
     ]
-    if cmp:
-        slower = [r for r, n in cmp if r["vs_none"] > 1]
-        apart = [r for r, n in cmp if "apart" in _versus(r, n)]
-        out.append(
-            f"Direction: of {len(cmp)} comparisons of an exact elimination configuration "
-            f"with `none` (same data, P and selection), {len(slower)} are slower and "
-            f"{len(cmp) - len(slower)} faster; the repeat ranges are apart in "
-            f"{sum(r['vs_none'] > 1 for r in apart)} slower and "
-            f"{sum(r['vs_none'] <= 1 for r in apart)} faster cases."
-        )
+    if not cmp:
+        return None
+    slower = [r for r, n in cmp if r["vs_none"] > 1]
+    apart = [r for r, n in cmp if "apart" in _versus(r, n)]
+    return (
+        f"Direction: of {len(cmp)} comparisons of an exact elimination configuration "
+        f"with `none` (same data, P and selection), {len(slower)} are slower and "
+        f"{len(cmp) - len(slower)} faster; the repeat ranges are apart in "
+        f"{sum(r['vs_none'] > 1 for r in apart)} slower and "
+        f"{sum(r['vs_none'] <= 1 for r in apart)} faster cases."
+    )
+
+
+def _largest_saving_text(study, rows, exact) -> str | None:
     ratios = [r for r in exact if r["vs_none"] is not None and r["heuristic"] != "none"]
-    if ratios:
-        b = min(ratios, key=lambda r: r["vs_none"])
-        none = next(
-            iter(
-                _by(
-                    rows,
-                    dataset=b["dataset"],
-                    ranks=b["ranks"],
-                    heuristic="none",
-                    selection=b["selection"],
-                )
-            ),
-            None,
-        )
-        out.append(
-            f"Largest saving against the no-elimination baseline: `{b['label']}` on "
-            f"{b['dataset']} at P={b['ranks']}, {_pct(b['vs_none'])}"
-            f"{_versus(b, none)}. Being the best of "
-            f"many noisy comparisons, it overstates the typical gain. The "
-            f"seed paper (Narasimhan et al., arXiv 1406.5161) reports 30-60% less time "
-            f"than that baseline on full-size data over several nodes; these runs use "
-            f"{_rows_text(study)} on one machine of {_cores(study)}."
-        )
+    if not ratios:
+        return None
+    b = min(ratios, key=lambda r: r["vs_none"])
+    none = _none_of(rows, b, selection=b["selection"])
+    return (
+        f"Largest saving against the no-elimination baseline: `{b['label']}` on "
+        f"{b['dataset']} at P={b['ranks']}, {_pct(b['vs_none'])}"
+        f"{_versus(b, none)}. Being the best of "
+        f"many noisy comparisons, it overstates the typical gain. The "
+        f"seed paper (Narasimhan et al., arXiv 1406.5161) reports 30-60% less time "
+        f"than that baseline on full-size data over several nodes; these runs use "
+        f"{_rows_text(study)} on one machine of {_cores(study)}."
+    )
+
+
+def _false_positive_text(exact) -> str | None:
     fp = [r for r in first_p(exact) if r["n_false_positive"] > 0]
-    if fp:
-        w = max(fp, key=lambda r: r["n_false_positive"])
-        tot = {
-            lab: sum(r["n_false_positive"] for r in first_p(exact) if r["label"] == lab)
-            for lab in {r["label"] for r in exact}
-        }
-        out.append(
-            f"False positives: most with `{w['label']}` on {w['dataset']} "
-            f"({w['n_false_positive']} of {w['n_eliminated']} eliminations, "
-            f"{w['n_reconstruct']} reconstructions); summed over the data sets the "
-            f"default `{dflt}` has {tot.get(dflt, 0)}."
-        )
+    if not fp:
+        return None
+    dflt = config_label(*default_config())
+    w = max(fp, key=lambda r: r["n_false_positive"])
+    tot = {
+        lab: sum(r["n_false_positive"] for r in first_p(exact) if r["label"] == lab)
+        for lab in {r["label"] for r in exact}
+    }
+    return (
+        f"False positives: most with `{w['label']}` on {w['dataset']} "
+        f"({w['n_false_positive']} of {w['n_eliminated']} eliminations, "
+        f"{w['n_reconstruct']} reconstructions); summed over the data sets the "
+        f"default `{dflt}` has {tot.get(dflt, 0)}."
+    )
+
+
+def _first_order_text(rows) -> str | None:
     fo = [
-        (
-            r,
+        (a, b)
+        for a in rows
+        if a["selection"] == "first"
+        for b in [
             next(
                 iter(
                     _by(
                         rows,
-                        dataset=r["dataset"],
-                        ranks=r["ranks"],
-                        heuristic=r["heuristic"],
-                        reconstruction=r["reconstruction"],
+                        dataset=a["dataset"],
+                        ranks=a["ranks"],
+                        heuristic=a["heuristic"],
+                        reconstruction=a["reconstruction"],
                         selection="second",
                     )
                 ),
                 None,
-            ),
-        )
-        for r in rows
-        if r["selection"] == "first"
-    ]
-    fo = [(a, b) for a, b in fo if b is not None]
-    if fo:
-        t = gmean(a["cpu_s"] / b["cpu_s"] for a, b in fo)
-        it = gmean(a["n_iter"] / b["n_iter"] for a, b in fo)
-        out.append(
-            f"First-order (maximal violating pair) against second-order selection, "
-            f"same heuristic: {it:.2f}x the iterations and {t:.2f}x the time "
-            f"(geometric means over {len(fo)} pairs)."
-        )
-    pmax = max(study["ranks"])
-    if pmax > min(study["ranks"]):
-        sp = [
-            f"{r['dataset']} {r['speedup']:.2f}x"
-            for r in _by(rows, heuristic="none", selection="second", ranks=pmax)
-            if r["speedup"]
+            )
         ]
-        out.append(
-            f"P={pmax} against P={min(study['ranks'])} (`none`): "
-            + ", ".join(sp)
-            + f". The machine has {_cores(study)}, which other jobs may share, so the ranks "
-            "compete for them; these are not scaling figures."
-        )
+        if b is not None
+    ]
+    if not fo:
+        return None
+    t = gmean(a["cpu_s"] / b["cpu_s"] for a, b in fo)
+    it = gmean(a["n_iter"] / b["n_iter"] for a, b in fo)
+    return (
+        f"First-order (maximal violating pair) against second-order selection, "
+        f"same heuristic: {it:.2f}x the iterations and {t:.2f}x the time "
+        f"(geometric means over {len(fo)} pairs)."
+    )
+
+
+def _scaling_text(study, rows) -> str | None:
+    pmax = max(study["ranks"])
+    if pmax <= min(study["ranks"]):
+        return None
+    sp = [
+        f"{r['dataset']} {r['speedup']:.2f}x"
+        for r in _by(rows, heuristic="none", selection="second", ranks=pmax)
+        if r["speedup"]
+    ]
+    return (
+        f"P={pmax} against P={min(study['ranks'])} (`none`): "
+        + ", ".join(sp)
+        + f". The machine has {_cores(study)}, which other jobs may share, so the ranks "
+        "compete for them; these are not scaling figures."
+    )
+
+
+def _exactness_text(exact) -> str | None:
     q = [r for r in first_p(exact) if r["gap_none"] is not None]
-    if q:
-        g = max(abs(r["gap_none"]) for r in q)
-        acc = max(
-            abs(r["accuracy"] - n["accuracy"])
-            for r in q
-            for n in _by(first_p(exact), dataset=r["dataset"], label="none/single")
-        )
-        out.append(
-            f"Exactness: every exact configuration ends within {g:.1e} relative "
-            f"objective of `none` and within {100 * acc:.2f} accuracy points of it."
-        )
+    if not q:
+        return None
+    g = max(abs(r["gap_none"]) for r in q)
+    acc = max(
+        abs(r["accuracy"] - n["accuracy"])
+        for r in q
+        for n in _by(first_p(exact), dataset=r["dataset"], label="none/single")
+    )
+    return (
+        f"Exactness: every exact configuration ends within {g:.1e} relative "
+        f"objective of `none` and within {100 * acc:.2f} accuracy points of it."
+    )
+
+
+def _approximate_text(rows) -> str | None:
     ap = [r for r in first_p(rows) if r["reconstruction"] == "approximate"]
-    if ap:
-        g = max(abs(r["gap_none"] or 0) for r in ap)
-        out.append(
-            f"`approximate` (no reconstruction) ends up to {g:.1e} relative objective "
-            f"away from `none` (objective recomputed from the model's support vectors); "
-            f"its models are flagged approximate."
-        )
-    return out
+    if not ap:
+        return None
+    g = max(abs(r["gap_none"] or 0) for r in ap)
+    return (
+        f"`approximate` (no reconstruction) ends up to {g:.1e} relative objective "
+        f"away from `none` (objective recomputed from the model's support vectors); "
+        f"its models are flagged approximate."
+    )
 
 
 def _rows_text(study) -> str:

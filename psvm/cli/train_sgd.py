@@ -90,17 +90,11 @@ def body(argv: list[str]) -> int:
 
     opts = parse_args(argv)
     comm = world()
-    tol = opts.get("tol", 1e-3)
-    cfg_args = dict(
-        learning_rate=opts.get("learning_rate", "optimal"),
-        eta0=opts.get("eta0", 0.01),
-        sync_every=opts["sync_every"],
-        msf_target=opts.get("msf_target", 0.1),
-        max_iter=opts.get("max_iter", 1000),
-        tol=tol if tol != 0 else None,  # 0: no early stop; < 0 or NaN: refused
-        average=opts.get("average", 1),
-        intercept_decay=SPARSE_INTERCEPT_DECAY,
-    )
+    given = ("learning_rate", "eta0", "sync_every", "msf_target", "max_iter", "tol", "average")
+    cfg_args = {k: opts[k] for k in given if k in opts}  # the others: SGDConfig's defaults
+    if cfg_args.get("tol") == 0:  # 0: no early stop; < 0 or NaN: refused
+        cfg_args["tol"] = None
+    cfg_args["intercept_decay"] = SPARSE_INTERCEPT_DECAY
     with flag_named(FLAGS):  # parameter errors before any file is read
         validate_sgd_params(**cfg_args)
         check_class_weights(opts["class_weight"])

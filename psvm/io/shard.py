@@ -55,7 +55,8 @@ class Shard:
     X : csr_matrix of shape (n_local, n_features)
         Local rows; float64 data, int32 sorted indices.
     y : ndarray of shape (n_local,), float64
-        Labels of the local rows.
+        The local rows' labels as the file gives them (the estimators' shards,
+        :meth:`psvm.faces.fit_input.FitInput.shard`, hold class codes or targets).
     offset : int
         Global index of the first local row.
     n_samples : int
