@@ -104,9 +104,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     intercept_ : ndarray of shape (1,) or (n_classes,)
     classes_ : ndarray of shape (n_classes,)
     n_iter_ : int
-        Epochs run.
+        Epochs run by the last call (1 after :meth:`partial_fit`), as scikit-learn's.
     t_ : int
-        Local SGD steps taken on rank 0.
+        Local SGD steps taken on rank 0, over every call since the first fit.
     fit_status_ : int
         0 if the tolerance rule stopped training, 1 if ``max_iter`` did.
     sync_every_ : int
@@ -317,7 +317,6 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             self._state.V[:] = start[0]
             self._state.b[:] = start[1] if self._cfg.fit_intercept else 0.0
         self._policy = make_policy(self._cfg.sync_every, self._cfg.msf_target)
-        self.n_iter_ = 0
 
     def _train(self, comm, data: FitInput, cw, n_epochs, *, stop_on_tol, held=None) -> None:
         X, codes, sw, validation = data.X, data.codes, data.sample_weight, None
@@ -334,7 +333,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         done = trainer.run(n_epochs, stop_on_tol=stop_on_tol)
         W, w0 = trainer.weights()
         self.coef_, self.intercept_ = W.copy(), w0.copy()
-        self.n_iter_ += done
+        self.n_iter_ = done  # this call's epochs, as SGDClassifier's (t_ counts on)
         self.t_ = int(self._state.st[0])
         self.sync_every_ = int(trainer.period)
         self.fit_status_ = 0 if trainer.converged or not stop_on_tol else 1
