@@ -79,6 +79,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         local step n. False returns the last iterate.
     class_weight : dict, 'balanced' or None, default=None
         Weight of each class in the hinge loss (one-vs-rest: of the positive class).
+        :meth:`partial_fit` refuses 'balanced', as SGDClassifier does.
     warm_start : bool, default=False
         :meth:`fit` starts from the last fit's ``coef_`` and ``intercept_`` (the
         same classes and features); the step count and the average restart, as in
@@ -210,6 +211,12 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         ``classes`` (all labels of the problem) is needed on the first call.
         """
         first = not hasattr(self, "classes_")
+        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
+            raise ParameterError(
+                "class_weight='balanced' is not supported for partial_fit: one batch's class "
+                "counts are not the data's; pass a dict, e.g. from "
+                "sklearn.utils.class_weight.compute_class_weight (as SGDClassifier says)"
+            )
         with self._comm() as comm:
             with refusable(self):
                 data = fit_input(

@@ -418,9 +418,12 @@ def test_weight_and_class_rules_of_the_shared_input_path():
     assert est.classes_.tolist() == [0, 1] and (est.predict(X[y == 1]) == 1).all()
     with pytest.raises(ValueError, match=r"positive sample_weight belong to one class \(1\)"):
         psvm.SVC().fit(X, y, sample_weight=(y == 1).astype(float))
-    # a partial_fit batch may lack a class of classes, 'balanced' weights too
+    # a partial_fit batch may lack a class of classes; 'balanced' weights, computed from one
+    # batch, are refused there, as SGDClassifier refuses them
     zeros = y == 0
-    est = SGDSVC(class_weight="balanced", random_state=0)
+    with pytest.raises(ParameterError, match="class_weight='balanced' is not supported for"):
+        SGDSVC(class_weight="balanced").partial_fit(X, y, classes=[0, 1])
+    est = SGDSVC(random_state=0)
     est.partial_fit(X[zeros], y[zeros], classes=[1, 0])
     assert est.classes_.tolist() == [0, 1] and est.n_iter_ == 1
     with pytest.raises(ValueError, match=r"classes \[0, 2\] differ from the first call's"):
