@@ -100,6 +100,13 @@ def check_number(
     return value
 
 
+def check_bool(name: str, value):
+    """``value`` as a bool if it is one (numpy's too), as scikit-learn's 'boolean' constraint."""
+    if type(value).__name__ not in ("bool", "bool_"):
+        raise ParameterError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
+
+
 def _choice(name, value, options):
     if value not in options:
         raise ParameterError(f"{name} must be one of {sorted(options)}, got {value!r}")
@@ -281,13 +288,13 @@ def validate_sgd_params(**params) -> SGDConfig:
         n_iter_no_change=int(
             check_number("n_iter_no_change", p.n_iter_no_change, kind=numbers.Integral, low=1)
         ),
-        early_stopping=bool(p.early_stopping),
+        early_stopping=check_bool("early_stopping", p.early_stopping),
         validation_fraction=float(
             check_number("validation_fraction", p.validation_fraction, low=0, low_open=True)
         ),
-        shuffle=bool(p.shuffle),
+        shuffle=check_bool("shuffle", p.shuffle),
         average=int(average),
-        fit_intercept=bool(p.fit_intercept),
+        fit_intercept=check_bool("fit_intercept", p.fit_intercept),
         intercept_decay=float(
             check_number("intercept_decay", p.intercept_decay, low=0, low_open=True)
         ),

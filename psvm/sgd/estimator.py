@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from psvm._params import ParameterError, validate_sgd_params
+from psvm._params import ParameterError, check_bool, validate_sgd_params
 from psvm.faces.agreement import InputError
 from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input, refusable
 from psvm.faces.params import check_distributed, fit_comm
@@ -279,7 +279,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     def _warm_start(self, data: FitInput) -> tuple | None:
         """The last fit's (coef_, intercept_) to start from, checked against ``data`` (the
         same on every rank: the classes and the width are global); None for a cold start."""
-        if not self.warm_start or not hasattr(self, "coef_"):
+        if not check_bool("warm_start", self.warm_start) or not hasattr(self, "coef_"):
             return None
         if not np.array_equal(data.classes, self.classes_):
             raise InputError(

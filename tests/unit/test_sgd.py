@@ -386,6 +386,11 @@ def test_parameter_errors_name_the_parameter():
         (dict(msf_target=1.0), "msf_target"),
         (dict(learning_rate="constant", eta0=0), "eta0"),
         (dict(tol=-1), "tol"),
+        (dict(shuffle="yes"), "shuffle must be a bool"),
+        (dict(fit_intercept=1), "fit_intercept must be a bool"),
+        (dict(early_stopping=None), "early_stopping must be a bool"),
+        (dict(warm_start="no"), "warm_start must be a bool"),
+        (dict(early_stopping=True, validation_fraction=0), "validation_fraction"),
     ]:
         with pytest.raises(ParameterError, match=name):
             SGDSVC(**kw).fit(X, y)
@@ -396,6 +401,7 @@ def test_parameter_errors_name_the_parameter():
     with pytest.raises(ValueError, match=r"greater than one; got 1 class \(0.0\)$"):
         SGDSVC().fit(X, np.zeros(50))
     assert validate_sgd_params(sync_every=8, average=False).average == 0
+    assert validate_sgd_params(shuffle=np.False_).shuffle is False  # numpy's bools are bools
 
 
 def test_class_weight_of_a_missing_class_warns_as_libsvm():
