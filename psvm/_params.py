@@ -107,6 +107,13 @@ def check_bool(name: str, value):
     return bool(value)
 
 
+def check_verbose(value) -> bool:
+    """scikit-learn's 'verbose' constraint: a bool or an int >= 0 (psvm prints or not)."""
+    if type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    return bool(check_number("verbose", value, kind=numbers.Integral, low=0))
+
+
 def _choice(name, value, options):
     if value not in options:
         raise ParameterError(f"{name} must be one of {sorted(options)}, got {value!r}")
@@ -165,7 +172,7 @@ def validate_svc_params(
             default_reconstruction(svm_type) if reconstruction is None else reconstruction,
             RECONSTRUCTIONS,
         ),
-        verbose=bool(verbose),
+        verbose=check_verbose(verbose),
     )
     weights = {} if class_weight is None else class_weight
     if not isinstance(weights, dict):
@@ -298,7 +305,7 @@ def validate_sgd_params(**params) -> SGDConfig:
         intercept_decay=float(
             check_number("intercept_decay", p.intercept_decay, low=0, low_open=True)
         ),
-        verbose=bool(p.verbose),
+        verbose=check_verbose(p.verbose),
     )
     if out.validation_fraction >= 1:
         raise ParameterError(

@@ -67,6 +67,7 @@ class KernelSVM(BaseEstimator):
             n_jobs=self.n_jobs,
             decision_function_shape=getattr(self, "decision_function_shape", "ovr"),
             random_state=getattr(self, "random_state", None),
+            break_ties=getattr(self, "break_ties", False),
         )
         if check_threads(self.n_threads) is not None and self.n_jobs is not None:
             raise ParameterError(

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import numpy as np
 from sklearn.utils import check_random_state
 
-from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError
+from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError, check_bool
 from psvm.comm import Comm, mpi_worker, world
 
 DISTRIBUTED = ("replicated", "sharded")
@@ -37,9 +37,12 @@ def check_distributed(distributed) -> None:
         raise ParameterError(f"distributed must be one of {list(DISTRIBUTED)}, got {distributed!r}")
 
 
-def check_face_params(*, distributed, decision_function_shape, n_jobs, random_state) -> None:
+def check_face_params(
+    *, distributed, decision_function_shape, n_jobs, random_state, break_ties=False
+) -> None:
     """Parameters the solver never sees; each error names the parameter."""
     check_distributed(distributed)
+    check_bool("break_ties", break_ties)
     if decision_function_shape not in ("ovo", "ovr"):
         raise ParameterError(
             f"decision_function_shape must be 'ovo' or 'ovr', got {decision_function_shape!r}"

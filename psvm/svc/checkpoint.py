@@ -58,8 +58,9 @@ def make_checkpoint_config(
     path: str | os.PathLike | None, seconds: float = 600.0, iters: int = 0, resume: bool = False
 ) -> CheckpointConfig | None:
     """Validated settings; None when ``path`` is None (no checkpoints)."""
-    from psvm._params import ParameterError, check_number
+    from psvm._params import ParameterError, check_bool, check_number
 
+    resume = check_bool("resume", resume)
     check_number("checkpoint_seconds", seconds, low=0)
     check_number("checkpoint_iters", iters, kind=numbers.Integral, low=0)
     if path is None:
@@ -68,7 +69,7 @@ def make_checkpoint_config(
         return None
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise ParameterError(f"checkpoint must be a file path or None, got {path!r}")
-    return CheckpointConfig(os.fspath(path), float(seconds), int(iters), bool(resume))
+    return CheckpointConfig(os.fspath(path), float(seconds), int(iters), resume)
 
 
 def _row_hash(gidx: np.ndarray, values: np.ndarray) -> int:

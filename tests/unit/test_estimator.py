@@ -373,6 +373,10 @@ def test_random_state_and_n_jobs_do_not_change_the_model(digits):
         (dict(n_threads=-1), "n_threads"),
         (dict(random_state="seed"), "random_state"),
         (dict(distributed="scattered"), "distributed"),
+        (dict(break_ties="no"), "break_ties"),  # a str was truthy: ties broken
+        (dict(verbose="loud"), "verbose"),
+        (dict(verbose=-1), "verbose"),
+        (dict(resume="y", checkpoint="c.npz"), "resume"),
     ],
 )
 def test_bad_params_are_named(params, name):
