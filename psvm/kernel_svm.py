@@ -19,6 +19,7 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, validate_svc_params
+from psvm.faces.agreement import agree_on_params
 from psvm.faces.fit_input import FitInput, fit_input
 from psvm.faces.gram_input import gram_fit_input
 from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
@@ -124,6 +125,7 @@ class KernelSVM(BaseEstimator):
         from psvm.io.atomic import agree_writable
         from psvm.svc.multiclass import scale_hint  # numba modules: on first fit
 
+        agree_on_params(comm, self)
         agree_writable(comm, {"the checkpoint file": self.checkpoint})
         labelled = self._task == "classification"  # else no classes to weigh
         self._Xfit = None  # a callable kernel's training X (gram_fit_input sets it)

@@ -85,6 +85,14 @@ def test_replicated_input_is_compared_exactly():
             ), (face, case, got)
             ranks = "[1, 2]" if case == "sum within 1e-9" else "[2]"
             assert f"rank(s) {ranks} differ from rank 0" in got, (face, case, got)
+    assert out["svc other parameters"] == (
+        "InputError: parameters differ between ranks: ['C'] (C: rank 0: 1.0, rank 1: 1.0, "
+        "rank 2: 2.0); every rank must fit with the same parameters"
+    )
+    assert out["sgd other parameters"].startswith(
+        "InputError: parameters differ between ranks: ['alpha', 'sync_every'] (alpha: "
+        "rank 0: 0.0001, rank 1: 0.0001, rank 2: 0.001)"
+    )
 
 
 def test_joblib_and_fork_workers_fit_as_one_process():

@@ -25,6 +25,41 @@ class InputError(ValueError):
     collective = True  # every rank raises it: Comm.guard lets it through
 
 
+# parameters that may differ between ranks: they change no bit of the model
+PER_RANK_PARAMS = frozenset({"comm", "n_threads", "n_jobs", "verbose"})
+
+
+def agree_on_params(comm, est) -> None:
+    """Every rank's estimator has the same parameters (collective; nothing on one process).
+
+    A rank with another C solved another problem without a word, one with another SGD
+    period ended the job in an MPI error; now every rank raises one :class:`InputError`.
+    """
+    if comm.size == 1:
+        return
+    mine = {
+        k: _param_text(v) for k, v in est.get_params(deep=False).items() if k not in PER_RANK_PARAMS
+    }
+    ranks = comm.allgather_obj(mine)
+    differ = sorted(k for k in mine if any(r.get(k) != mine[k] for r in ranks))
+    if differ:
+        k = differ[0]
+        values = ", ".join(f"rank {i}: {r.get(k)}" for i, r in enumerate(ranks))
+        raise InputError(
+            f"parameters differ between ranks: {differ} ({k}: {values}); every rank must "
+            "fit with the same parameters"
+        )
+
+
+def _param_text(value) -> str:
+    """A parameter as ranks can compare it (no object addresses)."""
+    if isinstance(value, np.random.RandomState):
+        return "a RandomState"
+    if callable(value):
+        return getattr(value, "__qualname__", type(value).__name__)
+    return repr(value)
+
+
 def agree_on_input(comm, sharded: bool, check: Callable, /, *args, **kwargs):
     """``check(*args, **kwargs)`` on every rank, its ValueError or TypeError agreed (collective).
 

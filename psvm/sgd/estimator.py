@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, check_bool, validate_sgd_params
-from psvm.faces.agreement import InputError
+from psvm.faces.agreement import InputError, agree_on_params
 from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input, refusable
 from psvm.faces.params import check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
@@ -188,6 +188,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
         with self._comm() as comm:
             with refusable(self):  # all checked before any state changes
+                agree_on_params(comm, self)
                 data = fit_input(
                     self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
                 )
@@ -219,6 +220,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             )
         with self._comm() as comm:
             with refusable(self):
+                agree_on_params(comm, self)
                 data = fit_input(
                     self,
                     comm,

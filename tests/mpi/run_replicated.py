@@ -6,8 +6,9 @@ For psvm.SVC and psvm.SGDSVC (distributed='replicated'), the last ranks alter
 their copy of the input: X scaled by 1 + k * 6e-10 on rank k (the old check,
 sums equal within 1e-9, let rank 1 go on while rank 0 raised: a hang), X
 changed in its last bit, two labels swapped (same counts), one sample weight
-changed. Every rank must raise the same ValueError; the unaltered input fits, with
-numeric labels and with strings (the digest hashes the labels' class codes).
+changed; then the last rank fits with other parameters. Every rank must raise
+the same ValueError; the unaltered input fits, with numeric labels and with
+strings (the digest hashes the labels' class codes).
 Collective assertions; rank 0 prints one JSON line: case -> error (or "ok").
 """
 
@@ -51,6 +52,20 @@ def main():
             every = comm.allgather_obj(result)
             assert all(r == every[0] for r in every), (face, name, every)
             out[f"{face} {name}"] = result
+    # the last rank fits with other parameters: another problem (SVC), another number of
+    # model averages (SGD); every rank must raise the same error naming them
+    for face, other in (("svc", {"C": 2.0}), ("sgd", {"alpha": 1e-3, "sync_every": 7})):
+        est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
+        if last:
+            est.set_params(**other)
+        try:
+            est.fit(X, y)
+            result = "ok"
+        except ValueError as e:
+            result = f"{type(e).__name__}: {e}"
+        every = comm.allgather_obj(result)
+        assert all(r == every[0] for r in every), (face, every)
+        out[f"{face} other parameters"] = result
     if comm.rank == 0:
         print(json.dumps(out), flush=True)
 
