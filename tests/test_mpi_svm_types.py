@@ -134,6 +134,12 @@ def test_regression_probability_model(shared_data, tmp_path, svm_type):
         assert r.returncode == 0, r.stderr[-2000:]
         files.append(model.read_bytes())
     assert files[1] == files[0] and files[2] == files[0]
+    # svm_train's order: the sigma line (svm_svr_probability runs first), then the model's
+    r = run_cli(TRAIN, ["-s", svm_type, "-b", "1", data, tmp_path / "loud"], None)
+    lines = r.stdout.splitlines()
+    at = [k for k, ln in enumerate(lines) if ln.startswith("Prob. model for test data")]
+    assert at and lines[at[0] + 2].startswith("optimization finished"), r.stdout
+    assert (tmp_path / "loud").read_bytes() == files[0]
     sigma = svm_load_model(str(tmp_path / "m1")).get_svr_probability()  # LIBSVM reads it
     y, x = svm_read_problem(data)
     ref = svm_train(y, x, f"-s {svm_type} -b 1 -q").get_svr_probability()

@@ -267,16 +267,20 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
             )
             model.meta.update(probA=probA.tolist(), probB=probB.tolist())
         return model
+    sigma = None
+    if probability and opts["svm_type"] in REGRESSORS:  # svm_svr_probability: a Laplace sigma
+        from psvm.svc.multiclass import solver_config
+        from psvm.svc.platt import fit_svr_sigma  # by 5-fold CV, before the model, as svm_train
+
+        gamma = solver_config(comm, shard, params).gamma  # the whole set's
+        sigma = fit_svr_sigma(comm, shard, params, gamma, seed=seed, stats=stats)
+        if log is not None:
+            log(f"{LAPLACE}= {sigma:g}")  # svm-train's spacing
     model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
     if probability and opts["svm_type"] == "one_class":
         _density_marks(comm, shard, model)
-    elif probability:  # svm_svr_probability: a Laplace sigma, 5-fold CV
-        from psvm.svc.platt import fit_svr_sigma
-
-        sigma = fit_svr_sigma(comm, shard, params, model.gamma, seed=seed, stats=stats)
+    elif sigma is not None:
         model.meta["probA"] = [sigma]
-        if log is not None:
-            log(f"{LAPLACE}= {sigma:g}")  # svm-train's spacing
     return model
 
 
