@@ -89,7 +89,9 @@ def check_number(
         return value
     if isinstance(value, bool) or not isinstance(value, kind):
         extra = f" or one of {list(allowed)}" if allowed else ""
-        raise ParameterError(f"{name} must be a {kind.__name__.lower()}{extra}, got {value!r}")
+        what = kind.__name__.lower()
+        article = "an" if what[0] in "aeiou" else "a"
+        raise ParameterError(f"{name} must be {article} {what}{extra}, got {value!r}")
     if value != value or value in (float("inf"), float("-inf")):
         raise ParameterError(f"{name} must be finite, got {value!r}")
     if low is not None and (value <= low if low_open else value < low):

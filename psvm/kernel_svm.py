@@ -19,10 +19,10 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, validate_svc_params
-from psvm.faces.agreement import agree_on_params
+from psvm.faces.agreement import agree_on_input, agree_on_params
 from psvm.faces.fit_input import FitInput, fit_input
 from psvm.faces.gram_input import gram_fit_input
-from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
+from psvm.faces.params import check_distributed, check_face_params, fit_comm, resolve_heuristic
 from psvm.faces.results import fit_report
 from psvm.model import SVCModel
 from psvm.stats import Stats, reduce_stats
@@ -63,6 +63,26 @@ class KernelSVM(BaseEstimator):
         self : object
             The fitted estimator, the same on every rank.
         """
+        check_distributed(self.distributed)  # (fit_comm reads it)
+        with fit_comm(self.comm, self.distributed) as comm:
+            with comm.guard(f"psvm.{type(self).__name__}.fit"):
+                agree_on_params(comm, self)  # first: a value one rank alone refused would hang
+                # the others; n_threads and n_jobs may differ, so their errors are agreed
+                params, checkpoint = agree_on_input(comm, False, self._checked_params)
+                with self._threads(comm):
+                    self._fit(comm, params, checkpoint, X, y, sample_weight)
+        if self.fit_status_:
+            warnings.warn(
+                f"Solver terminated early (max_iter={self.max_iter}). Consider "
+                "pre-processing your data with StandardScaler or MinMaxScaler.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def _checked_params(self) -> tuple[dict, object]:
+        """The solver's parameters and the checkpoint settings, validated (each error names
+        its parameter)."""
         check_face_params(
             distributed=self.distributed,
             n_jobs=self.n_jobs,
@@ -97,20 +117,7 @@ class KernelSVM(BaseEstimator):
         checkpoint = make_checkpoint_config(
             self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
         )
-        with (
-            fit_comm(self.comm, self.distributed) as comm,
-            comm.guard(f"psvm.{type(self).__name__}.fit"),
-            self._threads(comm),
-        ):
-            self._fit(comm, params, checkpoint, X, y, sample_weight)
-        if self.fit_status_:
-            warnings.warn(
-                f"Solver terminated early (max_iter={self.max_iter}). Consider "
-                "pre-processing your data with StandardScaler or MinMaxScaler.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        return self
+        return params, checkpoint
 
     def _threads(self, comm):
         """The thread count of one fit, or of a prediction (``comm`` None): n_threads (default:
@@ -125,7 +132,6 @@ class KernelSVM(BaseEstimator):
         from psvm.io.atomic import agree_writable
         from psvm.svc.multiclass import scale_hint  # numba modules: on first fit
 
-        agree_on_params(comm, self)
         agree_writable(comm, {"the checkpoint file": self.checkpoint})
         labelled = self._task == "classification"  # else no classes to weigh
         self._Xfit = None  # a callable kernel's training X (gram_fit_input sets it)
@@ -369,8 +375,10 @@ def _with_width(model: SVCModel, n_features) -> SVCModel:
     if not _is_int(n_features):
         raise ValueError(f"n_features must be an integer, got {n_features!r}")
     if n_features < max(used, 1):
+        largest = used - 1 + model.index_base  # (the file's index of the last column used)
         raise ValueError(
-            f"n_features={n_features} is less than the largest support vector feature index {used}"
+            f"n_features={n_features} is less than the {used} columns the support vectors use "
+            f"(largest feature index {largest})"
         )
     sv = sp.csr_matrix((sv.data, sv.indices, sv.indptr), shape=(sv.shape[0], int(n_features)))
     return dataclasses.replace(model, support_vectors=sv, n_features=int(n_features))

@@ -202,9 +202,11 @@ def test_estimator_resumes_to_the_same_model(tmp_path, a9a):
         SVC(resume=True).fit(X, y)
     with pytest.raises(ValueError, match="other data or parameters"):
         SVC(C=1, checkpoint=ckpt, resume=True).fit(X, y)
-    for other in ("text.ckpt", "other.npz"):  # not psvm's: no hint at pickles or parameters
+    for other in ("text.ckpt", "other.npz", "objects.npz"):  # not psvm's: no pickle hint
         path = tmp_path / other
-        if other.endswith(".npz"):
+        if other == "objects.npz":
+            np.savez(path, alpha=np.array([object()], dtype=object))
+        elif other.endswith(".npz"):
             np.savez(path, alpha=np.zeros(3))
         else:
             path.write_text("hello\n")

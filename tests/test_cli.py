@@ -494,5 +494,9 @@ def test_feature_index_0_is_read_as_svm_train_reads_it(tmp_path, libsvm_tools):
             r = run_cli(PREDICT, [files[test], model, got], 2)
             assert r.returncode == 0, r.stderr
             assert got.read_text() == want.read_text(), (model.name, test)
+    # --strict-features refuses a 0-based test file for a 1-based model (every feature shifted)
+    strict = ["--strict-features", files["test0"], models["psvm.one"], tmp_path / "o"]
+    r = run_cli(PREDICT, strict, 2)
+    assert r.returncode != 0 and "holds feature index 0, which the model has not" in r.stderr
     r = run_cli(TRAIN, ["--solver", "sgd", files["train0"], tmp_path / "sgd"], None)
     assert r.returncode != 0 and "feature index 0 is not >= 1" in r.stderr

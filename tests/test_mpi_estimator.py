@@ -85,13 +85,19 @@ def test_replicated_input_is_compared_exactly():
             ), (face, case, got)
             ranks = "[1, 2]" if case == "sum within 1e-9" else "[2]"
             assert f"rank(s) {ranks} differ from rank 0" in got, (face, case, got)
-    assert out["svc other parameters"] == (
+    assert out["other C"] == (
         "InputError: parameters differ between ranks: ['C'] (C: rank 0: 1.0, rank 1: 1.0, "
         "rank 2: 2.0); every rank must fit with the same parameters"
     )
-    assert out["sgd other parameters"].startswith(
+    assert out["bad C"].startswith("InputError: parameters differ between ranks: ['C']")
+    assert out["bad n_threads"].startswith("ParameterError: n_threads must be")  # (may differ)
+    assert out["C as an int"] == out["other cache_size"] == "ok"
+    assert out["other period"].startswith(
         "InputError: parameters differ between ranks: ['alpha', 'sync_every'] (alpha: "
         "rank 0: 0.0001, rank 1: 0.0001, rank 2: 0.001)"
+    )
+    assert out["balanced partial_fit"].startswith(
+        "InputError: parameters differ between ranks: ['class_weight']"
     )
 
 

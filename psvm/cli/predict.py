@@ -99,6 +99,11 @@ def _body(argv: list[str]) -> int:
         allow_zero=kernel not in (None, "precomputed"),  # as svm-predict reads index 0
     )
     if kernel is not None and model.index_base != shard.index_base:  # one holds index 0
+        if opts["strict"] and shard.index_base == 0:  # (the same on every rank)
+            from psvm.io.libsvm_format import LibsvmFormatError
+
+            reason = "holds feature index 0, which the model has not seen (--strict-features)"
+            comm.agree(LibsvmFormatError(opts["test"], None, reason))
         model, shard = model.zero_based(), shard.zero_based()
     regression = getattr(model, "svm_type", "c_svc") in REGRESSORS
     if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line

@@ -10,7 +10,9 @@ raises them alike, so the face's ``Comm.guard`` lets them through.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -26,7 +28,7 @@ class InputError(ValueError):
 
 
 # parameters that may differ between ranks: they change no bit of the model
-PER_RANK_PARAMS = frozenset({"comm", "n_threads", "n_jobs", "verbose"})
+PER_RANK_PARAMS = frozenset({"comm", "n_threads", "n_jobs", "verbose", "cache_size"})
 
 
 def agree_on_params(comm, est) -> None:
@@ -38,7 +40,9 @@ def agree_on_params(comm, est) -> None:
     if comm.size == 1:
         return
     mine = {
-        k: _param_text(v) for k, v in est.get_params(deep=False).items() if k not in PER_RANK_PARAMS
+        k: repr(_canonical(v))
+        for k, v in est.get_params(deep=False).items()
+        if k not in PER_RANK_PARAMS
     }
     ranks = comm.allgather_obj(mine)
     differ = sorted(k for k in mine if any(r.get(k) != mine[k] for r in ranks))
@@ -51,13 +55,28 @@ def agree_on_params(comm, est) -> None:
         )
 
 
-def _param_text(value) -> str:
-    """A parameter as ranks can compare it (no object addresses)."""
+def _canonical(value):
+    """A parameter as ranks can compare it: numbers by value (1 and 1.0 are one C), dicts by
+    their items, callables by name and arguments, no object addresses."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except OverflowError:  # (an int past float's range, which validation refuses)
+            return repr(value)
+    if isinstance(value, dict):
+        return sorted((repr(_canonical(k)), repr(_canonical(v))) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
     if isinstance(value, np.random.RandomState):
         return "a RandomState"
+    if isinstance(value, functools.partial):
+        return [_canonical(value.func), _canonical(value.args), _canonical(value.keywords)]
     if callable(value):
-        return getattr(value, "__qualname__", type(value).__name__)
-    return repr(value)
+        name = getattr(value, "__qualname__", type(value).__qualname__)
+        return f"{getattr(value, '__module__', '')}.{name}"
+    return value if isinstance(value, str) or value is None else repr(value)
 
 
 def agree_on_input(comm, sharded: bool, check: Callable, /, *args, **kwargs):

@@ -35,7 +35,7 @@ _POW10 = np.array([float(10**k) for k in range(23)], dtype=np.float64)
 _W_NAN = np.frombuffer(b"nan", dtype=np.uint8)
 _W_INF = np.frombuffer(b"inf", dtype=np.uint8)
 _W_INFINITY = np.frombuffer(b"infinity", dtype=np.uint8)
-MAX_INDEX = 2**31  # file indices are 1-based, stored 0-based in int32
+MAX_INDEX = 2**31  # 1-based file indices are stored from 0 in int32 (0-based ones: up to 2**31 - 1)
 _TWO53 = 2**53
 
 
@@ -240,7 +240,7 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
             st, idx = _parse_index(buf, s, colon)
             if st == 2:
                 return row, nnz, n_slow, ERR_INDEX, line, s, pos, 0, 0
-            if st == 4:
+            if st == 4 or idx - base >= MAX_INDEX:  # (stored from 0 in int32)
                 return row, nnz, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
             if idx < base:
                 code = ERR_INDEX_LT1 if base == 1 else ERR_INDEX_LT0

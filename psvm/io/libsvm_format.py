@@ -94,8 +94,8 @@ _REASONS = {
     ERR_INDEX: "invalid feature index in {token}: expected a base-10 integer >= 1",
     ERR_INDEX_BIG: f"feature index in {{token}} is too large (max {MAX_INDEX})",
     ERR_INDEX_LT1: (
-        "feature index {a} is not >= 1 (indices are 1-based; scikit-learn's "
-        "dump_svmlight_file writes them so with zero_based=False)"
+        "feature index {a} is not >= 1 (1-based here, as LIBLINEAR reads files; "
+        "scikit-learn's dump_svmlight_file writes them so with zero_based=False)"
     ),
     ERR_INDEX_LT0: "index {a} is negative (a precomputed kernel's columns start at 0)",
     ERR_ORDER: "feature index {b} follows {a}: indices must be strictly ascending",
@@ -228,13 +228,15 @@ def parse_block(
         else:
             y[-target - 1] = v
     if code != OK:
-        if allow_zero and code == ERR_LIMIT:
-            eb -= 1
         reason = _reason(code, _token(buf, es, ee), ea, eb)
+        if allow_zero and code == ERR_LIMIT:  # (n_features counts index 0's column too)
+            reason = f"feature index {ea} exceeds the largest index, {eb - 1}"
         if allow_zero and code == ERR_INDEX:
             reason = reason.replace(">= 1", ">= 0")
-        elif allow_zero and code == ERR_INDEX_LT0:  # (not a precomputed kernel's row)
-            reason = f"feature index {ea} is negative"
+        elif (allow_zero and code == ERR_INDEX_LT0) or (code == ERR_INDEX_LT1 and ea < 0):
+            reason = f"feature index {ea} is negative"  # (not a precomputed kernel's row)
+        elif base == 0 and code == ERR_INDEX_BIG:  # index 0 is column 0: one less fits
+            reason = reason.replace(f"max {MAX_INDEX}", f"max {MAX_INDEX - 1}")
         return _failed(n_lines, int(eline), reason)
     indices = indices[:nnz]
     has_zero = allow_zero and bool((indices == 0).any())

@@ -134,19 +134,15 @@ def sv_lines(model: SVCModel, lo: int = 0, hi: int | None = None) -> str:
 
 def _trailer_lines(model: SVCModel) -> list[str]:
     lines = []
-    if model.n_features is not None:  # columns as a reader counts them (read_model's base)
-        lines.append(f"{_TRAILER} n_features {model.max_index + 1 - _file_base(model)}")
+    if model.n_features is not None:
+        lines.append(f"{_TRAILER} n_features {model.n_features}")
+    if model.index_base == 0:  # (also where no support vector shows index 0)
+        lines.append(f"{_TRAILER} index_base 0")
     extra = {k: v for k, v in model.meta.items() if k not in _KEPT_KEYS}
     if extra:
         text = json.dumps(extra, default=_json_default, sort_keys=True)
         lines.append(f"{_TRAILER} meta {_escape(text)}")
     return lines
-
-
-def _file_base(model: SVCModel) -> int:
-    """The base a reader finds in the model's SV lines: 0 if one shows feature index 0."""
-    zero = model.index_base == 0 and bool((model.support_vectors.indices == 0).any())
-    return 0 if zero else 1
 
 
 def write_model(path: str | os.PathLike, model: SVCModel, body: str | None = None) -> None:
@@ -240,7 +236,12 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     n_coef = len(fields["classes"]) - 1 if fields["svm_type"] in CLASSIFIERS else 1
     gram = fields["kernel"] == "precomputed"  # LIBSVM's 0:serial
     coef, sv, base = _read_svs(rd, lines, sv_line, total_sv, n_coef, gram)
-    n_features, n_features_line = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
+    n_features, n_features_line, zero = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
+    if zero and base == 1 and not gram:  # 0-based data, no support vector on feature 0
+        sv = sp.csr_matrix(
+            (sv.data, sv.indices + 1, sv.indptr), shape=(sv.shape[0], sv.shape[1] + 1)
+        )
+        base = 0
     if n_features is not None and n_features < sv.shape[1]:
         raise rd.error(
             n_features_line,
@@ -422,8 +423,10 @@ def _read_svs(
 def _read_trailer(
     rd: _Reader, lines: list[str], sv_line: int, total_sv: int, meta: dict
 ) -> tuple[int | None, int | None]:
-    """psvm's ``#psvm`` lines after the SVs; other comments and blank lines are skipped."""
+    """psvm's ``#psvm`` lines after the SVs (n_features, its line, whether the data was
+    0-based); other comments and blank lines are skipped."""
     n_features = n_features_line = None
+    zero = False
     for lno in range(sv_line + total_sv + 1, len(lines) + 1):
         text = lines[lno - 1]
         toks = text.split()
@@ -435,6 +438,8 @@ def _read_trailer(
             continue  # a plain comment
         if toks[1] == "n_features" and len(toks) == 3:
             n_features, n_features_line = rd.integer(toks[2], lno, "n_features"), lno
+        elif toks[1] == "index_base" and toks[2:] == ["0"]:
+            zero = True
         elif toks[1] == "meta":
             try:
                 extra = json.loads(_unescape(text.split("meta", 1)[1]))
@@ -445,4 +450,4 @@ def _read_trailer(
             meta.update(extra)
         else:
             raise rd.error(lno, f"unknown psvm trailer line {' '.join(toks[:2])!r}")
-    return n_features, n_features_line
+    return n_features, n_features_line, zero

@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, check_bool, validate_sgd_params
-from psvm.faces.agreement import InputError, agree_on_params
+from psvm.faces.agreement import InputError, agree_on_input, agree_on_params
 from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input, refusable
 from psvm.faces.params import check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
@@ -107,7 +107,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     n_iter_ : int
         Epochs run by the last call (1 after :meth:`partial_fit`), as scikit-learn's.
     t_ : int
-        Local SGD steps taken on rank 0, over every call since the first fit.
+        Local SGD steps taken on rank 0 since the last :meth:`fit` (partial_fit adds its own).
     fit_status_ : int
         0 if the tolerance rule stopped training, 1 if ``max_iter`` did.
     sync_every_ : int
@@ -188,7 +188,6 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
         with self._comm() as comm:
             with refusable(self):  # all checked before any state changes
-                agree_on_params(comm, self)
                 data = fit_input(
                     self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
                 )
@@ -212,15 +211,14 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         ``classes`` (all labels of the problem) is needed on the first call.
         """
         first = not hasattr(self, "classes_")
-        if isinstance(self.class_weight, str) and self.class_weight == "balanced":
-            raise ParameterError(
-                "class_weight='balanced' is not supported for partial_fit: one batch's class "
-                "counts are not the data's; pass a dict, e.g. from "
-                "sklearn.utils.class_weight.compute_class_weight (as SGDClassifier says)"
-            )
-        with self._comm() as comm:
+        with self._comm() as comm:  # (the ranks' parameters agreed: they all raise alike)
+            if isinstance(self.class_weight, str) and self.class_weight == "balanced":
+                raise ParameterError(
+                    "class_weight='balanced' is not supported for partial_fit: one batch's "
+                    "class counts are not the data's; pass a dict, e.g. from "
+                    "sklearn.utils.class_weight.compute_class_weight (as SGDClassifier says)"
+                )
             with refusable(self):
-                agree_on_params(comm, self)
                 data = fit_input(
                     self,
                     comm,
@@ -248,14 +246,12 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     @contextmanager
     def _comm(self):
         """The Comm of one fit (:func:`psvm.faces.params.fit_comm`), guarded, with its threads."""
-        check_distributed(self.distributed)
-        check_threads(self.n_threads)
-        with (
-            fit_comm(self.comm, self.distributed) as comm,
-            comm.guard("psvm.SGDSVC.fit"),
-            rank_threads(self.n_threads, comm),
-        ):
-            yield comm
+        check_distributed(self.distributed)  # (fit_comm reads it)
+        with fit_comm(self.comm, self.distributed) as comm, comm.guard("psvm.SGDSVC.fit"):
+            agree_on_params(comm, self)  # first: a value one rank alone refused would hang
+            agree_on_input(comm, False, check_threads, self.n_threads)  # (may differ)
+            with rank_threads(self.n_threads, comm):
+                yield comm
 
     def _settings(self, data: FitInput, classes) -> tuple:
         """The validated settings of a fit and the class weights (raising changes nothing)."""

@@ -1,10 +1,11 @@
 """Checkpoint and resume of a C-SVC training run (``--checkpoint``, ``--resume``).
 
-A checkpoint holds the state of the binary problem being solved (alpha, G
-brought up to date on every row, active set, window, streaks, iteration
-count, the gap thresholds still ahead), the alphas and results of the class
-pairs already solved, and a fingerprint of the data and parameters. Arrays
-are stored in global row order, so a run can resume with any number of ranks.
+A checkpoint holds the state of the binary problem being solved (alpha, G as
+the solver holds it, the stale rows' departures and their alpha snapshots,
+active set, window, streaks, iteration count, the gap thresholds still ahead),
+the alphas and results of the class pairs already solved, and a fingerprint of
+the data and parameters. Arrays are stored in global row order, so a run can
+resume with any number of ranks.
 Rank 0 writes the file atomically: a kill leaves the previous checkpoint
 whole. The state is saved between two iterations and restored exactly, so the
 resumed run takes the same steps as an uninterrupted one.
@@ -129,7 +130,10 @@ class Checkpoint:
                 if not zipfile.is_zipfile(self.cfg.path):  # (np.load would hint at pickles)
                     raise CheckpointError(_not_ours(self.cfg.path))
                 with np.load(self.cfg.path, allow_pickle=False) as z:
-                    saved = {k: z[k] for k in z.files}
+                    try:
+                        saved = {k: z[k] for k in z.files}
+                    except ValueError:  # object arrays (numpy would hint at unpickling)
+                        raise CheckpointError(_not_ours(self.cfg.path)) from None
                 if "identity" not in saved:
                     raise CheckpointError(_not_ours(self.cfg.path))
                 if str(saved["identity"]) != self.identity:

@@ -53,19 +53,29 @@ def main():
             assert all(r == every[0] for r in every), (face, name, every)
             out[f"{face} {name}"] = result
     # the last rank fits with other parameters: another problem (SVC), another number of
-    # model averages (SGD); every rank must raise the same error naming them
-    for face, other in (("svc", {"C": 2.0}), ("sgd", {"alpha": 1e-3, "sync_every": 7})):
+    # model averages (SGD), a value only it refuses; every rank must raise the same error
+    cases = {
+        "other C": ("svc", "fit", {"C": 2.0}),
+        "bad C": ("svc", "fit", {"C": -1.0}),
+        "bad n_threads": ("svc", "fit", {"n_threads": -5}),
+        "C as an int": ("svc", "fit", {"C": 1}),  # the same C: fits
+        "other cache_size": ("svc", "fit", {"cache_size": 50}),  # per rank: fits
+        "other period": ("sgd", "fit", {"alpha": 1e-3, "sync_every": 7}),
+        "balanced partial_fit": ("sgd", "partial_fit", {"class_weight": "balanced"}),
+    }
+    for name, (face, call, other) in cases.items():
         est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
         if last:
             est.set_params(**other)
+        kw = {"classes": [0, 1]} if call == "partial_fit" else {}
         try:
-            est.fit(X, y)
+            getattr(est, call)(X, y, **kw)
             result = "ok"
         except ValueError as e:
             result = f"{type(e).__name__}: {e}"
         every = comm.allgather_obj(result)
-        assert all(r == every[0] for r in every), (face, every)
-        out[f"{face} other parameters"] = result
+        assert all(r == every[0] for r in every), (name, every)
+        out[name] = result
     if comm.rank == 0:
         print(json.dumps(out), flush=True)
 

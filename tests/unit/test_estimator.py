@@ -228,7 +228,7 @@ def test_libsvm_model_with_a_wider_X(tmp_path, shared_data):
     np.testing.assert_allclose(est.decision_function(wide), sign * np.ravel(dec), atol=1e-12)
     narrow = psvm.SVC.from_libsvm_model(tmp_path / "h.model").decision_function(X)
     assert np.abs(narrow - est.decision_function(wide)).mean() > 1e-2  # the extra norm counts
-    with pytest.raises(ValueError, match="n_features=12 is less than the largest support"):
+    with pytest.raises(ValueError, match="n_features=12 is less than the 13 columns the support"):
         psvm.SVC.from_libsvm_model(tmp_path / "h.model", n_features=12)
 
 

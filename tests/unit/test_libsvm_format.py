@@ -243,7 +243,7 @@ ERRORS = [
     (b"1 1:1\n1 1:x\n", 2, ["value", "'1:x'"]),
     (b"1 1:1\n1 2:1.2.3\n", 2, ["value"]),
     (b"1 0:1\n", 1, ["index 0", ">= 1", "zero_based=False"]),
-    (b"1 1:1\n1 -3:1\n", 2, ["index -3", ">= 1"]),
+    (b"1 1:1\n1 -3:1\n", 2, ["index -3", "is negative"]),
     (b"1 1:1\n1 1:1 5:1 3:1\n", 2, ["index 3 follows 5", "ascending"]),
     (b"1 1:1\n1 2:1 2:1\n", 2, ["index 2 follows 2", "ascending"]),
     (b"1 1:1\n1 2:nan\n", 2, ["non-finite", "'2:nan'"]),
@@ -314,13 +314,19 @@ def test_allow_zero_reads_index_0_as_a_feature(monkeypatch, python_path):
     assert not plain.has_zero and plain.indices.tolist() == default.indices.tolist() == [0, 1, 0]
     assert parse_block(b"1 0:1 2:3\n", allow_zero=True, n_features_limit=2).error_line is None
     for content, reason in [
-        (b"1 0:1 3:3\n", "feature index 3 exceeds n_features=2"),
+        (b"1 0:1 3:3\n", "feature index 3 exceeds the largest index, 2"),
         (b"1 -1:1\n", "feature index -1 is negative"),
         (b"1 x:1\n", "expected a base-10 integer >= 0"),
     ]:
         bad = parse_block(content, allow_zero=True, n_features_limit=2)
         assert bad.error_line == 1 and reason in bad.error_reason, bad.error_reason
     assert "not >= 1" in parse_block(b"1 0:1\n").error_reason  # without it, as LIBLINEAR
+    assert "feature index -2 is negative" in parse_block(b"1 1:1 -2:1\n").error_reason
+    # index 0 is column 0: the largest index int32 holds is one less than 1-based files'
+    top = parse_block(b"1 0:1 2147483647:1\n", allow_zero=True)
+    assert top.error_line is None and top.indices.tolist() == [0, 2**31 - 1]
+    big = parse_block(b"1 0:1 2147483648:1\n", allow_zero=True)
+    assert "too large (max 2147483647)" in big.error_reason
 
 
 def test_empty_file_is_an_error(tmp_path):

@@ -129,7 +129,7 @@ def test_round_trip_is_bitwise_exact_and_trailer_has_no_colon(tmp_path):
 def test_models_of_files_with_index_0(tmp_path):
     """A model of a file that holds feature index 0 (index_base 0) writes its support
     vectors' indices as read (0:... where one holds feature 0) and reads back equal; without
-    a support vector on feature 0 the file is a 1-based model's, n_features counted so."""
+    a support vector on feature 0 too, by psvm's trailer; LIBSVM's own models by their 0s."""
     model = dataclasses.replace(_random_model(np.random.default_rng(1)), index_base=0)
     assert (model.support_vectors.indices == 0).any()
     write_model(tmp_path / "zero.model", model)
@@ -141,13 +141,26 @@ def test_models_of_files_with_index_0(tmp_path):
     sv[:, 0] = 0  # no support vector on feature 0
     none = dataclasses.replace(model, support_vectors=sv.tocsr())
     write_model(tmp_path / "none.model", none)
+    text = (tmp_path / "none.model").read_text()
+    assert " 0:" not in text and "#psvm index_base 0" in text
     back = read_model(tmp_path / "none.model")
-    assert back.index_base == 1 and back.max_index == none.max_index
+    assert back.index_base == 0 and back.max_index == none.max_index
+    assert_models_equal(none, back)
+    # without psvm's trailer (LIBSVM reads and writes none): a 1-based model, one column less
+    bare = read_model(_without_trailer(tmp_path / "none.model", tmp_path / "bare.model"))
+    assert bare.index_base == 1 and bare.n_features is None
     X = sp.random(5, 11, density=0.6, random_state=2, format="csr")
     X = X.multiply(np.arange(11) > 0).tocsr()  # column 0 (feature 0) empty: the same inputs
     Xb = sp.csr_matrix(X[:, 1:])  # for the 1-based model, columns from feature 1
-    np.testing.assert_array_equal(none.decision_function(X), back.decision_function(Xb))
-    np.testing.assert_array_equal(back.zero_based().decision_function(X), none.decision_function(X))
+    np.testing.assert_array_equal(none.decision_function(X), bare.decision_function(Xb))
+    np.testing.assert_array_equal(bare.zero_based().decision_function(X), none.decision_function(X))
+
+
+def _without_trailer(src, dst):
+    """``src`` without psvm's ``#psvm`` lines, as LIBSVM writes models."""
+    lines = [ln for ln in src.read_text().splitlines(True) if not ln.startswith("#psvm")]
+    dst.write_text("".join(lines))
+    return dst
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3, 7, 200])
