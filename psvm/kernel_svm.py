@@ -22,7 +22,7 @@ from psvm._params import ParameterError, validate_svc_params
 from psvm.faces.agreement import agree_on_input, agree_on_params
 from psvm.faces.fit_input import FitInput, fit_input
 from psvm.faces.gram_input import gram_fit_input
-from psvm.faces.params import check_distributed, check_face_params, fit_comm, resolve_heuristic
+from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
 from psvm.faces.results import fit_report
 from psvm.model import SVCModel
 from psvm.stats import Stats, reduce_stats
@@ -63,8 +63,7 @@ class KernelSVM(BaseEstimator):
         self : object
             The fitted estimator, the same on every rank.
         """
-        check_distributed(self.distributed)  # (fit_comm reads it)
-        with fit_comm(self.comm, self.distributed) as comm:
+        with fit_comm(self.comm, self.distributed) as comm:  # (checked in _checked_params)
             with comm.guard(f"psvm.{type(self).__name__}.fit"):
                 agree_on_params(comm, self)  # first: a value one rank alone refused would hang
                 # the others; n_threads and n_jobs may differ, so their errors are agreed

@@ -91,6 +91,10 @@ def test_replicated_input_is_compared_exactly():
     )
     assert out["bad C"].startswith("InputError: parameters differ between ranks: ['C']")
     assert out["bad n_threads"].startswith("ParameterError: n_threads must be")  # (may differ)
+    for face in ("", ", sgd"):
+        assert out[f"bad distributed{face}"].startswith(
+            "InputError: parameters differ between ranks: ['distributed']"
+        )
     assert out["C as an int"] == out["other cache_size"] == "ok"
     assert out["other period"].startswith(
         "InputError: parameters differ between ranks: ['alpha', 'sync_every'] (alpha: "

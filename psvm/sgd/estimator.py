@@ -246,9 +246,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     @contextmanager
     def _comm(self):
         """The Comm of one fit (:func:`psvm.faces.params.fit_comm`), guarded, with its threads."""
-        check_distributed(self.distributed)  # (fit_comm reads it)
         with fit_comm(self.comm, self.distributed) as comm, comm.guard("psvm.SGDSVC.fit"):
             agree_on_params(comm, self)  # first: a value one rank alone refused would hang
+            check_distributed(self.distributed)
             agree_on_input(comm, False, check_threads, self.n_threads)  # (may differ)
             with rank_threads(self.n_threads, comm):
                 yield comm

@@ -58,6 +58,8 @@ def main():
         "other C": ("svc", "fit", {"C": 2.0}),
         "bad C": ("svc", "fit", {"C": -1.0}),
         "bad n_threads": ("svc", "fit", {"n_threads": -5}),
+        "bad distributed": ("svc", "fit", {"distributed": "both"}),
+        "bad distributed, sgd": ("sgd", "fit", {"distributed": "both"}),
         "C as an int": ("svc", "fit", {"C": 1}),  # the same C: fits
         "other cache_size": ("svc", "fit", {"cache_size": 50}),  # per rank: fits
         "other period": ("sgd", "fit", {"alpha": 1e-3, "sync_every": 7}),
