@@ -284,8 +284,8 @@ def fit_ovo(
             if log is not None:
                 log(summary)
     meta = {**results.meta(), "heuristic": cfg.heuristic, "reconstruction": cfg.reconstruction}
-    return _gathered_model(
-        comm, shard, cfg, classes, X, cls, results.is_sv, results.coef, results.rho, meta
+    return gathered_model(
+        comm, shard, cfg, X, results.is_sv, results.coef, results.rho, meta, classes, cls
     )
 
 
@@ -381,29 +381,33 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
     return rows_of
 
 
-def _gathered_model(comm, shard, cfg, classes, X, cls, is_sv, coef, rho, meta):
-    """The model on every rank: the support vectors gathered in global row order and
-    grouped by class, and their global row indices (collective)."""
-    k = len(classes)
+def gathered_model(comm, shard, cfg, X, is_sv, coef, rho, meta, classes=(), cls=None):
+    """The model on every rank: the support vectors (``is_sv``, with their rows of ``coef``)
+    gathered in global row order, grouped by class (``cls``) for the classifiers, and their
+    global row indices (collective)."""
     local = is_sv.nonzero()[0]
-    sv_cls = comm.allgatherv(cls[local])
     sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)
-    sv_coef = comm.allgatherv(coef[:, local].T.ravel()).reshape(-1, k - 1)  # a row per SV
-    order = np.argsort(sv_cls, kind="stable")
-    sv_rows = take_rows(*gather_csr(comm, *take_rows(*csr_arrays(X), local)), order)
+    m = coef.shape[0]
+    sv_coef = comm.allgatherv(coef[:, local].T.ravel()).reshape(-1, m)  # a row per SV
+    sv_rows = gather_csr(comm, *take_rows(*csr_arrays(X), local))
+    k = len(classes)
+    if k:
+        sv_cls = comm.allgatherv(cls[local])
+        order = np.argsort(sv_cls, kind="stable")
+        sv_rows, sv_coef, sv_gidx = take_rows(*sv_rows, order), sv_coef[order], sv_gidx[order]
     model = SVCModel(
         svm_type=cfg.svm_type,
         kernel=cfg.kernel,
         gamma=cfg.gamma,
         coef0=cfg.coef0,
         degree=cfg.degree,
-        classes=np.asarray(classes),
-        n_support=np.bincount(sv_cls, minlength=k).astype(np.int64),
-        support_vectors=csr_of(*sv_rows, (order.size, shard.n_features)),
-        dual_coef=sv_coef[order].T,
+        classes=np.asarray(classes) if k else np.zeros(0),
+        n_support=np.bincount(sv_cls, minlength=k).astype(np.int64) if k else np.zeros(0, int),
+        support_vectors=csr_of(*sv_rows, (sv_gidx.size, shard.n_features)),
+        dual_coef=sv_coef.T,
         rho=np.array(rho),
         n_features=shard.n_features,
         meta=meta,
         trusted=True,
     )
-    return model, sv_gidx[order]
+    return model, sv_gidx

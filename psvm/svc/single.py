@@ -20,13 +20,14 @@ from collections.abc import Callable
 import numpy as np
 
 from psvm._params import CLASSIFIERS, SVCConfig
-from psvm.kernels import csr_arrays, csr_of, take_rows
+from psvm.kernels import csr_arrays
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import CheckpointConfig
 from psvm.svc.multiclass import (
     TrainingError,
     check_finite,
+    gathered_model,
     open_checkpoint,
     pair_summary,
     solver_config,
@@ -34,7 +35,7 @@ from psvm.svc.multiclass import (
 )
 from psvm.svc.problem import BinaryProblem
 from psvm.svc.solver import Solver
-from psvm.svc.state import fill_start, gather_csr, weighted_total
+from psvm.svc.state import fill_start, weighted_total
 
 
 def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool):
@@ -106,28 +107,12 @@ def fit_single(
     summary = pair_summary(comm, problem, res, coef, with_nu=with_nu, note=note)
     if log is not None:
         log(summary)
-    local = np.flatnonzero(coef != 0)
-    sv_gidx = comm.allgatherv(local.astype(np.int64) + shard.offset)
-    sv_rows = gather_csr(comm, *take_rows(*csr_arrays(X), local))
-    model = SVCModel(
-        svm_type=cfg.svm_type,
-        kernel=cfg.kernel,
-        gamma=cfg.gamma,
-        coef0=cfg.coef0,
-        degree=cfg.degree,
-        classes=np.zeros(0),
-        n_support=np.zeros(0, dtype=np.int64),
-        support_vectors=csr_of(*sv_rows, (sv_gidx.size, shard.n_features)),
-        dual_coef=comm.allgatherv(coef[local])[None, :],
-        rho=np.array([res.rho]),
-        n_features=shard.n_features,
-        meta={
-            "n_iter": [res.n_iter],
-            "objective": [res.objective],
-            "status": res.status,
-            "approximate": res.approximate,
-            "heuristic": cfg.heuristic,
-            "reconstruction": cfg.reconstruction,
-        },
-    )
-    return model, sv_gidx
+    meta = {
+        "n_iter": [res.n_iter],
+        "objective": [res.objective],
+        "status": res.status,
+        "approximate": res.approximate,
+        "heuristic": cfg.heuristic,
+        "reconstruction": cfg.reconstruction,
+    }
+    return gathered_model(comm, shard, cfg, X, coef != 0, coef[None, :], [res.rho], meta)
