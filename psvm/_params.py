@@ -102,16 +102,20 @@ def check_number(
     return value
 
 
+def _is_bool(value) -> bool:
+    return type(value).__name__ in ("bool", "bool_")  # (numpy's bool without importing numpy)
+
+
 def check_bool(name: str, value):
     """``value`` as a bool if it is one (numpy's too), as scikit-learn's 'boolean' constraint."""
-    if type(value).__name__ not in ("bool", "bool_"):
+    if not _is_bool(value):
         raise ParameterError(f"{name} must be a bool, got {value!r}")
     return bool(value)
 
 
 def check_verbose(value) -> bool:
     """scikit-learn's 'verbose' constraint: a bool or an int >= 0 (psvm prints or not)."""
-    if type(value).__name__ in ("bool", "bool_"):
+    if _is_bool(value):
         return bool(value)
     return bool(check_number("verbose", value, kind=numbers.Integral, low=0))
 

@@ -47,6 +47,12 @@ def canonical_csr(X) -> sp.csr_matrix:
     return X
 
 
+def columns_right(X: sp.csr_matrix) -> sp.csr_matrix:
+    """X with every column one to the right, behind a new empty column 0 (rows read 1-based
+    put beside rows of a file that holds feature index 0)."""
+    return sp.csr_matrix((X.data, X.indices + 1, X.indptr), shape=(X.shape[0], X.shape[1] + 1))
+
+
 def csr_of(indptr, indices, data, shape: tuple[int, int]) -> sp.csr_matrix:
     """scipy's CSR over valid CSR arrays that psvm made (kept, not copied), 32-bit indices
     where they fit: the matrix scipy makes of 64-bit ones, which it checks value by value

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import ALL_KERNELS, CLASSIFIERS, REGRESSORS, SVM_TYPES
-from psvm.kernels import canonical_csr, decision_values
+from psvm.kernels import canonical_csr, columns_right, decision_values
 
 # the svm_types with labels; the others have one decision value and no labels
 
@@ -127,12 +127,9 @@ class SVCModel:
         hold index 0, the support vectors move one column to the right."""
         if self.index_base == 0:
             return self
-        sv = self.support_vectors
-        shifted = sp.csr_matrix(
-            (sv.data, sv.indices + 1, sv.indptr), shape=(sv.shape[0], sv.shape[1] + 1)
-        )
         width = None if self.n_features is None else self.n_features + 1
-        return replace(self, support_vectors=shifted, n_features=width, index_base=0)
+        sv = columns_right(self.support_vectors)
+        return replace(self, support_vectors=sv, n_features=width, index_base=0)
 
     def serials(self) -> np.ndarray:
         """A precomputed model's support vectors' serial numbers (their column 0), int64."""

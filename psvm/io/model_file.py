@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from psvm._params import CLASSIFIERS, SVM_TYPES
 from psvm.io.atomic import write_atomic
+from psvm.kernels import columns_right
 from psvm.model import SVCModel
 from psvm.probability import N_MARKS  # svm_load_model reads that many prob_density_marks
 
@@ -238,10 +239,7 @@ def read_model(path: str | os.PathLike) -> SVCModel:
     coef, sv, base = _read_svs(rd, lines, sv_line, total_sv, n_coef, gram)
     n_features, n_features_line, zero = _read_trailer(rd, lines, sv_line, total_sv, fields["meta"])
     if zero and base == 1 and not gram:  # 0-based data, no support vector on feature 0
-        sv = sp.csr_matrix(
-            (sv.data, sv.indices + 1, sv.indptr), shape=(sv.shape[0], sv.shape[1] + 1)
-        )
-        base = 0
+        sv, base = columns_right(sv), 0
     if n_features is not None and n_features < sv.shape[1]:
         raise rd.error(
             n_features_line,

@@ -91,9 +91,9 @@ class Shard:
         file that holds index 0 reads it: its columns move one to the right."""
         if self.index_base == 0:
             return self
-        X = self.X
-        X = sp.csr_matrix((X.data, X.indices + 1, X.indptr), shape=(X.shape[0], X.shape[1] + 1))
-        return replace(self, X=X, n_features=self.n_features + 1, index_base=0)
+        from psvm.kernels import columns_right  # (numba's import: only where index 0 is)
+
+        return replace(self, X=columns_right(self.X), n_features=self.n_features + 1, index_base=0)
 
 
 # -- pure helpers ---------------------------------------------------------------

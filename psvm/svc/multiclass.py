@@ -40,7 +40,7 @@ from psvm.svc.state import (
     fill_start,
     gather_csr,
     row_sums,
-    weighted_total,
+    start_total,
 )
 
 
@@ -171,7 +171,7 @@ def check_nu_feasible(
 def nu_start(comm, problem: BinaryProblem, nu: float, weighted: bool) -> None:
     """solve_nu_svc's start: each class filled in global order up to nu l / 2 (weighted:
     half of scikit-learn's sum of nu C_t); p = 0 (collective)."""
-    total = weighted_total(comm, problem.C, nu) if weighted else nu * problem.n_samples
+    total = start_total(comm, problem.C, nu, problem.n_samples, weighted)
     alpha = np.zeros(problem.y.size)
     for sign in (1.0, -1.0):
         side = problem.y == sign

@@ -35,7 +35,7 @@ from psvm.svc.multiclass import (
 )
 from psvm.svc.problem import BinaryProblem
 from psvm.svc.solver import Solver
-from psvm.svc.state import fill_start, weighted_total
+from psvm.svc.state import fill_start, start_total
 
 
 def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool):
@@ -52,7 +52,7 @@ def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool
     )
     if cfg.svm_type == "one_class":
         C = weight
-        total = weighted_total(comm, C, cfg.nu) if weighted else cfg.nu * shard.n_samples
+        total = start_total(comm, C, cfg.nu, shard.n_samples, weighted)
         alpha0 = fill_start(comm, C, total)
         return BinaryProblem(y=np.ones(n), C=C, p=np.zeros(n), alpha0=alpha0, **common)
     z, C = shard.y.astype(np.float64), cfg.C * weight
@@ -61,7 +61,7 @@ def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool
         p = np.concatenate((cfg.epsilon - z, cfg.epsilon + z))
         return BinaryProblem(y=y2, C=np.concatenate((C, C)), p=p, per_row=2, **common)
     # nu-SVR: LIBSVM's C nu l / 2, or with weights scikit-learn's nu sum(C_t) / 2
-    total = weighted_total(comm, C, cfg.nu) if weighted else cfg.C * cfg.nu * shard.n_samples
+    total = start_total(comm, C, cfg.nu, shard.n_samples, weighted, bound=cfg.C)
     half = fill_start(comm, C, total / 2)
     return BinaryProblem(
         y=y2,

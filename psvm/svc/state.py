@@ -85,9 +85,12 @@ def row_sums(indptr, data):
     return total, square
 
 
-def weighted_total(comm, C: np.ndarray, nu: float) -> float:
-    """scikit-learn's sum of nu * C_t, added row by row in global order (collective)."""
-    total = 0.0
+def start_total(comm, C: np.ndarray, nu: float, n: int, weighted: bool, bound: float = 1.0):
+    """The alpha a nu type or one-class starts with: LIBSVM's bound * nu * l, or with sample
+    weights scikit-learn's sum of nu * C_t (collective when weighted)."""
+    if not weighted:
+        return bound * nu * n
+    total = 0.0  # row by row in global order, as scikit-learn's LIBSVM adds them
     for c in comm.allgatherv(np.ascontiguousarray(C, dtype=np.float64)):
         total += nu * c
     return total
