@@ -21,7 +21,8 @@ import scipy.sparse as sp
 
 from psvm._params import PRECOMPUTED
 from psvm.jit import njit
-from psvm.kernels import LANES, _lane_totals, _weighted_row_sums, csr_arrays, lane_sums
+from psvm.kernels import LANES, csr_arrays, lane_sums
+from psvm.kernels.sums import _lane_totals, _weighted_row_sums
 
 __all__ = ["PRECOMPUTED", "gram_column", "gram_decision", "gram_sums", "serial_rows"]
 

@@ -22,7 +22,7 @@ from tests.conftest import REPO
 
 # compiled functions Python calls that precompiling does not reach (rare paths: a kernel
 # matrix outside training, SGD's validation count, the cache's plain look-up)
-NOT_PRECOMPILED = {"kernels._matrix_pre", "sgd.steps.count_correct", "svc.cache.get"}
+NOT_PRECOMPILED = {"kernels.matrix._matrix_pre", "sgd.steps.count_correct", "svc.cache.get"}
 
 COVERAGE = """
 import importlib, pkgutil, psvm

@@ -9,6 +9,8 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kernel, sigmoid_kernel
 
 import psvm.kernels as pk
+import psvm.kernels.csr as pk_csr
+import psvm.kernels.sums as pk_sums
 from psvm._params import KERNELS
 from psvm.kernels import column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums, take_rows
 from psvm.svc.columns import THREAD_WORK, LocalKernel, _parts, kernel_column
@@ -185,12 +187,12 @@ def test_rbf_table_gives_exp_bits(data, monkeypatch):
     f_sq = pk.sq_norms_of(ints[::3])
     coef = np.random.default_rng(2).normal(size=F[0].size - 1)
     arrays = (*F, f_sq, coef, K.indptr, K.indices, K.data, K.sq, rows, kparams("rbf"))
-    assert pk._sums_table(pk.RBF, PARAMS["gamma"], K.sq, (*F, f_sq), True).size
+    assert pk_sums._sums_table(pk.RBF, PARAMS["gamma"], K.sq, (*F, f_sq), True).size
     assert np.array_equal(kernel_sums(*arrays, True), kernel_sums(*arrays, False))
     coefs, rho = np.vstack([coef, -coef]), np.array([0.1, -0.2])
     model = (ints, ints[::3], coefs, rho, kparams("rbf"))
     with_table = pk.decision_values(*model)
-    monkeypatch.setattr(pk, "EXP_TABLE_MAX", 0)  # no table
+    monkeypatch.setattr(pk_sums, "EXP_TABLE_MAX", 0)  # no table
     assert np.array_equal(with_table, pk.decision_values(*model))
 
 
@@ -291,9 +293,9 @@ def test_weighted_sums_equal_column_sums(data, name):
         ((16, 30), (1 << 22, 1 << 17)), (0, 1 << 62)
     ):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(pk, "_LANE_LIMIT", lane_limit)
-            mp.setattr(pk, "_FT_TILE", tile)
-            mp.setattr(pk, "_PARALLEL_SUMS", parallel)
+            mp.setattr(pk_sums, "_LANE_LIMIT", lane_limit)
+            mp.setattr(pk_sums, "_FT_TILE", tile)
+            mp.setattr(pk_sums, "_PARALLEL_SUMS", parallel)
             got = kernel_sums(
                 *csr_arrays(F),
                 K.sq[picks],
@@ -388,7 +390,7 @@ def test_decision_values_are_weighted_kernel_sums(data, name):
 def test_csr_of_is_the_matrix_scipy_builds(monkeypatch, bare):
     """csr_of's matrix has scipy's attributes and values with or without its fast path, on
     arrays it may take (int32, float64) and arrays it leaves to scipy's constructor."""
-    monkeypatch.setattr(pk, "_BARE_CSR", bare and pk._BARE_CSR)
+    monkeypatch.setattr(pk_csr, "_BARE_CSR", bare and pk_csr._BARE_CSR)
     X = sp.random(7, 5, density=0.4, format="csr", random_state=0)
     longer = np.append(X.indices, 3).astype(np.int32)  # past indptr[-1]: scipy prunes
     cases = [
@@ -404,7 +406,7 @@ def test_csr_of_is_the_matrix_scipy_builds(monkeypatch, bare):
         assert got.shape == want.shape and got.dtype == want.dtype and got.nnz == want.nnz
         assert got.indices.dtype == got.indptr.dtype == np.int32
         np.testing.assert_array_equal(got.toarray(), want.toarray())
-    if pk._BARE_CSR:  # the fast path keeps the arrays themselves
+    if pk_csr._BARE_CSR:  # the fast path keeps the arrays themselves
         kept = pk.csr_of(X.indptr, X.indices, X.data, (7, 5))
         assert kept.data is X.data and kept.indices is X.indices and kept.indptr is X.indptr
     empty = pk.csr_of(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0), (0, 3))

@@ -146,7 +146,7 @@ def test_decision_bits_do_not_depend_on_blocks_or_threads(usps, libsvm_file, mon
     chunk of SVs and thread count: so every rank of psvm-predict writes the same labels."""
     import numba
 
-    import psvm.kernels as pk
+    import psvm.kernels.sums as pk
 
     X = usps[1][:300]
     model = read_model(libsvm_file("usps", "rbf"))
