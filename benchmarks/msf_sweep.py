@@ -109,7 +109,7 @@ def _worker(opts: dict) -> int:
         vs = load_shard(comm, opts["validation"], n_features=shard.n_features, min_classes=0)
         vcodes = np.searchsorted(classes, vs.y)
         vcodes[classes[np.minimum(vcodes, classes.size - 1)] != vs.y] = -1
-        validation = (vs.X, vcodes)
+        validation = (vs.X, vcodes, None)
     prob = make_problem(comm, shard.X, codes, classes.size, validation=validation)
     cfg = validate_sgd_params(
         alpha=opts.get("alpha", 1.0 / shard.n_samples),

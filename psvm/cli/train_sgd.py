@@ -115,7 +115,7 @@ def body(argv: list[str]) -> int:
     validation = None
     if "validation" in opts:
         vs = load_shard(comm, opts["validation"], n_features=shard.n_features, min_classes=0)
-        validation = (vs.X, _codes(vs.y, order))
+        validation = (vs.X, _codes(vs.y, order), None)
     stats = Stats()
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0

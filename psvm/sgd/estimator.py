@@ -65,8 +65,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         :meth:`fit` holds out ``validation_fraction`` of the rows and stops when their
         accuracy has not improved by ``tol`` for ``n_iter_no_change`` epochs, as
         :class:`~sklearn.linear_model.SGDClassifier`. The rows are drawn by a hash of
-        their global index (not stratified), so they are the same for every P;
-        accuracy counts rows, not sample weights. :meth:`partial_fit` ignores it.
+        their global index (not stratified), so they are the same for every P; their
+        accuracy is weighted by ``sample_weight``. :meth:`partial_fit` ignores it.
     validation_fraction : float, default=0.1
         The share of rows held out with ``early_stopping``, in (0, 1).
     shuffle : bool, default=True
@@ -327,7 +327,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         X, codes, sw, validation = data.X, data.codes, data.sample_weight, None
         if held is not None:  # early stopping scores the held-out rows, trains on the rest
             keep = ~held
-            X, codes, sw, validation = X[keep], codes[keep], sw[keep], (X[held], codes[held])
+            validation = X[held], codes[held], sw[held]  # scored by weight, as scikit-learn
+            X, codes, sw = X[keep], codes[keep], sw[keep]
         prob = make_problem(
             comm, X, codes, self.classes_.size, sample_weight=sw, class_weight=cw,
             validation=validation,

@@ -52,7 +52,7 @@ class LocalProblem:
     pos_w: np.ndarray
     neg_w: np.ndarray
     val: tuple | None = None
-    n_val: int = 0
+    val_weight: float = 0.0  # of every rank's validation rows
 
     @property
     def n_local(self) -> int:
@@ -81,7 +81,7 @@ class LocalProblem:
             self.pos_w,
             self.neg_w,
             self.val,
-            self.n_val,
+            self.val_weight,
         )
 
 
@@ -91,7 +91,8 @@ def make_problem(
     """Wire a rank's rows (class codes 0..n_classes-1) into a LocalProblem; collective.
 
     ``class_weight`` is an array of one weight per class code; ``validation``
-    is this rank's ``(X_val, codes_val)`` (codes -1 for unseen labels).
+    is this rank's ``(X_val, codes_val, weights_val)`` (codes -1 for unseen labels; weights
+    None: each row counts 1).
     """
     indptr, indices, data = csr_arrays(canonical_csr(X))
     codes = np.ascontiguousarray(codes, dtype=np.int64)
@@ -102,13 +103,16 @@ def make_problem(
         pos_code, pos_w, neg_w = np.array([1]), cw[1:2].copy(), cw[0:1].copy()
     else:
         pos_code, pos_w, neg_w = np.arange(n_classes), cw.copy(), np.ones(n_classes)
-    counts = comm.sum_(np.array([n, 0 if validation is None else len(validation[1])]))
     val = None
     if validation is not None:
+        X_val, codes_val, w_val = validation
+        w_val = np.ones(len(codes_val)) if w_val is None else w_val
         val = (
-            *csr_arrays(canonical_csr(validation[0])),
-            np.ascontiguousarray(validation[1], dtype=np.int64),
+            *csr_arrays(canonical_csr(X_val)),
+            np.ascontiguousarray(codes_val, dtype=np.int64),
+            np.ascontiguousarray(w_val, dtype=np.float64),
         )
+    counts = comm.sum_(np.array([n, 0.0 if val is None else float(val[-1].sum())]))
     return LocalProblem(
         indptr,
         indices,
@@ -122,7 +126,7 @@ def make_problem(
         pos_w,
         neg_w,
         val,
-        int(counts[1]),
+        float(counts[1]),
     )
 
 

@@ -224,10 +224,11 @@ def hinge_sums(indptr, indices, data, codes, sw, W, w0, pos_code, pos_w, neg_w, 
 
 
 @njit(cache=True, nogil=True)
-def count_correct(indptr, indices, data, codes, W, w0, pos_code):
-    """Rows whose predicted code equals ``codes``: sign for k = 1, else argmax (OvR)."""
+def count_correct(indptr, indices, data, codes, weights, W, w0, pos_code):
+    """The weight of the rows whose predicted code equals ``codes`` (sign for k = 1, else
+    argmax, OvR): scikit-learn's ``score`` with ``sample_weight``, before the division."""
     k = W.shape[0]
-    correct = 0
+    correct = 0.0
     for i in range(indptr.size - 1):
         best, best_c = -np.inf, 0
         for c in range(k):
@@ -241,5 +242,5 @@ def count_correct(indptr, indices, data, codes, W, w0, pos_code):
         else:
             pred = pos_code[best_c]
         if pred == codes[i]:
-            correct += 1
+            correct += weights[i]
     return correct

@@ -338,7 +338,7 @@ class SGDTrainer:
                 p.neg_w,
                 self.losses,
             )
-        correct = 0
+        correct = 0.0
         if p.val is not None:
             with st.timer("validation"):
                 correct = steps.count_correct(*p.val, W, w0, p.pos_code)
@@ -353,7 +353,7 @@ class SGDTrainer:
         sums = self.evals_all[:, : k + 1].sum(axis=0)
         reg = 0.5 * self.cfg.alpha * float(np.einsum("ij,ij->", W, W))
         objective = reg + float(sums[:k].sum()) / max(p.n_samples, 1)
-        accuracy = float(sums[k]) / p.n_val if p.n_val else None
+        accuracy = float(sums[k]) / p.val_weight if p.val_weight > 0 else None
         # the slowest rank's step; the least-waiting rank's sync (its pure cost)
         step_s = float(self.evals_all[:, k + 1].max())
         sync_s = float(self.evals_all[:, k + 2].min())

@@ -182,10 +182,10 @@ def test_hinge_sums_and_count_correct_match_numpy():
     Y = np.where(codes[:, None] == np.arange(3), 1.0, -1.0)
     weight = sw[:, None] * np.where(Y > 0, pos_w, neg_w)
     np.testing.assert_allclose(out, (weight * np.maximum(0, 1 - Y * dec)).sum(0))
-    correct = steps.count_correct(ip, ind, X.data, codes, W, w0, np.arange(3))
-    assert correct == int((dec.argmax(1) == codes).sum())
+    correct = steps.count_correct(ip, ind, X.data, codes, sw, W, w0, np.arange(3))
+    assert correct == pytest.approx(sw[dec.argmax(1) == codes].sum())
     binary = (codes > 0).astype(np.int64)
-    got = steps.count_correct(ip, ind, X.data, binary, W[:1], w0[:1], np.array([1]))
+    got = steps.count_correct(ip, ind, X.data, binary, np.ones(40), W[:1], w0[:1], np.array([1]))
     assert got == int(((dec[:, 0] > 0).astype(int) == binary).sum())
 
 
@@ -334,6 +334,30 @@ def test_early_stopping_holds_out_rows_and_stops_on_their_accuracy():
     assert 0.09 < held.mean() < 0.11
     pieces = [held_out(7, a, b - a, 0.1) for a, b in [(0, 3333), (3333, 7000), (7000, 10_000)]]
     np.testing.assert_array_equal(np.concatenate(pieces), held)
+
+
+def test_early_stopping_scores_held_out_rows_by_their_weight(monkeypatch):
+    """As SGDClassifier: the held-out rows' accuracy is weighted by their sample_weight
+    (score(X_val, y_val, sample_weight_val)), not a count of rows."""
+    X, y = blobs(600, seed=5)
+    rng = np.random.default_rng(5)
+    y = np.where(rng.random(y.size) < 0.2, 1 - y, y)  # noisy labels: some rows always wrong
+    w = rng.uniform(0.1, 5.0, y.size)
+    masks, original = [], SGDSVC._held_out
+
+    def kept(*args):  # the rows held out, as the fit chose them
+        masks.append(original(*args))
+        return masks[-1]
+
+    monkeypatch.setattr(SGDSVC, "_held_out", staticmethod(kept))
+    kw = dict(alpha=1e-2, random_state=0, max_iter=2, tol=None)
+    est = SGDSVC(early_stopping=True, validation_fraction=0.3, **kw).fit(X, y, sample_weight=w)
+    (held,) = masks
+    right = est.predict(X[held]) == y[held]
+    assert not right.all()  # else both scores are 1
+    last = est.fit_stats_["traces"]["val_accuracy"][-1]
+    assert last == pytest.approx(np.average(right, weights=w[held]))
+    assert last != pytest.approx(right.mean())
 
 
 def test_partial_fit_reads_the_parameters_of_each_call():
