@@ -162,8 +162,3 @@ def restrict_columns(X: sp.csr_matrix, used: np.ndarray) -> sp.csr_matrix:
     counts = np.bincount(row[keep], minlength=X.shape[0])
     indptr = np.concatenate(([0], np.cumsum(counts)))
     return sp.csr_matrix((X.data[keep], pos[keep], indptr), shape=(X.shape[0], used.size))
-
-
-def is_integral(a: np.ndarray) -> bool:
-    """Whether every value of ``a`` is an integer (numpy: no compiled entry for Python)."""
-    return bool(np.array_equal(np.floor(a), a))

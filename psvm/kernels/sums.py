@@ -10,11 +10,12 @@ from numba import prange
 
 from psvm.jit import njit
 from psvm.kernels.columns import _csr_dots, int_dots
-from psvm.kernels.csr import canonical_csr, csr_arrays, is_integral, restrict_columns, sq_norms_of
+from psvm.kernels.csr import canonical_csr, csr_arrays, restrict_columns, sq_norms_of
 from psvm.kernels.values import (
     EXP_TABLE_MAX,
     RBF,
     from_pre_flat,
+    is_integral,
     pre_kernel_pass,
     rbf_table,
 )

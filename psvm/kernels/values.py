@@ -169,6 +169,11 @@ def all_integers(values):
     return True
 
 
+def is_integral(a: np.ndarray) -> bool:
+    """:func:`all_integers` for Python callers (numpy: no compiled entry for Python)."""
+    return bool(np.array_equal(np.floor(a), a))
+
+
 def from_pre(kernel_id: int, v: np.ndarray) -> np.ndarray:
     """Turn :func:`pre_kernel` values into kernel values, in place (``v`` C-contiguous)."""
     from_pre_flat(kernel_id, v.reshape(-1))
