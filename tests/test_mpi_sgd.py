@@ -162,4 +162,6 @@ def test_estimator_agrees_on_input_errors_and_frees_its_comm(n):
     early = out["early stopping"]
     n_train = one.fit(X, y).fit_stats_["values"]["n_samples"]
     assert early["same_model"] and early["n_samples"] == n_train < 300
-    assert out["freed"] == [n] * 12  # one duplicate per fit, each freed
+    weighted = out["weighted early stopping"]  # the ranks' held-out weights, summed
+    assert weighted["traced"] == pytest.approx(weighted["weighted"])
+    assert out["freed"] == [n] * 13  # one duplicate per fit, each freed

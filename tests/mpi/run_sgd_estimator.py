@@ -74,6 +74,25 @@ def main():
         "same_model": all(np.array_equal(c, coef[0]) for c in coef),
         "n_samples": early.fit_stats_["values"]["n_samples"],
     }
+    # weighted: the held-out rows' accuracy by their weights, summed over the ranks
+    noisy = np.where(np.random.default_rng(1).random(300) < 0.2, 1 - y_full, y_full)[rows]
+    w = np.random.default_rng(2).uniform(0.1, 5.0, 300)[rows]
+    masks, held_out = [], psvm.SGDSVC._held_out
+
+    def kept(*args):  # this rank's held-out rows, as the fit chose them
+        masks.append(held_out(*args))
+        return masks[-1]
+
+    psvm.SGDSVC._held_out = staticmethod(kept)
+    weighted = sgd().set_params(early_stopping=True, validation_fraction=0.3, max_iter=2, tol=None)
+    weighted.fit(X, noisy, sample_weight=w)
+    psvm.SGDSVC._held_out = staticmethod(held_out)
+    right = weighted.predict(X[masks[0]]) == noisy[masks[0]]
+    sums = comm.allgather_obj([float(w[masks[0]][right].sum()), float(w[masks[0]].sum())])
+    out["weighted early stopping"] = {
+        "traced": weighted.fit_stats_["traces"]["val_accuracy"][-1],
+        "weighted": sum(a for a, _ in sums) / sum(b for _, b in sums),
+    }
     X_nan, y_bad, sw = X.copy(), y.copy(), np.ones(y.size)
     if last:
         X_nan[0, 0], y_bad[0], sw[0] = np.nan, 7, -1.0
