@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import gc
+import importlib.util
 import json
 import os
 import re
@@ -215,7 +216,36 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
 
     skip_network_memory_hooks()  # (the process is psvm's: its environment too)
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
+    defer_numpy_modules()
     end_process(_protocol(prog, usage, body, sys.argv[1:]))
+
+
+# numpy's submodules that scipy's copy of array-api-compat loads and nothing in a CLI run uses
+# (numpy.ma, numpy.random and numpy.polynomial: numba's typeof and scipy use them)
+DEFERRED_NUMPY = ("numpy.f2py", "numpy.testing")
+
+
+def defer_numpy_modules(names: tuple[str, ...] = DEFERRED_NUMPY) -> None:
+    """Make ``names`` lazy modules (``importlib.util.LazyLoader``), loaded at their first use.
+
+    ``import scipy.sparse`` clones numpy's namespace (its vendored array-api-compat) and so
+    imports numpy's lazy submodules: these two cost 70-80 ms of each CLI run
+    (docs/performance.md). A lazy module is numpy's attribute too, as an import would make
+    it, so numpy's own ``__getattr__`` does not import it.
+    """
+    import numpy
+
+    for name in names:
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            continue
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        setattr(numpy, name.rpartition(".")[2], module)
 
 
 def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: list[str]) -> int:

@@ -104,40 +104,58 @@ def row_sq_norms(indptr, data, out):
     return out
 
 
-@njit(cache=True, nogil=True)
-def take_rows(indptr, indices, data, rows):
+def take_rows(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR arrays (indptr, indices, data) of ``rows``, in that order."""
     out_ptr = np.empty(rows.size + 1, dtype=np.int64)
+    nnz = _row_offsets(indptr, rows, out_ptr)
+    out_idx, out_val = np.empty(nnz, dtype=np.int32), np.empty(nnz)
+    _copy_rows(indptr, indices, data, rows, out_ptr, out_idx, out_val)
+    return out_ptr, out_idx, out_val
+
+
+@njit(cache=True, nogil=True)
+def _row_offsets(indptr, rows, out_ptr):
+    """out_ptr: the indptr of ``rows``; their number of entries."""
     out_ptr[0] = 0
     for q in range(rows.size):
         out_ptr[q + 1] = out_ptr[q] + indptr[rows[q] + 1] - indptr[rows[q]]
-    out_idx = np.empty(out_ptr[rows.size], dtype=np.int32)
-    out_val = np.empty(out_ptr[rows.size], dtype=np.float64)
+    return out_ptr[rows.size]
+
+
+@njit(cache=True, nogil=True)
+def _copy_rows(indptr, indices, data, rows, out_ptr, out_idx, out_val):
     for q in range(rows.size):  # o in a local: the stores could alias out_ptr, read again each time
         s, o = indptr[rows[q]], out_ptr[q]
         for p in range(out_ptr[q + 1] - o):
             out_idx[o + p] = indices[s + p]
             out_val[o + p] = data[s + p]
-    return out_ptr, out_idx, out_val
+
+
+def transpose_csr(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, n_cols: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CSC arrays (colptr, rowidx, cdata) of CSR rows; rows ascend within each column."""
+    nnz = int(indptr[-1])
+    colptr, fill = np.zeros(n_cols + 1, dtype=np.int64), np.empty(n_cols, dtype=np.int64)
+    rowidx, cdata = np.empty(nnz, dtype=np.int32), np.empty(nnz)
+    _transpose(indptr, indices, data, colptr, fill, rowidx, cdata)
+    return colptr, rowidx, cdata
 
 
 @njit(cache=True, nogil=True)
-def transpose_csr(indptr, indices, data, n_cols):
-    """The CSC arrays (colptr, rowidx, cdata) of CSR rows; rows ascend within each column."""
-    colptr = np.zeros(n_cols + 1, dtype=np.int64)
+def _transpose(indptr, indices, data, colptr, fill, rowidx, cdata):
     for p in range(indptr[-1]):
         colptr[indices[p] + 1] += 1
-    for f in range(n_cols):
+    for f in range(fill.size):
         colptr[f + 1] += colptr[f]
-    fill = colptr[:-1].copy()
-    rowidx = np.empty(indptr[-1], dtype=np.int32)
-    cdata = np.empty(indptr[-1], dtype=np.float64)
+        fill[f] = colptr[f]
     for r in range(indptr.size - 1):
         for p in range(indptr[r], indptr[r + 1]):
             q = fill[indices[p]]
             rowidx[q], cdata[q] = r, data[p]
             fill[indices[p]] = q + 1
-    return colptr, rowidx, cdata
 
 
 @njit(cache=True, nogil=True)

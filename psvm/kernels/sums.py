@@ -115,26 +115,39 @@ def lane_sums(K: np.ndarray, coef: np.ndarray) -> np.ndarray:
     return _lane_totals(lanes, np.empty(K.shape[0]))
 
 
-@njit(cache=True, nogil=True)
 def epoch_sums(
     x_indptr, x_indices, x_data, x_sq, xrows, epochs, indptr, indices, data, sq_norms, coef,
     kernel_id, gamma, coef0, degree, work, out,
-):  # fmt: skip
+) -> np.ndarray:  # fmt: skip
     """out[q] = sum_s coef[s, e] K(f_s, x_r) for r = ``xrows[q]`` and e = ``epochs[q]``, over
     the rows s of F = (indptr, indices, data) with coef[s, e] != 0: each r's values as
     :func:`column_csr` and :func:`from_pre_flat` give them, added as :func:`lane_sums`
     adds them, in one call for all epochs."""
     n_f = indptr.size - 1
-    moved = np.empty(n_f, dtype=np.int64)
-    c = np.empty(n_f)
-    lanes, total = np.empty((1, LANES)), np.empty(1)
+    return _epoch_sums(
+        x_indptr, x_indices, x_data, x_sq, xrows, epochs, indptr, indices, data, sq_norms,
+        coef, kernel_id, gamma, coef0, degree, work, out,
+        (np.empty(n_f, dtype=np.int64), np.empty(n_f), np.empty((1, n_f)),
+         np.empty((1, LANES)), np.empty(1)),
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _epoch_sums(
+    x_indptr, x_indices, x_data, x_sq, xrows, epochs, indptr, indices, data, sq_norms, coef,
+    kernel_id, gamma, coef0, degree, work, out, scratch,
+):  # fmt: skip
+    """:func:`epoch_sums` with its scratch: F's moved rows, their coefficients and kernel
+    values, a row's lanes and total."""
+    moved, c, K_all, lanes, total = scratch
+    n_f = indptr.size - 1
     for e in range(coef.shape[1]):
         m = 0  # F's rows that moved since departure e, in order
         for s in range(n_f):
             if coef[s, e] != 0.0:
                 moved[m], c[m] = s, coef[s, e]
                 m += 1
-        K = np.empty((1, m))
+        K = K_all[:, :m]
         for q in range(xrows.size):
             if epochs[q] != e:
                 continue
@@ -241,7 +254,9 @@ def _sums_row(
 def _scratch(n_used, n_f):
     """A row's kernel values, table positions, int16 dot products and features in F's chunk
     (``n_used`` features, ``n_f`` vectors), once per run of rows (a row's own allocations
-    cost 5% of ijcnn1's reconstruction sums)."""
+    cost 5% of ijcnn1's reconstruction sums). Fresh arrays: LLVM then knows they alias
+    nothing (a9a's predictions took 10% longer with scratch passed in). Keep it in step
+    with :func:`_serial_scratch`."""
     return (
         np.empty((1, n_f)),
         np.empty(n_f, dtype=np.int64),
@@ -272,14 +287,26 @@ def _sums_block(
     return lanes
 
 
+def _serial_scratch(n_used: int, n_f: int) -> tuple:
+    """:func:`_scratch` from Python: :func:`_sums_block_serial` allocates nothing, so that a
+    small run loads it without numba's allocator (:mod:`psvm.jit`)."""
+    return (
+        np.empty((1, n_f)),
+        np.empty(n_f, dtype=np.int64),
+        np.empty(n_f, dtype=np.int16),
+        np.empty(n_used, dtype=np.int64),
+        np.empty(n_used),
+    )
+
+
 @njit(cache=True, nogil=True)
 def _sums_block_serial(
     rows, q0, indptr, indices, data, sq, fmap, FT, FT8, f_sq, f_n,
-    kernel_id, gamma, coef0, degree, coef, table, lanes,
+    kernel_id, gamma, coef0, degree, coef, table, lanes, scratch,
 ):  # fmt: skip
-    """:func:`_sums_block` in this thread, for little work (one row, a small model)."""
-    n_used, n_f = max(FT.shape[0], FT8.shape[0]), max(FT.shape[1], FT8.shape[1])
-    k, at, acc, ks, vs = _scratch(n_used, n_f)
+    """:func:`_sums_block` in this thread, for little work (one row, a small model), with
+    :func:`_serial_scratch`."""
+    k, at, acc, ks, vs = scratch
     for q in range(lanes.shape[0]):
         _sums_row(
             rows[q0 + q], lanes[q], k, at, acc, ks, vs, indptr, indices, data, sq, fmap, FT, FT8,
@@ -381,11 +408,14 @@ def _weighted_sums(
             f_n = f_sq[s0:s1].astype(np.int64) if table.size else _NO_N
             c = np.ascontiguousarray(coef[:, s0:s1])
             work = (r1 - r0) * (FT.size + FT8.size + c.size)
-            block = _sums_block if work >= parallel else _sums_block_serial
-            block(
+            args = (
                 rows, r0, indptr, indices, data, sq, fmap, FT, FT8, f_sq[s0:s1], f_n,
                 kid, gamma, coef0, degree, c, table, lanes,
             )  # fmt: skip
+            if work >= parallel:
+                _sums_block(*args)
+            else:
+                _sums_block_serial(*args, _serial_scratch(u.size, s1 - s0))
             fmap[u] = -1
         _lane_totals(lanes.reshape(-1, LANES), out[r0:r1].reshape(-1))
     return out

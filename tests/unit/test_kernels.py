@@ -12,9 +12,18 @@ import psvm.kernels as pk
 import psvm.kernels.csr as pk_csr
 import psvm.kernels.sums as pk_sums
 from psvm._params import KERNELS
-from psvm.kernels import column_csr, csc_cost, csr_arrays, kernel_matrix, kernel_sums, take_rows
+from psvm.kernels import (
+    column_csr,
+    csc_cost,
+    csr_arrays,
+    kernel_matrix,
+    kernel_sums,
+    take_rows,
+    transpose_csr,
+)
 from psvm.svc.columns import THREAD_WORK, LocalKernel, _parts, kernel_column
 from psvm.svc.packets import ROW, pack, pair_pre
+from psvm.svc.state import dense_csr, row_sums
 
 PARAMS = dict(gamma=0.3, coef0=0.7, degree=3)
 REFERENCE = {
@@ -411,3 +420,25 @@ def test_csr_of_is_the_matrix_scipy_builds(monkeypatch, bare):
         assert kept.data is X.data and kept.indices is X.indices and kept.indptr is X.indptr
     empty = pk.csr_of(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0), (0, 3))
     assert empty.shape == (0, 3) and empty.nnz == 0
+
+
+@pytest.mark.parametrize("n", [None, 3])
+def test_the_compiled_csr_helpers_match_scipy(n):
+    """take_rows, transpose_csr, row_sums and dense_csr (Python allocates, numba fills)."""
+    rng = np.random.default_rng(0)
+    dense = rng.random((40, 7)) * (rng.random((40, 7)) < 0.4)
+    X = sp.csr_matrix(dense)
+    rows = rng.permutation(40)[:n].astype(np.int64)
+    got = sp.csr_matrix(take_rows(*csr_arrays(X), rows)[::-1], shape=(rows.size, 7))
+    assert (got != X[rows]).nnz == 0
+    colptr, rowidx, cdata = transpose_csr(*csr_arrays(X), 7)
+    csc = X.tocsc()
+    assert np.array_equal(colptr, csc.indptr) and np.array_equal(rowidx, csc.indices)
+    assert np.array_equal(cdata, csc.data)
+    total, square = row_sums(*csr_arrays(X)[::2])
+    rows_of = np.repeat(np.arange(40), np.diff(X.indptr))
+    assert np.array_equal(total, np.bincount(rows_of, X.data, 40))
+    assert np.allclose(square, (dense**2).sum(1))
+    data, indices, indptr = dense_csr(dense)
+    assert np.array_equal(data, X.data) and np.array_equal(indices, X.indices)
+    assert np.array_equal(indptr, X.indptr)

@@ -185,7 +185,9 @@ def test_one_pass_helpers_match_their_numpy_forms():
     alpha = np.select([rng.random(n) < 0.3, rng.random(n) < 0.5], [C, 0.0], rng.random(n) * C)
     G = rng.normal(size=n)
     rows = np.flatnonzero(rng.random(n) < 0.8)
-    ub, lb, free = bias_terms(rows, y, alpha, C, G)
+    free = np.full(rows.size, np.nan)
+    ub, lb, k = bias_terms(rows, y, alpha, C, G, free)
+    free = free[:k]
     a, c, yg = alpha[rows], C[rows], y[rows] * G[rows]
     upper = ((a >= c) & (y[rows] < 0)) | ((a <= 0) & (y[rows] > 0))
     lower = ((a >= c) & (y[rows] > 0)) | ((a <= 0) & (y[rows] < 0))
