@@ -225,8 +225,9 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
 DEFERRED_NUMPY = ("numpy.f2py", "numpy.testing")
 
 
-def defer_numpy_modules(names: tuple[str, ...] = DEFERRED_NUMPY) -> None:
-    """Make ``names`` lazy modules (``importlib.util.LazyLoader``), loaded at their first use.
+def defer_numpy_modules() -> None:
+    """Make :data:`DEFERRED_NUMPY` lazy modules (``importlib.util.LazyLoader``), loaded at
+    their first use.
 
     ``import scipy.sparse`` clones numpy's namespace (its vendored array-api-compat) and so
     imports numpy's lazy submodules: these two cost 70-80 ms of each CLI run
@@ -235,7 +236,7 @@ def defer_numpy_modules(names: tuple[str, ...] = DEFERRED_NUMPY) -> None:
     """
     import numpy
 
-    for name in names:
+    for name in DEFERRED_NUMPY:
         if name in sys.modules:
             continue
         spec = importlib.util.find_spec(name)

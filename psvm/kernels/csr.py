@@ -1,5 +1,6 @@
 """CSR arrays as the kernels take them: canonical matrices, psvm's dtypes, rows taken,
-transposed or made feature-major, squared row norms (the contract: :mod:`psvm.kernels`)."""
+transposed or made feature-major, squared row norms (the contract: :mod:`psvm.kernels`).
+Python allocates the arrays that the compiled parts fill (allocations: :mod:`psvm.jit`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Whole-shard helpers: numba reductions over the dual state, row gathering, dense X to CSR.
 
-The compiled functions allocate no array (the callers pass them in): see
-:func:`psvm.jit.njit` on allocations and the CLI's start-up."""
+The compiled functions allocate no array (their callers pass them in), so that a run loads
+them without numba's allocator (:mod:`psvm.jit`)."""
 
 from __future__ import annotations
 
