@@ -250,13 +250,14 @@ def _sums_row(
         _weighted_row_sums(k, coef[p], lane_rows[p : p + 1])
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _scratch(n_used, n_f):
+def _serial_scratch(n_used: int, n_f: int) -> tuple:
     """A row's kernel values, table positions, int16 dot products and features in F's chunk
     (``n_used`` features, ``n_f`` vectors), once per run of rows (a row's own allocations
-    cost 5% of ijcnn1's reconstruction sums). Fresh arrays: LLVM then knows they alias
-    nothing (a9a's predictions took 10% longer with scratch passed in). Keep it in step
-    with :func:`_serial_scratch`."""
+    cost 5% of ijcnn1's reconstruction sums). From Python for :func:`_sums_block_serial`,
+    which so allocates nothing and a small run loads it without numba's allocator
+    (:mod:`psvm.jit`); compiled (:func:`_scratch`) inside the threads of
+    :func:`_sums_block`, where fresh arrays let LLVM know they alias nothing (a9a's
+    predictions took 10% longer with the scratch passed in)."""
     return (
         np.empty((1, n_f)),
         np.empty(n_f, dtype=np.int64),
@@ -264,6 +265,9 @@ def _scratch(n_used, n_f):
         np.empty(n_used, dtype=np.int64),
         np.empty(n_used),
     )
+
+
+_scratch = njit(cache=True, nogil=True, inline="always")(_serial_scratch)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -285,18 +289,6 @@ def _sums_block(
                 FT8, f_sq, f_n, kernel_id, gamma, coef0, degree, coef, table,
             )  # fmt: skip
     return lanes
-
-
-def _serial_scratch(n_used: int, n_f: int) -> tuple:
-    """:func:`_scratch` from Python: :func:`_sums_block_serial` allocates nothing, so that a
-    small run loads it without numba's allocator (:mod:`psvm.jit`)."""
-    return (
-        np.empty((1, n_f)),
-        np.empty(n_f, dtype=np.int64),
-        np.empty(n_f, dtype=np.int16),
-        np.empty(n_used, dtype=np.int64),
-        np.empty(n_used),
-    )
 
 
 @njit(cache=True, nogil=True)
