@@ -25,7 +25,10 @@ Run as users run psvm (no NUMBA_NUM_THREADS or other overrides):
 
 ``wall`` is the subprocess's wall time; ``reported`` is what psvm-train prints
 (``Wrote ... in X s``: reading, training and writing the model), so
-``wall - reported`` is start-up and shut-down outside psvm-train's own timer.
+``wall - reported`` is start-up and shut-down outside psvm-train's own timer. psvm-train
+flushes each line, so the time its ``Wrote`` line reaches this script splits that in two:
+``before`` (until the timer started: the interpreter, imports, MPI's start) and ``after``
+(the exit).
 Writes ``benchmarks/results/startup.{json,md}`` unless told otherwise.
 """
 
@@ -91,13 +94,24 @@ def clear_numba_cache(pkg: Path) -> int:
 
 
 def run(cmd: list[str], cwd: Path) -> dict:
-    t = time.perf_counter()
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
-    m = WROTE.search(r.stdout)
-    return {"wall": wall, "reported": float(m.group(1)) if m else None}
+    """Wall time, psvm-train's reported time, and the time its ``Wrote`` line came (it
+    flushes each line): before = that time - reported, after = the exit's - that time."""
+    with tempfile.TemporaryFile("w+") as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=err, text=True)
+        wrote, at = None, None
+        for line in proc.stdout:
+            if wrote is None and (wrote := WROTE.search(line)):
+                at = time.perf_counter() - t
+        code = proc.wait()
+        wall = time.perf_counter() - t
+        if code != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} failed ({code}):\n{err.read()[-3000:]}")
+    if wrote is None:
+        return {"wall": wall, "reported": None}
+    reported = float(wrote.group(1))
+    return {"wall": wall, "reported": reported, "before": at - reported, "after": wall - at}
 
 
 def best(cmd: list[str], cwd: Path, repeat: int) -> dict:
@@ -199,11 +213,11 @@ def main(argv=None) -> None:
 
     def add(part: str, what: str, r: dict, note: str = "") -> None:
         rows.append({"part": part, "what": what, **r, "note": note})
-        rep = "-" if r.get("reported") is None else f"{r['reported']:.2f}"
-        out = "-" if r.get("reported") is None else f"{r['wall'] - r['reported']:.2f}"
-        print(f"{part:2s} {what:44s} {r['wall']:8.2f} {rep:>8s} {out:>8s}  {note}", flush=True)
+        cells = " ".join(f"{c:>8s}" for c in _cells(r))
+        print(f"{part:2s} {what:44s} {r['wall']:8.2f} {cells}  {note}", flush=True)
 
-    print(f"{'':2s} {'command':44s} {'wall s':>8s} {'reported':>8s} {'outside':>8s}")
+    heads = ("reported", "outside", "before", "after")
+    print(f"{'':2s} {'command':44s} {'wall s':>8s} " + " ".join(f"{h:>8s}" for h in heads))
     with tempfile.TemporaryDirectory(prefix="psvm-startup-") as tmp:
         model = str(Path(tmp) / "m.model")
         main_1 = [train, "-c", "1", "-g", "0.05", MAIN_DATA, model]
@@ -275,20 +289,28 @@ def main(argv=None) -> None:
     write_output(a.md, "\n".join(markdown(doc)))
 
 
+def _cells(r: dict) -> list[str]:
+    """reported, outside (wall - reported), before and after the timer ('-': no such line)."""
+    if r.get("reported") is None:
+        return ["-"] * 4
+    values = (r["reported"], r["wall"] - r["reported"], r.get("before"), r.get("after"))
+    return ["-" if v is None else f"{v:.2f}" for v in values]
+
+
 def markdown(doc: dict) -> list[str]:
     m = doc["machine"]
     out = [
         f"psvm {doc['versions']['psvm git']}, {m['cpu']}, {m['cores']} cores; warm rows: "
         f"best of {doc['repeat']}. reported: psvm-train's own `Wrote ... in X s`; outside: "
-        "wall - reported (interpreter, imports, MPI start-up and exit).",
+        "wall - reported (interpreter, imports, MPI start-up and exit); before: until the timer "
+        "started (the `Wrote` line's arrival - reported); after: from that line to the exit.",
         "",
     ]
-    body = []
-    for r in doc["commands"]:
-        rep = r.get("reported")
-        rep_s, out_s = ("-", "-") if rep is None else (f"{rep:.2f}", f"{r['wall'] - rep:.2f}")
-        body.append([r["part"], r["what"], f"{r['wall']:.2f}", rep_s, out_s, r["note"]])
-    out += markdown_table(["", "command", "wall s", "reported s", "outside s", "note"], body)
+    body = [
+        [r["part"], r["what"], f"{r['wall']:.2f}", *_cells(r), r["note"]] for r in doc["commands"]
+    ]
+    heads = ["reported s", "outside s", "before s", "after s"]
+    out += markdown_table(["", "command", "wall s", *heads, "note"], body)
     for imp in doc["importtime"]:
         out.append(
             f"`python -X importtime {imp['command']}`: {imp['total_ms']:.0f} ms; by "

@@ -14,7 +14,7 @@ code and needs no literal copies: no psvm function gets either. A helper that on
 code calls needs no Python wrapper either: ``inner`` drops it.
 
 Allocation. numba allocates an array through a helper of ``numba.np.arrayobj``, so a cached
-function that allocates one loads only after that module (65-110 ms, with numba's unicode,
+function that allocates one loads only after that module (65-114 ms, with numba's unicode,
 hashing and random implementations). The compiled functions a small training run calls
 allocate nothing: their callers pass the arrays in. The parallel sums allocate their own
 scratch, which LLVM then knows aliases nothing (:func:`psvm.kernels.sums._scratch`).

@@ -25,7 +25,7 @@ from psvm.faces.gram_input import gram_fit_input
 from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
 from psvm.faces.results import fit_report
 from psvm.model import SVCModel
-from psvm.stats import Stats, reduce_stats
+from psvm.stats import Stats, progress_log, reduce_stats
 from psvm.svc.checkpoint import make_checkpoint_config
 from psvm.threads import check_threads, numba_threads, rank_threads
 
@@ -147,7 +147,7 @@ class KernelSVM(BaseEstimator):
         )
         stats = Stats()
         stats.values["n_threads"] = numba.get_num_threads()
-        log = print if self.verbose and comm.rank == 0 else None
+        log = progress_log(self.verbose and comm.rank == 0)
         hint = scale_hint(comm, data.X, params)
         if hint is not None:
             warnings.warn(hint, UserWarning, stacklevel=3)

@@ -8,10 +8,19 @@ combines the ranks once, at the end.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
+
+
+def progress_log(show: bool) -> Callable[..., None] | None:
+    """A fit's log (progress and summary lines): ``print`` flushing each line where ``show``
+    (rank 0, not quiet), else None. Under mpiexec a rank's stdout is a pipe, which Python
+    buffers until the exit; svm-train flushes each message as well."""
+    return functools.partial(print, flush=True) if show else None
 
 
 class _Timer:

@@ -1,5 +1,6 @@
 """psvm-train / psvm-predict: LIBSVM flags, bad input and bad options under mpiexec."""
 
+import io
 import os
 import subprocess
 import sys
@@ -500,3 +501,50 @@ def test_feature_index_0_is_read_as_svm_train_reads_it(tmp_path, libsvm_tools):
     assert r.returncode != 0 and "holds feature index 0, which the model has not" in r.stderr
     r = run_cli(TRAIN, ["--solver", "sgd", files["train0"], tmp_path / "sgd"], None)
     assert r.returncode != 0 and "feature index 0 is not >= 1" in r.stderr
+
+
+class _FlushTrackingStdout(io.StringIO):
+    """stdout that records what a print left unflushed when the next print starts."""
+
+    def __init__(self):
+        super().__init__()
+        self.pending, self.unflushed = "", []
+
+    def write(self, s: str) -> int:
+        if self.pending.endswith("\n"):  # a print's line sat in the buffer when more came
+            self.unflushed.append(self.pending)
+            self.pending = ""
+        self.pending += s
+        return super().write(s)
+
+    def flush(self) -> None:
+        self.pending = ""
+
+
+@pytest.mark.parametrize("flags", [[], ["--solver", "sgd", "--epochs", "3"]])
+def test_training_lines_are_flushed_as_they_come(tmp_path, monkeypatch, flags):
+    # under mpiexec a rank's stdout is a pipe, which Python buffers until the exit (no
+    # PYTHONUNBUFFERED): progress lines must not wait for it (svm-train flushes each one)
+    from psvm.cli._common import _protocol
+    from psvm.cli.train import USAGE, _body
+
+    data = tmp_path / "good.txt"
+    data.write_text(GOOD * 3)
+    out = _FlushTrackingStdout()
+    monkeypatch.setattr(sys, "stdout", out)
+    code = _protocol("psvm-train", USAGE, _body, [*flags, str(data), str(tmp_path / "m")])
+    assert code == 0
+    assert "Wrote" in out.getvalue() and out.getvalue().count("\n") >= 2
+    assert out.unflushed == [] and out.pending == ""
+
+
+@pytest.mark.parametrize("make", ["SVC", "SGDSVC"])
+def test_verbose_estimators_flush_each_line(monkeypatch, make):
+    import psvm
+
+    out = _FlushTrackingStdout()
+    monkeypatch.setattr(sys, "stdout", out)
+    X, y = np.array([[0.0, 1], [1, 0], [0, 2], [2, 0]]), np.array([0, 1, 0, 1])
+    getattr(psvm, make)(verbose=True).fit(X, y)
+    assert out.getvalue().count("\n") >= 1
+    assert out.unflushed == [] and out.pending == ""

@@ -180,7 +180,7 @@ def _body(argv: list[str]) -> int:
 
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
-    from psvm.stats import Stats
+    from psvm.stats import Stats, progress_log
     from psvm.svc.checkpoint import make_checkpoint_config
     from psvm.threads import apply_threads
 
@@ -203,7 +203,7 @@ def _body(argv: list[str]) -> int:
         },
     )
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
-    log = print if comm.rank == 0 and not opts["quiet"] else None
+    log = progress_log(comm.rank == 0 and not opts["quiet"])
     t0 = time.perf_counter()
     shard, classes = _load(comm, opts, params, log)
     stats = Stats()

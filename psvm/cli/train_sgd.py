@@ -85,7 +85,7 @@ def body(argv: list[str]) -> int:
     from psvm.sgd.msf import make_policy
     from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, make_problem
     from psvm.sgd.trainer import SGDTrainer
-    from psvm.stats import Stats, reduce_stats
+    from psvm.stats import Stats, progress_log, reduce_stats
     from psvm.threads import apply_threads
 
     opts = parse_args(argv)
@@ -100,7 +100,7 @@ def body(argv: list[str]) -> int:
         check_class_weights(opts["class_weight"])
     agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats")})
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
-    log = print if comm.rank == 0 and not opts["quiet"] else None
+    log = progress_log(comm.rank == 0 and not opts["quiet"])
     t0 = time.perf_counter()
     shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
     classes = integer_classes(comm, opts["train"], shard.classes)

@@ -22,7 +22,7 @@ from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
 from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, held_out, make_problem
 from psvm.sgd.trainer import SGDTrainer
-from psvm.stats import Stats, reduce_stats
+from psvm.stats import Stats, progress_log, reduce_stats
 from psvm.threads import check_threads, rank_threads
 
 
@@ -334,7 +334,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             validation=validation,
         )  # fmt: skip
         stats = Stats()
-        log = print if self.verbose and comm.rank == 0 else None
+        log = progress_log(self.verbose and comm.rank == 0)
         trainer = SGDTrainer(comm, prob, self._cfg, self._state, self._policy, stats, log)
         done = trainer.run(n_epochs, stop_on_tol=stop_on_tol)
         W, w0 = trainer.weights()
