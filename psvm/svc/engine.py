@@ -37,7 +37,9 @@ process K_ij is read from column i (the packets give the same bits).
 
 The timers are sampled on every 64th iteration (a timed iteration reads the
 clock six times, 20 ns a read: every 16th cost iris-poly 5% of its time);
-:class:`psvm.svc.solver.Solver` scales them to the whole run.
+:class:`psvm.svc.solver.Solver` scales them to the whole run. Computing a column
+(a miss, :func:`_miss`) is timed every time instead: its cost varies most (new
+memory, a column over every row), and one slow miss sampled counted 64 times.
 """
 
 from __future__ import annotations
@@ -83,9 +85,9 @@ TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
 # outputs (``out``): the gap and the extremes at the last test (those of the rows with
 # y = -1 apart: the nu types' Solver_NU; the same values otherwise)
 GAP_OUT, M_OUT, MINUS_M_OUT, M_NEG_OUT, MINUS_M_NEG_OUT, N_OUT = range(6)
-# counters (``counts``) and sampled timers (``timers``)
+# counters (``counts``), sampled timers and the misses' exact time (``timers``)
 C_ELIMINATED, C_TIMED, C_TRACE, C_ROUND1, C_ROUND2, N_COUNTS = range(6)
-T_SELECT, T_COMM, T_KERNEL, T_UPDATE, N_TIMERS = range(5)
+T_SELECT, T_COMM, T_KERNEL, T_UPDATE, T_MISSES, N_TIMERS = range(6)
 # the INFO block after the two packets of round 1
 INFO_CLOCK, INFO_ACTIVE, INFO_KEEP, INFO_WINDOW, INFO = range(5)
 TIMED_EVERY = 64  # iterations per timed one
@@ -103,7 +105,15 @@ def _from_pre1(kernel_id, v):
 
 
 @inner
-def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
+def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit, ctl_i, ts, timers):
+    """:func:`_fill`, its time added to ``timers[T_MISSES]`` (every miss, not sampled)."""
+    t = now(ctl_i[CLOCK_FN], ts)
+    _fill(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
+    timers[T_MISSES] += now(ctl_i[CLOCK_FN], ts) - t
+
+
+@inner
+def _fill(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
     """Fill slot s (a miss, or a hit on an incomplete column): carry the column over from
     the previous window if it is there, then compute the rows it still lacks, or all."""
     if not hit:
@@ -441,10 +451,11 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     s_i, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_i[RKEY]), -1
     )
+    missed = timers[T_MISSES]  # (a miss times itself: the lap leaves its time out)
     if not (hit and complete[s_i]):
-        _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit)
+        _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit, ctl_i, ts, timers)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
     if ctl_i[FIRST_ORDER] != 0:
         p_j = recv1[r_j, size : 2 * size]
     else:  # r_j becomes the rank of round 2's winner
@@ -468,10 +479,11 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     s_j, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_j[RKEY]), s_i
     )
+    missed = timers[T_MISSES]
     if not (hit and complete[s_j]):  # the slot of column i stays
-        _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit)
+        _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit, ctl_i, ts, timers)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
     q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
@@ -516,9 +528,10 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
     _, _, y, alpha, C, G, QD, act, _, up, low, obj = win[:12]
     pool, meta = cache[cc.POOL], cache[cc.META]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
-    s_i = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, i, -1)
+    missed = timers[T_MISSES]  # (a miss times itself: the lap leaves its time out)
+    s_i = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, i, -1)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
     if ctl_i[FIRST_ORDER] == 0:
         _, j = second_order_inlined(low, QD, col_i, out[M_OUT], QD[i], obj)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
@@ -530,9 +543,10 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
         y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], K_ij
     )
     c_i, c_j = y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
-    s_j = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, j, s_i)
+    missed = timers[T_MISSES]
+    s_j = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, j, s_i)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
     alpha[i], alpha[j] = a_i, a_j
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
@@ -540,7 +554,7 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, q, keep):
+def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, q, keep):
     """The cache slot of window position q's column, filled on a miss from q's packet
     (packed then only, into ``send2``)."""
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
@@ -553,7 +567,7 @@ def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, q, keep):
     if not (hit and complete[s]):
         packet = bufs[2]
         pack(packet, 0.0, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
-        _miss(cache, ker, kp, packet, width, all_pos, bufs[4], bufs[5], s, hit)
+        _miss(cache, ker, kp, packet, width, all_pos, bufs[4], bufs[5], s, hit, ctl_i, ts, timers)
     return s
 
 
@@ -609,14 +623,14 @@ def _key(recv, off, r):
 
 
 @njit(cache=True, nogil=True)
-def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep):
+def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep, ctl_i, ts, timers):
     """The slot of ``packet``'s column, computed if missing; ``keep``'s slot stays."""
     _, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     gkeys, gtable = cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE]
     g = np.int64(packet[RKEY])
     s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep)
     if not (hit and complete[s]):
-        _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit)
+        _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit, ctl_i, ts, timers)
     return s
 
 
@@ -631,11 +645,15 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_p = recv1[max(r_p, 0), :size]
     p_n = recv1[max(r_n, 0), 2 * size : 3 * size]
-    s_p = _column(cache, ker, kp, p_p, width, all_pos, idx, part, -1) if r_p >= 0 else -1
-    s_n = _column(cache, ker, kp, p_n, width, all_pos, idx, part, s_p) if r_n >= 0 else -1
+    missed = timers[T_MISSES]  # (a miss times itself: the lap leaves its time out)
+    s_p = s_n = -1
+    if r_p >= 0:
+        s_p = _column(cache, ker, kp, p_p, width, all_pos, idx, part, -1, ctl_i, ts, timers)
+    if r_n >= 0:
+        s_n = _column(cache, ker, kp, p_n, width, all_pos, idx, part, s_p, ctl_i, ts, timers)
     col_p = cc.column(pool, width_c, s_p if s_p >= 0 else s_n)
     col_n = cc.column(pool, width_c, s_n if s_n >= 0 else s_p)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
     key, q = second_order_nu(
         y, low, QD, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
     )
@@ -655,9 +673,10 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     p_i = p_p if pos else p_n
     K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-    s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i)
+    missed = timers[T_MISSES]
+    s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i, ctl_i, ts, timers)
     col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
     q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)

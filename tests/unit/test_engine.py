@@ -192,6 +192,52 @@ def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
     assert 0 < seconds["kernel"] <= seconds["train"] < 1.0
 
 
+def test_misses_are_timed_each_and_not_scaled():
+    """The misses' own time (every miss timed) joins kernel unscaled, and a stall cut leaves
+    it whole: the sampled timers share what is left of the engine's time."""
+    from psvm.svc import solver
+
+    timers = np.zeros(engine.N_TIMERS)
+    timers[[engine.T_SELECT, engine.T_KERNEL, engine.T_MISSES]] = 0.001, 0.003, 0.05
+    plain = solver.sampled_seconds(timers, 640, 10, 1.0)
+    assert plain["kernel"] == pytest.approx(0.192 + 0.05) and plain["select"] == 0.064
+    cut = solver.sampled_seconds(timers, 640, 10, 0.09)  # 0.04 s left for the sampled ones
+    assert cut["kernel"] == pytest.approx(0.03 + 0.05) and cut["select"] == pytest.approx(0.01)
+    assert solver.sampled_seconds(timers, 640, 10, 0.01)["kernel"] == 0.05
+
+
+def test_every_miss_reads_the_clock_around_its_column(monkeypatch):
+    """A clock that advances one second a read: each miss adds exactly one second, so the
+    misses' timer counts them (heuristic none: every column is computed whole, never carried)."""
+    import ctypes
+
+    from psvm.svc import solver
+
+    calls = itertools.count()
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64))
+    def clock(_, ts):
+        ts[0], ts[1] = next(calls), 0
+        return 0
+
+    seen = []
+
+    def recording(*args):
+        event = real(*args)
+        seen.append(args[11][engine.T_MISSES])
+        return event
+
+    real = engine.run_serial
+    monkeypatch.setattr(solver, "CLOCK_FN", ctypes.cast(clock, ctypes.c_void_p).value)
+    monkeypatch.setattr(engine, "run_serial", recording)
+    X, y = load_iris(return_X_y=True)
+    clf = psvm.SVC(heuristic="none").fit(X[y > 0], y[y > 0])
+    misses = clf.fit_stats_["counts"]["cache_misses"]
+    assert misses > 2 and seen[-1] == misses
+    # the fake seconds far exceed the engine's real time: kernel is the misses' alone
+    assert clf.fit_stats_["seconds_max"]["kernel"] == misses
+
+
 def test_iteration_limits():
     """-1 is no limit (scikit-learn's), None svm-train's max(10^7, 100 l), 0 stops at once."""
     from psvm.svc.solver import max_iterations
