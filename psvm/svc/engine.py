@@ -37,9 +37,10 @@ process K_ij is read from column i (the packets give the same bits).
 
 The timers are sampled on every 64th iteration (a timed iteration reads the
 clock six times, 20 ns a read: every 16th cost iris-poly 5% of its time);
-:class:`psvm.svc.solver.Solver` scales them to the whole run. Computing a column
-(a miss, :func:`_miss`) is timed every time instead: its cost varies most (new
-memory, a column over every row), and one slow miss sampled counted 64 times.
+:class:`psvm.svc.solver.Solver` scales them to the whole run. Filling a column (a
+miss, or a column carried over or completed: :func:`_miss`) is timed every time
+instead: its cost varies most (new memory, a column over every row), and one slow
+fill sampled counted 64 times.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
 # outputs (``out``): the gap and the extremes at the last test (those of the rows with
 # y = -1 apart: the nu types' Solver_NU; the same values otherwise)
 GAP_OUT, M_OUT, MINUS_M_OUT, M_NEG_OUT, MINUS_M_NEG_OUT, N_OUT = range(6)
-# counters (``counts``), sampled timers and the misses' exact time (``timers``)
+# counters (``counts``), sampled timers and the column fills' exact time (``timers``)
 C_ELIMINATED, C_TIMED, C_TRACE, C_ROUND1, C_ROUND2, N_COUNTS = range(6)
 T_SELECT, T_COMM, T_KERNEL, T_UPDATE, T_MISSES, N_TIMERS = range(6)
 # the INFO block after the two packets of round 1
@@ -106,7 +107,7 @@ def _from_pre1(kernel_id, v):
 
 @inner
 def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit, ctl_i, ts, timers):
-    """:func:`_fill`, its time added to ``timers[T_MISSES]`` (every miss, not sampled)."""
+    """:func:`_fill`, its time added to ``timers[T_MISSES]`` (every fill, not sampled)."""
     t = now(ctl_i[CLOCK_FN], ts)
     _fill(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
     timers[T_MISSES] += now(ctl_i[CLOCK_FN], ts) - t
@@ -147,6 +148,13 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
         cache[cc.COMPLETE][s] = True
     else:
         kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, col, ker[0][-1])
+
+
+@inner(_nrt=False)
+def _kernel_lap(timed, ctl_i, ts, timers, since, missed):
+    """:func:`_lap` of T_KERNEL less the columns filled meanwhile, which :func:`_miss` timed
+    (``missed``: T_MISSES when the lap began)."""
+    return _lap(timed, ctl_i, ts, timers, T_KERNEL, since + (timers[T_MISSES] - missed))
 
 
 @inner(_nrt=False)
@@ -451,11 +459,11 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     s_i, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_i[RKEY]), -1
     )
-    missed = timers[T_MISSES]  # (a miss times itself: the lap leaves its time out)
+    missed = timers[T_MISSES]
     if not (hit and complete[s_i]):
         _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit, ctl_i, ts, timers)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
+    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
     if ctl_i[FIRST_ORDER] != 0:
         p_j = recv1[r_j, size : 2 * size]
     else:  # r_j becomes the rank of round 2's winner
@@ -483,7 +491,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     if not (hit and complete[s_j]):  # the slot of column i stays
         _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit, ctl_i, ts, timers)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
+    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
     q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
@@ -528,10 +536,10 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
     _, _, y, alpha, C, G, QD, act, _, up, low, obj = win[:12]
     pool, meta = cache[cc.POOL], cache[cc.META]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
-    missed = timers[T_MISSES]  # (a miss times itself: the lap leaves its time out)
+    missed = timers[T_MISSES]
     s_i = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, i, -1)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
+    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
     if ctl_i[FIRST_ORDER] == 0:
         _, j = second_order_inlined(low, QD, col_i, out[M_OUT], QD[i], obj)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
@@ -546,7 +554,7 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
     missed = timers[T_MISSES]
     s_j = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, j, s_i)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
+    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
     alpha[i], alpha[j] = a_i, a_j
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
@@ -645,7 +653,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_p = recv1[max(r_p, 0), :size]
     p_n = recv1[max(r_n, 0), 2 * size : 3 * size]
-    missed = timers[T_MISSES]  # (a miss times itself: the lap leaves its time out)
+    missed = timers[T_MISSES]
     s_p = s_n = -1
     if r_p >= 0:
         s_p = _column(cache, ker, kp, p_p, width, all_pos, idx, part, -1, ctl_i, ts, timers)
@@ -653,7 +661,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
         s_n = _column(cache, ker, kp, p_n, width, all_pos, idx, part, s_p, ctl_i, ts, timers)
     col_p = cc.column(pool, width_c, s_p if s_p >= 0 else s_n)
     col_n = cc.column(pool, width_c, s_n if s_n >= 0 else s_p)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
+    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
     key, q = second_order_nu(
         y, low, QD, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
     )
@@ -676,7 +684,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     missed = timers[T_MISSES]
     s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i, ctl_i, ts, timers)
     col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
-    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t + timers[T_MISSES] - missed)
+    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
     q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)

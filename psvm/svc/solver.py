@@ -81,10 +81,11 @@ ENGINE_TIMERS = (  # the engine's sampled phase timers, as the statistics name t
 
 def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds: float) -> dict:
     """The engine's timers (select, comm, kernel, update), sampled on one iteration in
-    ``TIMED_EVERY``, scaled to all ``n_iter`` iterations; kernel adds the misses' own time,
-    which every miss measures. A stall of the machine in a timed iteration counts
-    ``TIMED_EVERY`` times (a w8a fit once read 1.55 s of kernel in 0.89 s of training): the
-    sampled sum is then cut, in proportion, to the rest of the engine calls' own time."""
+    ``TIMED_EVERY``, scaled to all ``n_iter`` iterations; kernel adds the column fills' own
+    time (misses, columns carried over or completed), which every fill measures. A stall of
+    the machine in a timed iteration counts ``TIMED_EVERY`` times (a w8a fit once read 1.55 s
+    of kernel in 0.89 s of training): the sampled sum is then cut, in proportion, to the rest
+    of the engine calls' own time."""
     scale = max(n_iter, 1) / max(timed, 1)
     seconds = {name: float(timers[k]) * scale for name, k in ENGINE_TIMERS}
     missed = float(timers[E.T_MISSES])

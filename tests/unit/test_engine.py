@@ -169,7 +169,7 @@ def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):
 
 def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
     """A stall in a timed iteration counts TIMED_EVERY times: the four sampled timers are cut,
-    in proportion, to the time the engine calls took."""
+    in proportion, to the time the engine calls took (less the column fills' own)."""
     from psvm.svc import solver
 
     timers = np.zeros(engine.N_TIMERS)
@@ -206,36 +206,45 @@ def test_misses_are_timed_each_and_not_scaled():
     assert solver.sampled_seconds(timers, 640, 10, 0.01)["kernel"] == 0.05
 
 
-def test_every_miss_reads_the_clock_around_its_column(monkeypatch):
-    """A clock that advances one second a read: each miss adds exactly one second, so the
-    misses' timer counts them (heuristic none: every column is computed whole, never carried)."""
+@pytest.mark.parametrize(
+    "make, loop, slot",  # the engine loop, in the solver's slot for it
+    [
+        (psvm.SVC, "run_serial", "run_serial"),
+        (psvm.SVC, "run", "run_serial"),  # the packets' loop on one process (a copy)
+        (psvm.NuSVC, "run_nu", "run_nu"),
+    ],
+    ids=["one process", "packets", "nu"],
+)
+def test_every_miss_reads_the_clock_around_its_column(monkeypatch, make, loop, slot):
+    """A clock that advances a million seconds a read: each miss adds exactly that, so the
+    misses' timer counts them (heuristic none: every column is computed whole, never carried
+    or completed), and the engine's real time leaves nothing for the sampled timers."""
     import ctypes
 
     from psvm.svc import solver
 
-    calls = itertools.count()
+    calls, step = itertools.count(), 10**6
 
     @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64))
     def clock(_, ts):
-        ts[0], ts[1] = next(calls), 0
+        ts[0], ts[1] = step * next(calls), 0
         return 0
 
     seen = []
+    real = getattr(engine, loop)
 
     def recording(*args):
         event = real(*args)
         seen.append(args[11][engine.T_MISSES])
         return event
 
-    real = engine.run_serial
     monkeypatch.setattr(solver, "CLOCK_FN", ctypes.cast(clock, ctypes.c_void_p).value)
-    monkeypatch.setattr(engine, "run_serial", recording)
+    monkeypatch.setattr(engine, slot, recording)
     X, y = load_iris(return_X_y=True)
-    clf = psvm.SVC(heuristic="none").fit(X[y > 0], y[y > 0])
+    clf = make(heuristic="none").fit(X[y > 0], y[y > 0])
     misses = clf.fit_stats_["counts"]["cache_misses"]
-    assert misses > 2 and seen[-1] == misses
-    # the fake seconds far exceed the engine's real time: kernel is the misses' alone
-    assert clf.fit_stats_["seconds_max"]["kernel"] == misses
+    assert misses > 2 and seen[-1] == step * misses
+    assert clf.fit_stats_["seconds_max"]["kernel"] == step * misses
 
 
 def test_iteration_limits():
