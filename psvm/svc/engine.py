@@ -35,12 +35,13 @@ and its helpers are compiled without reference counting (``_nrt=False``: they
 allocate nothing), which cost a third of a small problem's time. With one
 process K_ij is read from column i (the packets give the same bits).
 
-The timers are sampled on every 64th iteration (a timed iteration reads the
-clock six times, 20 ns a read: every 16th cost iris-poly 5% of its time);
+The phase timers are sampled on every 64th iteration (a timed iteration reads
+the clock a few times, 20 ns a read: every 16th cost iris-poly 5% of its time);
 :class:`psvm.svc.solver.Solver` scales them to the whole run. Filling a column (a
-miss, or a column carried over or completed: :func:`_miss`) is timed every time
-instead: its cost varies most (new memory, a column over every row), and one slow
-fill sampled counted 64 times.
+miss, or a column carried over or completed: :func:`_miss`) and the Allgathers
+(:func:`_gather`) are timed every time instead: their costs vary most (new memory,
+a column over every row; a wait for the other ranks), and one slow call sampled
+counted 64 times.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
 # outputs (``out``): the gap and the extremes at the last test (those of the rows with
 # y = -1 apart: the nu types' Solver_NU; the same values otherwise)
 GAP_OUT, M_OUT, MINUS_M_OUT, M_NEG_OUT, MINUS_M_NEG_OUT, N_OUT = range(6)
-# counters (``counts``), sampled timers and the column fills' exact time (``timers``)
+# counters (``counts``); sampled timers, the Allgathers' and the column fills' times (``timers``)
 C_ELIMINATED, C_TIMED, C_TRACE, C_ROUND1, C_ROUND2, N_COUNTS = range(6)
 T_SELECT, T_COMM, T_KERNEL, T_UPDATE, T_MISSES, N_TIMERS = range(6)
 # the INFO block after the two packets of round 1
@@ -148,6 +149,16 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
         cache[cc.COMPLETE][s] = True
     else:
         kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, col, ker[0][-1])
+
+
+@inner(_nrt=False)
+def _gather(mpi, send, recv, ctl_i, ts, timers):
+    """The Allgather (its error code), its time added to ``timers[T_COMM]`` on every call: a
+    rank's wait for the others' jitter has a long tail, which sampling counted 64 times."""
+    t = now(ctl_i[CLOCK_FN], ts)
+    code = allgather(mpi, send, recv)
+    timers[T_COMM] += now(ctl_i[CLOCK_FN], ts) - t
+    return code
 
 
 @inner(_nrt=False)
@@ -311,9 +322,9 @@ def _exchange(send1, recv1, base, window, mpi, ctl_i, ctl_f, counts, timers, ts,
     info[INFO_ACTIVE], info[INFO_KEEP], info[INFO_WINDOW] = ctl_i[N_ACTIVE], ctl_i[N_KEEP], window
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     counts[C_ROUND1] += 1
-    if allgather(mpi, send1, recv1) != 0:
+    if _gather(mpi, send1, recv1, ctl_i, ts, timers) != 0:
         return MPI_ERROR, t
-    t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
+    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     n_keep = column_total(recv1, base + INFO_KEEP)
     n_window = column_total(recv1, base + INFO_WINDOW)
     return _events(ctl_i, ctl_f, recv1[0, base + INFO_CLOCK], n_keep, n_window), t
@@ -471,9 +482,9 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
         pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
-        if allgather(mpi, send2, recv2) != 0:
+        if _gather(mpi, send2, recv2, ctl_i, ts, timers) != 0:
             return MPI_ERROR
-        t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
+        t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
         r_j = winner_rank(recv2, 0, False)
         if r_j < 0:  # no violating partner for i on any rank
             out[GAP_OUT] = 0.0
@@ -668,9 +679,9 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     counts[C_ROUND2] += 1
-    if allgather(mpi, send2, recv2) != 0:
+    if _gather(mpi, send2, recv2, ctl_i, ts, timers) != 0:
         return MPI_ERROR
-    t = _lap(timed, ctl_i, ts, timers, T_COMM, t)
+    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     r_j = winner_rank(recv2, 0, False)
     if r_j < 0:
         out[GAP_OUT] = 0.0

@@ -73,26 +73,26 @@ TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 FIRST_CALL_ROWS = 10**7  # the first engine call's iterations times the variables, about
 ENGINE_TIMERS = (  # the engine's sampled phase timers, as the statistics name them
     ("select", E.T_SELECT),
-    ("comm", E.T_COMM),
     ("kernel", E.T_KERNEL),
     ("update", E.T_UPDATE),
 )
 
 
 def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds: float) -> dict:
-    """The engine's timers (select, comm, kernel, update), sampled on one iteration in
-    ``TIMED_EVERY``, scaled to all ``n_iter`` iterations; kernel adds the column fills' own
-    time (misses, columns carried over or completed), which every fill measures. A stall of
-    the machine in a timed iteration counts ``TIMED_EVERY`` times (a w8a fit once read 1.55 s
-    of kernel in 0.89 s of training): the sampled sum is then cut, in proportion, to the rest
-    of the engine calls' own time."""
+    """The engine's phase times: select, kernel and update sampled on one iteration in
+    ``TIMED_EVERY`` and scaled to all ``n_iter`` iterations; comm (the Allgathers) and the
+    column fills (misses, columns carried over or completed, added to kernel) timed on every
+    call. A stall of the machine in a timed iteration counts ``TIMED_EVERY`` times (a w8a fit
+    once read 1.55 s of kernel in 0.89 s of training): the sampled sum is then cut, in
+    proportion, to the rest of the engine calls' own time."""
     scale = max(n_iter, 1) / max(timed, 1)
     seconds = {name: float(timers[k]) * scale for name, k in ENGINE_TIMERS}
-    missed = float(timers[E.T_MISSES])
-    rest, total = max(engine_seconds - missed, 0.0), sum(seconds.values())
+    comm, fills = float(timers[E.T_COMM]), float(timers[E.T_MISSES])
+    rest, total = max(engine_seconds - comm - fills, 0.0), sum(seconds.values())
     if total > rest:
         seconds = {name: v * rest / total for name, v in seconds.items()}
-    seconds["kernel"] += missed
+    seconds["kernel"] += fills
+    seconds["comm"] = comm
     return seconds
 
 

@@ -168,7 +168,7 @@ def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):
 
 
 def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
-    """A stall in a timed iteration counts TIMED_EVERY times: the four sampled timers are cut,
+    """A stall in a timed iteration counts TIMED_EVERY times: the three sampled timers are cut,
     in proportion, to the time the engine calls took (less the column fills' own)."""
     from psvm.svc import solver
 
@@ -192,17 +192,21 @@ def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
     assert 0 < seconds["kernel"] <= seconds["train"] < 1.0
 
 
-def test_misses_are_timed_each_and_not_scaled():
-    """The misses' own time (every miss timed) joins kernel unscaled, and a stall cut leaves
-    it whole: the sampled timers share what is left of the engine's time."""
+def test_fills_and_allgathers_are_timed_each_and_not_scaled():
+    """The column fills' and the Allgathers' own times (every call timed) count unscaled, and
+    a stall cut leaves them whole: the sampled timers share what is left of the engine's."""
     from psvm.svc import solver
 
     timers = np.zeros(engine.N_TIMERS)
-    timers[[engine.T_SELECT, engine.T_KERNEL, engine.T_MISSES]] = 0.001, 0.003, 0.05
+    timers[[engine.T_SELECT, engine.T_KERNEL, engine.T_MISSES, engine.T_COMM]] = (
+        0.001, 0.003, 0.05, 0.02,
+    )  # fmt: skip
     plain = solver.sampled_seconds(timers, 640, 10, 1.0)
     assert plain["kernel"] == pytest.approx(0.192 + 0.05) and plain["select"] == 0.064
-    cut = solver.sampled_seconds(timers, 640, 10, 0.09)  # 0.04 s left for the sampled ones
+    assert plain["comm"] == 0.02
+    cut = solver.sampled_seconds(timers, 640, 10, 0.11)  # 0.04 s left for the sampled ones
     assert cut["kernel"] == pytest.approx(0.03 + 0.05) and cut["select"] == pytest.approx(0.01)
+    assert cut["comm"] == 0.02
     assert solver.sampled_seconds(timers, 640, 10, 0.01)["kernel"] == 0.05
 
 
@@ -215,10 +219,11 @@ def test_misses_are_timed_each_and_not_scaled():
     ],
     ids=["one process", "packets", "nu"],
 )
-def test_every_miss_reads_the_clock_around_its_column(monkeypatch, make, loop, slot):
-    """A clock that advances a million seconds a read: each miss adds exactly that, so the
-    misses' timer counts them (heuristic none: every column is computed whole, never carried
-    or completed), and the engine's real time leaves nothing for the sampled timers."""
+def test_every_miss_and_allgather_reads_the_clock_around_itself(monkeypatch, make, loop, slot):
+    """A clock that advances a million seconds a read: each miss and each Allgather adds
+    exactly that, so their timers count them (heuristic none: every column is computed whole,
+    never carried or completed), and the engine's real time leaves nothing for the sampled
+    timers."""
     import ctypes
 
     from psvm.svc import solver
@@ -235,7 +240,8 @@ def test_every_miss_reads_the_clock_around_its_column(monkeypatch, make, loop, s
 
     def recording(*args):
         event = real(*args)
-        seen.append(args[11][engine.T_MISSES])
+        counts = args[10]
+        seen.append((args[11][engine.T_MISSES], counts[engine.C_ROUND1] + counts[engine.C_ROUND2]))
         return event
 
     monkeypatch.setattr(solver, "CLOCK_FN", ctypes.cast(clock, ctypes.c_void_p).value)
@@ -243,8 +249,10 @@ def test_every_miss_reads_the_clock_around_its_column(monkeypatch, make, loop, s
     X, y = load_iris(return_X_y=True)
     clf = make(heuristic="none").fit(X[y > 0], y[y > 0])
     misses = clf.fit_stats_["counts"]["cache_misses"]
-    assert misses > 2 and seen[-1] == step * misses
-    assert clf.fit_stats_["seconds_max"]["kernel"] == step * misses
+    fills, rounds = seen[-1]  # Allgathers: none in the one-process loop
+    assert misses > 2 and fills == step * misses and (rounds > 0) == (loop != "run_serial")
+    seconds = clf.fit_stats_["seconds_max"]
+    assert seconds["kernel"] == step * misses and seconds["comm"] == step * rounds
 
 
 def test_iteration_limits():
