@@ -89,7 +89,7 @@ TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
 GAP_OUT, M_OUT, MINUS_M_OUT, M_NEG_OUT, MINUS_M_NEG_OUT, N_OUT = range(6)
 # counters (``counts``); sampled timers, the Allgathers' and the column fills' times (``timers``)
 C_ELIMINATED, C_TIMED, C_TRACE, C_ROUND1, C_ROUND2, N_COUNTS = range(6)
-T_SELECT, T_COMM, T_KERNEL, T_UPDATE, T_MISSES, N_TIMERS = range(6)
+T_SELECT, T_COMM, T_KERNEL, T_UPDATE, T_FILLS, N_TIMERS = range(6)
 # the INFO block after the two packets of round 1
 INFO_CLOCK, INFO_ACTIVE, INFO_KEEP, INFO_WINDOW, INFO = range(5)
 TIMED_EVERY = 64  # iterations per timed one
@@ -108,10 +108,10 @@ def _from_pre1(kernel_id, v):
 
 @inner
 def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit, ctl_i, ts, timers):
-    """:func:`_fill`, its time added to ``timers[T_MISSES]`` (every fill, not sampled)."""
+    """:func:`_fill`, its time added to ``timers[T_FILLS]`` (every fill, not sampled)."""
     t = now(ctl_i[CLOCK_FN], ts)
     _fill(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
-    timers[T_MISSES] += now(ctl_i[CLOCK_FN], ts) - t
+    timers[T_FILLS] += now(ctl_i[CLOCK_FN], ts) - t
 
 
 @inner
@@ -151,7 +151,7 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
         kernel_column(ker, kp, idx[:nnz], val, packet[SQ], all_pos, col, ker[0][-1])
 
 
-@inner(_nrt=False)
+@inner(_nrt=False, inline="always")
 def _gather(mpi, send, recv, ctl_i, ts, timers):
     """The Allgather (its error code), its time added to ``timers[T_COMM]`` on every call: a
     rank's wait for the others' jitter has a long tail, which sampling counted 64 times."""
@@ -164,8 +164,8 @@ def _gather(mpi, send, recv, ctl_i, ts, timers):
 @inner(_nrt=False)
 def _kernel_lap(timed, ctl_i, ts, timers, since, missed):
     """:func:`_lap` of T_KERNEL less the columns filled meanwhile, which :func:`_miss` timed
-    (``missed``: T_MISSES when the lap began)."""
-    return _lap(timed, ctl_i, ts, timers, T_KERNEL, since + (timers[T_MISSES] - missed))
+    (``missed``: T_FILLS when the lap began)."""
+    return _lap(timed, ctl_i, ts, timers, T_KERNEL, since + (timers[T_FILLS] - missed))
 
 
 @inner(_nrt=False)
@@ -470,7 +470,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     s_i, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_i[RKEY]), -1
     )
-    missed = timers[T_MISSES]
+    missed = timers[T_FILLS]
     if not (hit and complete[s_i]):
         _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit, ctl_i, ts, timers)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
@@ -498,7 +498,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     s_j, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_j[RKEY]), s_i
     )
-    missed = timers[T_MISSES]
+    missed = timers[T_FILLS]
     if not (hit and complete[s_j]):  # the slot of column i stays
         _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit, ctl_i, ts, timers)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
@@ -547,7 +547,7 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
     _, _, y, alpha, C, G, QD, act, _, up, low, obj = win[:12]
     pool, meta = cache[cc.POOL], cache[cc.META]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
-    missed = timers[T_MISSES]
+    missed = timers[T_FILLS]
     s_i = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, i, -1)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
     t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
@@ -562,7 +562,7 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
         y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], K_ij
     )
     c_i, c_j = y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
-    missed = timers[T_MISSES]
+    missed = timers[T_FILLS]
     s_j = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, j, s_i)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
     t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
@@ -664,7 +664,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_p = recv1[max(r_p, 0), :size]
     p_n = recv1[max(r_n, 0), 2 * size : 3 * size]
-    missed = timers[T_MISSES]
+    missed = timers[T_FILLS]
     s_p = s_n = -1
     if r_p >= 0:
         s_p = _column(cache, ker, kp, p_p, width, all_pos, idx, part, -1, ctl_i, ts, timers)
@@ -692,7 +692,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     p_i = p_p if pos else p_n
     K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-    missed = timers[T_MISSES]
+    missed = timers[T_FILLS]
     s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i, ctl_i, ts, timers)
     col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
     t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)

@@ -87,7 +87,7 @@ def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds:
     proportion, to the rest of the engine calls' own time."""
     scale = max(n_iter, 1) / max(timed, 1)
     seconds = {name: float(timers[k]) * scale for name, k in ENGINE_TIMERS}
-    comm, fills = float(timers[E.T_COMM]), float(timers[E.T_MISSES])
+    comm, fills = float(timers[E.T_COMM]), float(timers[E.T_FILLS])
     rest, total = max(engine_seconds - comm - fills, 0.0), sum(seconds.values())
     if total > rest:
         seconds = {name: v * rest / total for name, v in seconds.items()}

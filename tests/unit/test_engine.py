@@ -198,7 +198,7 @@ def test_fills_and_allgathers_are_timed_each_and_not_scaled():
     from psvm.svc import solver
 
     timers = np.zeros(engine.N_TIMERS)
-    timers[[engine.T_SELECT, engine.T_KERNEL, engine.T_MISSES, engine.T_COMM]] = (
+    timers[[engine.T_SELECT, engine.T_KERNEL, engine.T_FILLS, engine.T_COMM]] = (
         0.001, 0.003, 0.05, 0.02,
     )  # fmt: skip
     plain = solver.sampled_seconds(timers, 640, 10, 1.0)
@@ -241,7 +241,7 @@ def test_every_miss_and_allgather_reads_the_clock_around_itself(monkeypatch, mak
     def recording(*args):
         event = real(*args)
         counts = args[10]
-        seen.append((args[11][engine.T_MISSES], counts[engine.C_ROUND1] + counts[engine.C_ROUND2]))
+        seen.append((args[11][engine.T_FILLS], counts[engine.C_ROUND1] + counts[engine.C_ROUND2]))
         return event
 
     monkeypatch.setattr(solver, "CLOCK_FN", ctypes.cast(clock, ctypes.c_void_p).value)
