@@ -107,11 +107,15 @@ def _from_pre1(kernel_id, v):
 
 
 @inner
-def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit, ctl_i, ts, timers):
-    """:func:`_fill`, its time added to ``timers[T_FILLS]`` (every fill, not sampled)."""
+def _miss(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit, ctl_i, ts, timers, timed):
+    """:func:`_fill`, its time added to ``timers[T_FILLS]`` (every fill, not sampled) and, on
+    a timed iteration, taken out of the sampled kernel lap that holds it."""
     t = now(ctl_i[CLOCK_FN], ts)
     _fill(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit)
-    timers[T_FILLS] += now(ctl_i[CLOCK_FN], ts) - t
+    d = now(ctl_i[CLOCK_FN], ts) - t
+    timers[T_FILLS] += d
+    if timed:
+        timers[T_KERNEL] -= d
 
 
 @inner
@@ -153,19 +157,14 @@ def _compute(cache, ker, kp, packet, row_width, all_pos, idx, part, s, hit):
 
 @inner(_nrt=False, inline="always")
 def _gather(mpi, send, recv, ctl_i, ts, timers):
-    """The Allgather (its error code), its time added to ``timers[T_COMM]`` on every call: a
-    rank's wait for the others' jitter has a long tail, which sampling counted 64 times."""
+    """The Allgather, its time added to ``timers[T_COMM]`` on every call (a rank's wait for
+    the others' jitter has a long tail, which sampling counted 64 times); returns MPI's code
+    and the time after it (the next lap's start)."""
     t = now(ctl_i[CLOCK_FN], ts)
     code = allgather(mpi, send, recv)
-    timers[T_COMM] += now(ctl_i[CLOCK_FN], ts) - t
-    return code
-
-
-@inner(_nrt=False)
-def _kernel_lap(timed, ctl_i, ts, timers, since, missed):
-    """:func:`_lap` of T_KERNEL less the columns filled meanwhile, which :func:`_miss` timed
-    (``missed``: T_FILLS when the lap began)."""
-    return _lap(timed, ctl_i, ts, timers, T_KERNEL, since + (timers[T_FILLS] - missed))
+    end = now(ctl_i[CLOCK_FN], ts)
+    timers[T_COMM] += end - t
+    return code, end
 
 
 @inner(_nrt=False)
@@ -322,9 +321,9 @@ def _exchange(send1, recv1, base, window, mpi, ctl_i, ctl_f, counts, timers, ts,
     info[INFO_ACTIVE], info[INFO_KEEP], info[INFO_WINDOW] = ctl_i[N_ACTIVE], ctl_i[N_KEEP], window
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     counts[C_ROUND1] += 1
-    if _gather(mpi, send1, recv1, ctl_i, ts, timers) != 0:
+    code, t = _gather(mpi, send1, recv1, ctl_i, ts, timers)
+    if code != 0:
         return MPI_ERROR, t
-    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     n_keep = column_total(recv1, base + INFO_KEEP)
     n_window = column_total(recv1, base + INFO_WINDOW)
     return _events(ctl_i, ctl_f, recv1[0, base + INFO_CLOCK], n_keep, n_window), t
@@ -470,11 +469,10 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     s_i, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_i[RKEY]), -1
     )
-    missed = timers[T_FILLS]
     if not (hit and complete[s_i]):
-        _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit, ctl_i, ts, timers)
+        _miss(cache, ker, kp, p_i, width, all_pos, idx, part, s_i, hit, ctl_i, ts, timers, timed)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
-    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] != 0:
         p_j = recv1[r_j, size : 2 * size]
     else:  # r_j becomes the rank of round 2's winner
@@ -482,9 +480,9 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
         pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
-        if _gather(mpi, send2, recv2, ctl_i, ts, timers) != 0:
+        code, t = _gather(mpi, send2, recv2, ctl_i, ts, timers)
+        if code != 0:
             return MPI_ERROR
-        t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
         r_j = winner_rank(recv2, 0, False)
         if r_j < 0:  # no violating partner for i on any rank
             out[GAP_OUT] = 0.0
@@ -498,11 +496,10 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     s_j, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, gkeys, gtable, np.int64(p_j[RKEY]), s_i
     )
-    missed = timers[T_FILLS]
     if not (hit and complete[s_j]):  # the slot of column i stays
-        _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit, ctl_i, ts, timers)
+        _miss(cache, ker, kp, p_j, width, all_pos, idx, part, s_j, hit, ctl_i, ts, timers, timed)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
-    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
@@ -547,10 +544,9 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
     _, _, y, alpha, C, G, QD, act, _, up, low, obj = win[:12]
     pool, meta = cache[cc.POOL], cache[cc.META]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
-    missed = timers[T_FILLS]
-    s_i = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, i, -1)
+    s_i = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, i, -1)
     col_i = cc.column(pool, meta[cc.WIDTH], s_i)
-    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] == 0:
         _, j = second_order_inlined(low, QD, col_i, out[M_OUT], QD[i], obj)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
@@ -562,10 +558,9 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
         y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], K_ij
     )
     c_i, c_j = y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
-    missed = timers[T_FILLS]
-    s_j = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, j, s_i)
+    s_j = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, j, s_i)
     col_j = cc.column(pool, meta[cc.WIDTH], s_j)
-    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     alpha[i], alpha[j] = a_i, a_j
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
@@ -573,7 +568,7 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, q, keep):
+def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep):
     """The cache slot of window position q's column, filled on a miss from q's packet
     (packed then only, into ``send2``)."""
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
@@ -584,9 +579,9 @@ def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, q, keep):
         np.int64(offset + vrow[q]), keep,
     )  # fmt: skip
     if not (hit and complete[s]):
-        packet = bufs[2]
+        packet, idx, part = bufs[2], bufs[4], bufs[5]
         pack(packet, 0.0, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
-        _miss(cache, ker, kp, packet, width, all_pos, bufs[4], bufs[5], s, hit, ctl_i, ts, timers)
+        _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit, ctl_i, ts, timers, timed)
     return s
 
 
@@ -642,14 +637,14 @@ def _key(recv, off, r):
 
 
 @njit(cache=True, nogil=True)
-def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep, ctl_i, ts, timers):
+def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep, ctl_i, ts, timers, timed):
     """The slot of ``packet``'s column, computed if missing; ``keep``'s slot stays."""
     _, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     gkeys, gtable = cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE]
     g = np.int64(packet[RKEY])
     s, hit = cc.get_slot(keys, prev, nxt, table, complete, meta, gkeys, gtable, g, keep)
     if not (hit and complete[s]):
-        _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit, ctl_i, ts, timers)
+        _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit, ctl_i, ts, timers, timed)
     return s
 
 
@@ -664,24 +659,23 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_p = recv1[max(r_p, 0), :size]
     p_n = recv1[max(r_n, 0), 2 * size : 3 * size]
-    missed = timers[T_FILLS]
     s_p = s_n = -1
     if r_p >= 0:
-        s_p = _column(cache, ker, kp, p_p, width, all_pos, idx, part, -1, ctl_i, ts, timers)
+        s_p = _column(cache, ker, kp, p_p, width, all_pos, idx, part, -1, ctl_i, ts, timers, timed)
     if r_n >= 0:
-        s_n = _column(cache, ker, kp, p_n, width, all_pos, idx, part, s_p, ctl_i, ts, timers)
+        s_n = _column(cache, ker, kp, p_n, width, all_pos, idx, part, s_p, ctl_i, ts, timers, timed)
     col_p = cc.column(pool, width_c, s_p if s_p >= 0 else s_n)
     col_n = cc.column(pool, width_c, s_n if s_n >= 0 else s_p)
-    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     key, q = second_order_nu(
         y, low, QD, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
     )
     pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     counts[C_ROUND2] += 1
-    if _gather(mpi, send2, recv2, ctl_i, ts, timers) != 0:
+    code, t = _gather(mpi, send2, recv2, ctl_i, ts, timers)
+    if code != 0:
         return MPI_ERROR
-    t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     r_j = winner_rank(recv2, 0, False)
     if r_j < 0:
         out[GAP_OUT] = 0.0
@@ -692,10 +686,9 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     p_i = p_p if pos else p_n
     K_ij = _from_pre1(kp[0], pair_pre(p_i, p_j, width, ker[9], kp[0], kp[1], kp[2], kp[3]))
     a_i, a_j, c_i, c_j = pair_step(p_i, p_j, K_ij)
-    missed = timers[T_FILLS]
-    s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i, ctl_i, ts, timers)
+    s_j = _column(cache, ker, kp, p_j, width, all_pos, idx, part, s_i, ctl_i, ts, timers, timed)
     col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
-    t = _kernel_lap(timed, ctl_i, ts, timers, t, missed)
+    t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
