@@ -51,6 +51,17 @@ class Stats:
     def add(self, name: str, k: int = 1) -> None:
         self.counts[name] += k
 
+    def merge(self, other: Stats) -> None:
+        """Add ``other``'s counters and times, and append its traces (a part of the same run,
+        solved apart: :mod:`psvm.svc.pairs`)."""
+        for name, k in other.counts.items():
+            self.counts[name] += k
+        for name, v in other.seconds.items():
+            self.seconds[name] += v
+        for name, trace in other.traces.items():
+            self.traces[name].extend(trace)
+        self.values.update(other.values)
+
     def to_dict(self) -> dict:
         return {
             "counts": dict(self.counts),

@@ -33,6 +33,7 @@ from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.columns import fits_float32
+from psvm.svc.pairs import pair_workers, solved_pairs
 from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.solver import Solver
 from psvm.svc.state import (
@@ -209,7 +210,9 @@ def open_checkpoint(comm, config, shard, C_row, cfg, classes, gamma) -> Checkpoi
     return Checkpoint(comm, config, fingerprint(comm, shard, C_row, cfg, classes, gamma))
 
 
-def _solve_pair(comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int) -> BinaryResult:
+def _solve_pair(
+    comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int, cancel=None
+) -> BinaryResult:
     """Class pair ``pair``'s result: from the checkpoint if it finished there, else solved
     (and recorded in the checkpoint)."""
     done = None if ck is None else ck.finished_pair(pair, problem.offset, problem.y.size)
@@ -217,7 +220,7 @@ def _solve_pair(comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int) -> 
         return BinaryResult(**done)
     name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
     pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
-    res = Solver(comm, problem, cfg, stats, pair_log, ck, pair).solve()
+    res = Solver(comm, problem, cfg, stats, pair_log, ck, pair, cancel).solve()
     check_finite(
         res,
         f"in class pair {pair + 1} of {n_pairs}",
@@ -268,14 +271,25 @@ def fit_ovo(
     rows_of = _pair_rows(comm, shard, cfg, Xc, cls, C_row)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     results = _PairResults(y.size, k, nu)
-    n_pairs = k * (k - 1) // 2
-    for pair, (a, b) in enumerate(itertools.combinations(range(k), 2)):
+    pairs = list(itertools.combinations(range(k), 2))
+    n_pairs = len(pairs)
+
+    def prepare(pair: int) -> tuple:
+        a, b = pairs[pair]
         rows, first, problem = rows_of(a, b)
         if nu:
             nu_start(comm, problem, cfg.nu, sample_weight is not None)
         elif alpha0 is not None:
             problem.alpha0 = np.abs(np.where(first, alpha0[b - 1, rows], alpha0[a, rows]))
-        res = _solve_pair(comm, problem, cfg, stats, log, ck, pair, n_pairs)
+        return rows, first, problem
+
+    def solve(pair: int, problem, pair_stats, cancel, workers: int) -> BinaryResult:
+        share = cfg if workers == 1 else replace(cfg, cache_size=cfg.cache_size / workers)
+        return _solve_pair(comm, problem, share, pair_stats, log, ck, pair, n_pairs, cancel)
+
+    workers = pair_workers(comm, ck, n_pairs)
+    for pair, (rows, first, problem), res in solved_pairs(n_pairs, prepare, solve, stats, workers):
+        a, b = pairs[pair]
         scale = results.add(res, problem.y, rows, first, a, b)
         if log is not None or comm.size > 1:  # collective: every rank, if any logs
             note = f"C = {scale:f}" if nu else None

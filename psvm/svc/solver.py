@@ -36,6 +36,7 @@ date with the variables that changed since (:mod:`psvm.svc.reconstruct`).
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 
@@ -114,6 +115,10 @@ TRACE_TYPES = (np.int64, float, np.int64, np.int64, float)  # of TRACES' samples
 _NO_TRACE = tuple(np.empty(0, dtype=t) for t in TRACE_TYPES)
 
 
+class Cancelled(Exception):
+    """A solve stopped because the fit ended (another pair's error, Ctrl-C)."""
+
+
 class Solver:
     """SMO over a sharded binary problem; see the module docstring."""
 
@@ -126,8 +131,10 @@ class Solver:
         log: Callable[[str], None] | None = None,
         checkpoint: Checkpoint | None = None,
         pair: int = 0,
+        cancel: threading.Event | None = None,
     ):
         self.comm, self.cfg = comm, config
+        self.cancel = cancel  # set: stop at the next engine return (:mod:`psvm.svc.pairs`)
         # LIBSVM's Solver_NU: selection, stop test, elimination and rho per sign of y
         self.nu = config.svm_type in ("nu_svc", "nu_svr")
         self.stats = Stats() if stats is None else stats
@@ -461,6 +468,8 @@ class Solver:
         rank alike (no rank's call was slow): every event, BUDGET too, then comes on the
         same iteration everywhere, and the collective check for Ctrl-C stays in step."""
         ci, cf = self.ctl_i, self.ctl_f
+        if self.cancel is not None and self.cancel.is_set():
+            raise Cancelled
         any_slow = self.comm.check_interrupt(vote=self._slow)
         if self._ran_out and not any_slow:
             ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
