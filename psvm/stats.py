@@ -8,7 +8,7 @@ combines the ranks once, at the end.
 
 from __future__ import annotations
 
-import functools
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -16,11 +16,18 @@ from collections.abc import Callable
 import numpy as np
 
 
-def progress_log(show: bool) -> Callable[..., None] | None:
-    """A fit's log (progress and summary lines): ``print`` flushing each line where ``show``
-    (rank 0, not quiet), else None. Under mpiexec a rank's stdout is a pipe, which Python
-    buffers until the exit; svm-train flushes each message as well."""
-    return functools.partial(print, flush=True) if show else None
+def progress_log(show: bool) -> Callable[[str], None] | None:
+    """A fit's log (progress and summary lines): :func:`_print_line` where ``show`` (rank 0,
+    not quiet), else None."""
+    return _print_line if show else None
+
+
+def _print_line(message: str) -> None:
+    """``message`` and its newline in one write (``print`` writes them apart, and the class
+    pairs on threads log side by side), flushed: under mpiexec a rank's stdout is a pipe,
+    which Python buffers until the exit; svm-train flushes each message as well."""
+    sys.stdout.write(f"{message}\n")
+    sys.stdout.flush()
 
 
 class _Timer:

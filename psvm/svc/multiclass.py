@@ -12,8 +12,10 @@ import hashlib
 import itertools
 import math
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import replace
 from functools import cache, partial
+from threading import Event
 
 import numpy as np
 import scipy.sparse as sp
@@ -211,7 +213,7 @@ def open_checkpoint(comm, config, shard, C_row, cfg, classes, gamma) -> Checkpoi
 
 
 def _solve_pair(
-    comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int, cancel=None
+    comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int, cancel: Event | None = None
 ) -> BinaryResult:
     """Class pair ``pair``'s result: from the checkpoint if it finished there, else solved
     (and recorded in the checkpoint)."""
@@ -284,19 +286,21 @@ def fit_ovo(
         return rows, first, problem
 
     def solve(pair: int, problem, pair_stats, cancel, workers: int) -> BinaryResult:
-        share = cfg if workers == 1 else replace(cfg, cache_size=cfg.cache_size / workers)
-        return _solve_pair(comm, problem, share, pair_stats, log, ck, pair, n_pairs, cancel)
+        pair_cfg = cfg if workers == 1 else replace(cfg, cache_size=cfg.cache_size / workers)
+        return _solve_pair(comm, problem, pair_cfg, pair_stats, log, ck, pair, n_pairs, cancel)
 
     workers = pair_workers(comm, ck, n_pairs)
-    for pair, (rows, first, problem), res in solved_pairs(n_pairs, prepare, solve, stats, workers):
-        a, b = pairs[pair]
-        scale = results.add(res, problem.y, rows, first, a, b)
-        if log is not None or comm.size > 1:  # collective: every rank, if any logs
-            note = f"C = {scale:f}" if nu else None
-            shown = replace(res, rho=results.rho[-1], objective=results.objective[-1])
-            summary = pair_summary(comm, problem, shown, note=note)
-            if log is not None:
-                log(summary)
+    # closed on any error here too (Ctrl-C included): the pairs still running stop now
+    with closing(solved_pairs(n_pairs, prepare, solve, stats, workers)) as solved:
+        for pair, (rows, first, problem), res in solved:
+            a, b = pairs[pair]
+            scale = results.add(res, problem.y, rows, first, a, b)
+            if log is not None or comm.size > 1:  # collective: every rank, if any logs
+                note = f"C = {scale:f}" if nu else None
+                shown = replace(res, rho=results.rho[-1], objective=results.objective[-1])
+                summary = pair_summary(comm, problem, shown, note=note)
+                if log is not None:
+                    log(summary)
     meta = {**results.meta(), "heuristic": cfg.heuristic, "reconstruction": cfg.reconstruction}
     return gathered_model(
         comm, shard, cfg, X, results.is_sv, results.coef, results.rho, meta, classes, cls

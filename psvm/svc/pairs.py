@@ -6,7 +6,8 @@ as it would be solved alone (a pair's arithmetic does not depend on its thread: 
 bits). The fit's thread budget (numba's count in the fitting thread: ``n_threads``, ``-o``)
 goes to the pairs instead of to the columns of each pair, which on the rows of two classes
 are mostly too short to split. Under mpiexec the ranks step through one pair at a time
-together (collectives), and a checkpoint saves one pair at a time: the pairs run one by one.
+together (collectives), and a checkpoint saves one pair at a time: there the pairs run one by
+one (a rank that fits alone, a cross-validation fold of ``psvm-train -v``, is one process).
 """
 
 from __future__ import annotations
@@ -26,30 +27,42 @@ from psvm.stats import Stats
 PAIR_SECONDS = 0.002
 
 
+# numba's threading layers that take parallel regions from several threads at once (its
+# fallback, workqueue, aborts the process instead: the pairs' large columns and sums use them)
+THREADSAFE_LAYERS = ("tbb", "omp")
+
+
 def pair_workers(comm, checkpoint, n_pairs: int) -> int:
     """Threads that may solve the pairs: the fit's thread budget in one process, else 1."""
     if comm.size > 1 or checkpoint is not None or n_pairs < 2:
         return 1
-    return min(numba.get_num_threads(), n_pairs)
+    budget = numba.get_num_threads()  # (starts numba's threads: the layer is known then)
+    if budget < 2 or numba.threading_layer() not in THREADSAFE_LAYERS:
+        return 1
+    return min(budget, n_pairs)
 
 
 def solved_pairs(
     n_pairs: int,
     prepare: Callable[[int], tuple],
-    solve: Callable,
+    solve: Callable[[int, object, Stats, threading.Event | None, int], object],
     stats: Stats,
     workers: int,
 ) -> Iterator[tuple[int, tuple, object]]:
-    """(pair, ``prepare(pair)``, its result) for each pair, in pair order.
+    """(pair, ``prepare(pair)``, its result) for each pair, in pair order; close it (the
+    caller's error stops the pairs running, ``contextlib.closing``).
 
     ``prepare(pair)`` (in the calling thread) gives the pair's job, whose last item is its
     problem; ``solve(pair, problem, stats, cancel, workers)`` solves it. With ``workers`` > 1
     the first pair is solved alone, timed: if it took :data:`PAIR_SECONDS` or more, the
     others go to ``workers`` threads (``stats.values["pair_threads"]``), each with statistics
-    of its own added to ``stats`` in pair order (the same counts and traces as one by one);
-    at most twice as many pairs as threads are prepared ahead (their rows are copies). An
-    error (the first in pair order, as one by one) or Ctrl-C sets ``cancel``: the pairs still
-    running stop at their next engine return.
+    of its own added to ``stats`` in pair order: the same counts and traces as one by one,
+    but for the cache's hits and misses where a pair's columns outgrow its share of the
+    cache, and times that add up the threads'. At most twice as many pairs as threads are
+    prepared ahead (their rows are copies). The results are read in pair order, so the first
+    error in pair order is raised, as one by one (an error of ``prepare`` itself, memory,
+    comes when it happens); an error or Ctrl-C sets ``cancel``, and the pairs still running
+    stop at their next engine return.
     """
     first = 0
     if workers > 1 and n_pairs > 1:
@@ -72,9 +85,9 @@ def solved_pairs(
         own = Stats()
         return solve(pair, problem, own, cancel, workers), own
 
-    share = max(1, numba.get_num_threads() // workers)  # (thread-local: each worker sets it)
+    each = max(1, numba.get_num_threads() // workers)  # (thread-local: each worker sets it)
     pending: deque = deque()
-    pool = ThreadPoolExecutor(workers, initializer=numba.set_num_threads, initargs=(share,))
+    pool = ThreadPoolExecutor(workers, initializer=numba.set_num_threads, initargs=(each,))
     with pool:
         try:
             for pair in range(first, n_pairs):

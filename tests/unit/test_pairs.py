@@ -1,8 +1,10 @@
 """One-vs-one pairs side by side in one process (psvm.svc.pairs): the same model and
 statistics as one by one, errors in pair order, the others stopped."""
 
+import math
 import threading
-import time
+from contextlib import closing
+from types import SimpleNamespace
 
 import numba
 import numpy as np
@@ -41,6 +43,9 @@ CASES = {
 @pytest.mark.filterwarnings("ignore:.*probability:FutureWarning")
 def test_pairs_on_threads_give_the_one_by_one_model_bits_and_statistics(case, monkeypatch):
     monkeypatch.setattr(pairs, "PAIR_SECONDS", 0.0)  # threads whatever the first pair's time
+    numba.get_num_threads()  # (starts numba's threads: the layer is known then)
+    if numba.threading_layer() not in pairs.THREADSAFE_LAYERS:
+        pytest.skip(f"numba's {numba.threading_layer()} layer: the pairs run one by one")
     make, params = CASES[case]
     X, y = _digits()
     if params.get("kernel") == "precomputed":
@@ -59,12 +64,18 @@ def test_pairs_on_threads_give_the_one_by_one_model_bits_and_statistics(case, mo
         assert two.fit_stats_["traces"][name] == one.fit_stats_["traces"][name], name
 
 
-def test_pairs_run_one_by_one_where_threads_cannot_serve():
+def test_pairs_run_one_by_one_where_threads_cannot_serve(monkeypatch):
     comm = Comm()
+    budget = min(numba.get_num_threads(), 45)
+    layer = numba.threading_layer()
+    assert pair_workers(comm, None, 45) == (budget if layer in pairs.THREADSAFE_LAYERS else 1)
     assert pair_workers(comm, object(), 45) == 1  # a checkpoint saves one pair at a time
     assert pair_workers(comm, None, 1) == 1
-    assert pair_workers(comm, None, 45) == numba.get_num_threads()
+    assert pair_workers(SimpleNamespace(size=2), None, 45) == 1  # ranks step through pairs
+    monkeypatch.setattr(pairs.numba, "threading_layer", lambda: "workqueue")
+    assert pair_workers(comm, None, 45) == 1  # two threads' parallel regions would abort
     # a first pair faster than PAIR_SECONDS: the others one by one too, in this thread
+    monkeypatch.setattr(pairs, "PAIR_SECONDS", math.inf)
     threads, stats = [], Stats()
 
     def solve(pair, problem, stats, cancel, workers):
@@ -77,25 +88,27 @@ def test_pairs_run_one_by_one_where_threads_cannot_serve():
 
 
 def test_the_first_error_in_pair_order_is_raised_and_the_other_pairs_stop(monkeypatch):
-    """Pair 1 fails; pair 3 fails sooner but comes later. Pair 2 runs until it is cancelled;
-    the pairs not started by then never start."""
+    """Pair 2 fails first, then pair 1: pair 1's error is raised, as one by one. Pair 3 runs
+    until it is told to stop; no pair past the 2 x 2 prepared ahead is prepared."""
     monkeypatch.setattr(pairs, "PAIR_SECONDS", 0.0)
-    started, cancels = [], []
+    prepared, cancels, waited = [], [], []
+    three_started = threading.Event()  # (after pair 2 failed: pair 2's thread runs it)
 
     def prepare(pair):
+        prepared.append(pair)
         return (pair,)
 
     def solve(pair, problem, stats, cancel, workers):
-        started.append(pair)
         if pair:  # (the first pair is solved alone, in this thread)
             cancels.append(cancel)
         if pair == 1:
-            time.sleep(0.05)
+            assert three_started.wait(10)
             raise ValueError("pair 1")
-        if pair == 3:
-            raise RuntimeError("pair 3")
         if pair == 2:
-            assert cancel.wait(10), "pair 2 was never cancelled"
+            raise RuntimeError("pair 2")
+        if pair >= 3:
+            three_started.set()
+            waited.append(cancel.wait(10))
             raise Cancelled
         stats.add("n_iter", 1)
         return pair
@@ -103,12 +116,36 @@ def test_the_first_error_in_pair_order_is_raised_and_the_other_pairs_stop(monkey
     stats = Stats()
     got = []
     with pytest.raises(ValueError, match="pair 1"):
-        for pair, job, res in solved_pairs(20, prepare, solve, stats, 2):
-            got.append((pair, job, res))
+        with closing(solved_pairs(20, prepare, solve, stats, 2)) as solved:
+            for pair, job, res in solved:
+                got.append((pair, job, res))
     assert got == [(0, (0,), 0)] and stats.counts["n_iter"] == 1
     assert stats.values["pair_threads"] == 2
     assert all(c is cancels[0] and c.is_set() for c in cancels)
-    assert set(started) <= set(range(6))  # at most 2 x 2 ahead of the pair consumed
+    assert waited and all(waited)  # the pairs running then stopped when told
+    assert prepared == [0, 1, 2, 3, 4]
+
+
+def test_an_error_of_the_caller_stops_the_pairs_when_it_closes_them(monkeypatch):
+    """Ctrl-C while fit_ovo adds a result: closing the generator (``contextlib.closing``)
+    stops the pair running and drops those not started."""
+    monkeypatch.setattr(pairs, "PAIR_SECONDS", 0.0)
+    started, waited = threading.Event(), []
+
+    def solve(pair, problem, stats, cancel, workers):
+        if pair >= 2:
+            started.set()
+            waited.append(cancel.wait(10))
+            raise Cancelled
+        return pair
+
+    with pytest.raises(KeyboardInterrupt):
+        with closing(solved_pairs(9, lambda pair: (pair,), solve, Stats(), 2)) as solved:
+            for pair, _, _ in solved:
+                if pair == 1:
+                    assert started.wait(10)
+                    raise KeyboardInterrupt
+    assert waited and all(waited) and len(waited) <= 3  # of pairs 2-4, those that started
 
 
 def test_a_cancelled_solver_stops_at_its_next_engine_call():
