@@ -59,6 +59,7 @@ DATASETS = {
         Dataset("skin_nonskin", "skin_nonskin.xz", None, 1.0, 1e-3, 3),
         Dataset("mushrooms", "mushrooms.xz", None, 1.0, 0.05, 112),
         Dataset("heart_scale", "heart_scale.xz", None, 1.0, 0.05, 13),
+        Dataset("usps.t", "usps.t.xz", None, 1.0, 1 / 256, 256),  # 10 classes; svm-train's gamma
     )
 }
 
