@@ -4,6 +4,7 @@
     python benchmarks/bench_e2e.py --data a9a --rows 2000 --ranks 1,2 --repeat 1
     python benchmarks/bench_e2e.py --repeat 3 --md benchmarks/results/e2e.md
     python benchmarks/bench_e2e.py --repeat 3 --pause 3    # each run after 3 s idle
+    python benchmarks/bench_e2e.py --data usps.t,classes5,classes8   # multi-class
 
 Every tool runs as a fresh process with the parent's environment passed on
 UNCHANGED: no NUMBA_NUM_THREADS, OMP_NUM_THREADS or other override is set, so
@@ -36,8 +37,9 @@ then, 0.13 ms right after another process freed it).
 
 Accuracy: ``psvm-predict TEST MODEL OUT`` once (one process, the P = 1 model),
 ``svm-predict`` likewise, SVC's ``predict`` in its child. Data sets without a
-test split (skin_nonskin, heart_scale) are scored on the training rows. Note
-that ``-m 200`` is per process: psvm at P = 2 has 2 x 200 MB of kernel cache.
+test split (skin_nonskin, heart_scale) are scored on the training rows, and so are
+``classes5`` and ``classes8``, multi-class sets that scikit-learn makes (:data:`SYNTHETIC`).
+Note that ``-m 200`` is per process: psvm at P = 2 has 2 x 200 MB of kernel cache.
 """
 
 from __future__ import annotations
@@ -133,6 +135,22 @@ def decompress(src: Path, dst: Path, rows: int | None) -> int:
     return n
 
 
+# multi-class sets that scikit-learn makes (the shared data holds one, usps.t): name -> (rows,
+# classes) of make_classification with 20 features, 10 informative, seed 0; C = 1, gamma 0.05,
+# scored on the training rows
+SYNTHETIC = {"classes5": (12000, 5), "classes8": (3000, 8)}
+
+
+def synthetic(name: str, dst: Path) -> tuple[Dataset, int]:
+    """A :data:`SYNTHETIC` set written at ``dst`` (LIBSVM format), and its rows."""
+    from sklearn.datasets import dump_svmlight_file, make_classification
+
+    rows, classes = SYNTHETIC[name]
+    X, y = make_classification(rows, 20, n_informative=10, n_classes=classes, random_state=0)
+    dump_svmlight_file(X, y, str(dst))
+    return Dataset(name, dst.name, None, 1.0, 0.05, 20), rows
+
+
 def psvm_train(ranks: int, ds: Dataset, train: str, model: str, subset: bool) -> dict:
     """``mpiexec -n ranks psvm-train``; ``--n-features`` only for a head subset, which may
     lack the last columns (psvm-predict rejects test features beyond the model's)."""
@@ -214,11 +232,14 @@ def bench(
     warm: bool,
     pause: float = 0.0,
 ) -> dict:
-    ds = DATASETS[name]
     with tempfile.TemporaryDirectory(prefix="psvm-e2e-") as tmp:
         tmp = Path(tmp)
         train = str(tmp / name)
-        n = decompress(data_dir() / ds.train, Path(train), rows)
+        if name in SYNTHETIC:
+            ds, n = synthetic(name, Path(train))
+        else:
+            ds = DATASETS[name]
+            n = decompress(data_dir() / ds.train, Path(train), rows)
         cold = warmup(ranks, ds, train, rows is not None, tmp) if warm else None
         test, n_test = train, n
         if ds.test:
@@ -306,7 +327,7 @@ def main(argv=None) -> None:
     p.add_argument(
         "--data",
         default="a9a,w8a,ijcnn1,skin_nonskin",
-        help=f"comma-separated, from {', '.join(DATASETS)}",
+        help=f"comma-separated, from {', '.join([*DATASETS, *SYNTHETIC])}",
     )
     p.add_argument("--ranks", default="1,2", help="psvm process counts (mpiexec -n P)")
     p.add_argument("--rows", type=int, default=None, help="train on the first ROWS rows only")
@@ -325,8 +346,8 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     names = a.data.split(",")
     for name in names:
-        if name not in DATASETS:
-            p.error(f"unknown data set {name!r}; choose from {', '.join(DATASETS)}")
+        if name not in DATASETS and name not in SYNTHETIC:
+            p.error(f"unknown data set {name!r}; choose from {', '.join([*DATASETS, *SYNTHETIC])}")
     ranks = [int(r) for r in a.ranks.split(",")]
     lib = "libsvm" if shutil.which("svm-train") and shutil.which("svm-predict") else "libsvm-py"
     libsvm_src = shutil.which("svm-train") if lib == "libsvm" else "libsvm-official (python)"

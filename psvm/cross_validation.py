@@ -6,7 +6,7 @@ differ from LIBSVM's. A fold's training set is the rows outside it in global ord
 model, and the result, have the same bits for every number of ranks and either design:
 
 - *fold-parallel*: when there are no more ranks than folds and the data set is small
-  (:data:`REPLICATE_MAX_BYTES`), every rank gets a copy of all rows and trains folds
+  (:func:`psvm.io.shard.replicable`), every rank gets a copy of all rows and trains folds
   ``rank, rank + P, ...`` alone, with no collective per iteration;
 - *every rank*: otherwise each fold is one distributed training over all ranks' rows.
 
@@ -30,8 +30,6 @@ LOO_WARNING = (
     "WARNING: # folds > # data. Will use # folds = # data instead "
     "(i.e., leave-one-out cross validation)"
 )
-# fold-parallel only while the copies of the data on one node take at most this (CSR bytes)
-REPLICATE_MAX_BYTES = 1 << 30
 
 
 def fold_ids(y: np.ndarray, n_folds: int, seed: int, classes=None) -> np.ndarray:
@@ -59,12 +57,11 @@ def fold_ids(y: np.ndarray, n_folds: int, seed: int, classes=None) -> np.ndarray
 
 def fold_parallel(comm, shard, n_folds: int) -> bool:
     """Whether each rank should train whole folds alone (collective): more than one rank,
-    no more ranks than folds, and a copy of the data per rank of a node within
-    :data:`REPLICATE_MAX_BYTES`."""
-    if comm.size == 1 or comm.size > n_folds:
-        return False
-    nbytes = comm.sum_(int(shard.X.data.nbytes + shard.X.indices.nbytes + 16 * shard.n_local))
-    return nbytes * comm.local_size() <= REPLICATE_MAX_BYTES
+    no more ranks than folds, and a copy of the data per rank of a node
+    (:func:`psvm.io.shard.replicable`)."""
+    from psvm.io.shard import replicable
+
+    return 1 < comm.size <= n_folds and replicable(comm, shard)
 
 
 def cross_validate(
@@ -104,20 +101,8 @@ def _fold_parallel(comm, shard, folds, n_folds, make_fit_predict, log) -> np.nda
     """Every row on every rank; rank r trains folds r, r + P, ... alone; predictions and
     lines gathered. An error agreed over ranks stops them all alike."""
     from psvm.comm import alone
-    from psvm.io.shard import Shard
-    from psvm.svc.state import gather_csr
 
-    X = shard.X
-    indptr, indices, data = gather_csr(comm, X.indptr, X.indices, X.data)
-    whole = Shard(
-        X=type(X)((data, indices, indptr), shape=(shard.n_samples, shard.n_features)),
-        y=comm.allgatherv(np.asarray(shard.y, dtype=np.float64)),
-        offset=0,
-        n_samples=shard.n_samples,
-        n_features=shard.n_features,
-        max_row_nnz=shard.max_row_nnz,
-        classes=shard.classes,
-    )
+    whole = shard.whole(comm)
     owner = folds % comm.size
     my_folds = folds[owner == comm.rank]  # of my rows, in global order
     lines: dict[int, list[str]] = {}

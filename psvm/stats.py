@@ -58,15 +58,21 @@ class Stats:
     def add(self, name: str, k: int = 1) -> None:
         self.counts[name] += k
 
-    def merge(self, other: Stats) -> None:
+    def merge(self, other: Stats, own: bool = True) -> None:
         """Add ``other``'s counters and times, and append its traces (a part of the same run,
-        solved apart: :mod:`psvm.svc.pairs`)."""
+        solved apart: :mod:`psvm.svc.pairs`). ``own`` False: another rank solved that part,
+        so this rank takes only what every rank keeps alike (:data:`SHARED_COUNTS`, the
+        traces but for zeros in :data:`SUMMED_TRACES`): :func:`reduce_stats` then counts
+        the part once."""
         for name, k in other.counts.items():
-            self.counts[name] += k
-        for name, v in other.seconds.items():
-            self.seconds[name] += v
+            if own or name in SHARED_COUNTS:
+                self.counts[name] += k
+        if own:
+            for name, v in other.seconds.items():
+                self.seconds[name] += v
         for name, trace in other.traces.items():
-            self.traces[name].extend(trace)
+            zeros = not own and name in SUMMED_TRACES
+            self.traces[name].extend([0] * len(trace) if zeros else trace)
         self.values.update(other.values)
 
     def to_dict(self) -> dict:
@@ -124,7 +130,8 @@ def reduce_stats(comm, stats: Stats) -> dict:
             for v in verbs
         },
         "values": mine["values"],
-        # traces are sampled at the same iterations on every rank (the loop is lockstep)
+        # traces are sampled at the same iterations on every rank (the loop is lockstep, or
+        # every rank appends every pair's: :mod:`psvm.svc.pairs`)
         "traces": {
             k: (
                 np.sum([r["traces"][k] for r in ranks], axis=0).tolist()

@@ -11,17 +11,24 @@ import json
 from tests._helpers import run_mpi
 
 
-def _bits(shared_data, n: int) -> dict:
-    r = run_mpi("run_exact_sums.py", ["--shared-data", shared_data], n, timeout=180)
+def _fit(shared_data, n: int, *flags: str) -> dict:
+    r = run_mpi("run_exact_sums.py", ["--shared-data", shared_data, *flags], n, timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def test_model_sums_are_the_same_bits_for_every_p(shared_data):
-    one = _bits(shared_data, 1)
-    assert len(one["intercept"]) == 45 and len(one["objective"]) == 45
+    """The ranks solve whole class pairs each, or step through every pair together: the same
+    bits. Dealt out, each pair is solved as in one process: the same counters and traces."""
+    one = _fit(shared_data, 1)
+    assert len(one["bits"]["intercept"]) == 45 and len(one["bits"]["objective"]) == 45
+    assert one["stats"]["pairs_dealt"] is None
     for n in (2, 3):
-        assert _bits(shared_data, n) == one, n
+        dealt = _fit(shared_data, n)
+        assert dealt["bits"] == one["bits"], n
+        assert dealt["stats"] == {**one["stats"], "pairs_dealt": n}, n
+    together = _fit(shared_data, 2, "--lockstep")
+    assert together["bits"] == one["bits"] and together["stats"]["pairs_dealt"] is None
 
 
 def test_ranks_with_other_kernel_arithmetic_refuse_to_train():

@@ -1,6 +1,7 @@
 """Training under mpiexec: the model does not depend on the number of ranks."""
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -21,8 +22,6 @@ def train(tmp_path, data, n, flags, tag):
     stats = tmp_path / f"{tag}-{n}.json"
     r = run_cli(TRAIN, [*flags, "-q", "--stats", stats, data, model], n)
     assert r.returncode == 0, r.stderr
-    import json
-
     return read_model(model), json.loads(stats.read_text())
 
 
@@ -46,7 +45,11 @@ def test_same_model_for_1_2_3_ranks(tmp_path, shared_data, name, rows, flags):
         np.testing.assert_allclose(
             stats["values"]["objective"], ref_stats["values"]["objective"], rtol=1e-6
         )
-        assert stats["comm"]["allgather"]["calls"] > 0  # really distributed
+        if name.startswith("usps"):  # ten classes: each rank solves whole pairs (pairs.deal)
+            assert stats["values"]["pairs_dealt"] == n
+            assert stats["counts"] == ref_stats["counts"]  # each pair's, counted once
+        else:
+            assert stats["comm"]["allgather"]["calls"] > 0  # really distributed
         assert (model.predict(X) == ref.predict(X)).all()
     assert ref_stats["counts"]["n_iter"] == stats["counts"]["n_iter"]
 
@@ -139,3 +142,48 @@ def test_with_an_empty_cache_one_rank_per_node_compiles_the_loop(tmp_path):
     lines = sorted(line.split() for line in res.stdout.splitlines() if line.startswith("rank"))
     assert [(int(w[3]), int(w[5])) for w in lines] == [(1, 0)] + [(0, 1)] * (n - 1), res.stdout
     assert len({w[7] for w in lines}) == 1
+
+
+def test_pairs_dealt_to_the_ranks_print_one_process_lines(tmp_path):
+    """Each rank solves whole class pairs (psvm.svc.pairs.deal): rank 0 prints LIBSVM's lines
+    of every pair in pair order, the same as one process, and the model is the same."""
+    from sklearn.datasets import dump_svmlight_file, make_classification
+
+    X, y = make_classification(300, 6, n_informative=4, n_classes=4, random_state=0)
+    data = tmp_path / "four.txt"
+    dump_svmlight_file(X, y, str(data))
+    out = {}
+    for n in (1, 2, 3):
+        r = run_cli(TRAIN, ["--stats", tmp_path / f"{n}.json", data, tmp_path / f"{n}.model"], n)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[-1].startswith("Wrote ")
+        out[n] = lines[:-1]
+    assert sum(line.startswith("optimization finished") for line in out[1]) == 6
+    assert out[2] == out[1] and out[3] == out[1]
+    one = json.loads((tmp_path / "1.json").read_text())
+    for n in (2, 3):
+        assert (tmp_path / f"{n}.model").read_bytes() == (tmp_path / "1.model").read_bytes()
+        stats = json.loads((tmp_path / f"{n}.json").read_text())
+        assert stats["values"]["pairs_dealt"] == n and stats["counts"] == one["counts"]
+        assert all(r["counts"]["cache_misses"] > 0 for r in stats["per_rank"])  # all solved
+
+
+def test_pairs_dealt_to_the_ranks_raise_the_first_error_in_pair_order(tmp_path):
+    """Classes 3 and 4 overflow the poly kernel: every pair but the first fails. At P = 2 rank
+    0 (pairs 1, 3, 5) fails at pair 3, rank 1 (pairs 2, 4, 6) at pair 2; every P reports pair
+    2, once, as one process does."""
+    rng = np.random.default_rng(0)
+    rows = [
+        f"{c + 1} 1:{a:.6g} 2:{b:.6g}"
+        for c in range(4)
+        for a, b in rng.normal(size=(20, 2)) * (1e3 if c >= 2 else 1.0)
+    ]
+    data = tmp_path / "overflow.txt"
+    data.write_text("\n".join(rows) + "\n")
+    for n in (1, 2, 3):
+        r = run_cli(TRAIN, ["-q", "-t", "1", "-d", "3", "-g", "1e100", data, tmp_path / "m"], n)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.count("error:") == 1, r.stderr
+        assert "not finite in class pair 2 of 6" in r.stderr, r.stderr
+    assert not (tmp_path / "m").exists()

@@ -95,6 +95,29 @@ class Shard:
 
         return replace(self, X=columns_right(self.X), n_features=self.n_features + 1, index_base=0)
 
+    def whole(self, comm: Comm) -> Shard:
+        """Every rank's rows in global order, on every rank (collective)."""
+        if comm.size == 1:
+            return self
+        from psvm.svc.state import gather_csr
+
+        indptr, indices, data = gather_csr(comm, self.X.indptr, self.X.indices, self.X.data)
+        X = sp.csr_matrix((data, indices, indptr), shape=(self.n_samples, self.n_features))
+        y = comm.allgatherv(np.asarray(self.y, dtype=np.float64))
+        return replace(self, X=X, y=y, offset=0)
+
+
+# a copy of every rank's rows on each rank (cross-validation folds, class pairs solved whole)
+# only while the copies on one node take at most this (CSR bytes)
+REPLICATE_MAX_BYTES = 1 << 30
+
+
+def replicable(comm: Comm, shard: Shard) -> bool:
+    """Whether every rank of a node may hold a copy of all rows (collective)."""
+    X = shard.X
+    nbytes = comm.sum_(int(X.data.nbytes + X.indices.nbytes + 16 * shard.n_local))
+    return nbytes * comm.local_size() <= REPLICATE_MAX_BYTES
+
 
 # -- pure helpers ---------------------------------------------------------------
 

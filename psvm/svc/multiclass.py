@@ -1,9 +1,11 @@
 """One-vs-one C-SVC over a sharded data set, as LIBSVM's svm_train does it.
 
 Each class pair is a binary problem over the ranks' rows of those two
-classes (still sharded, global order kept by an exscan of local counts).
-The support vectors are then gathered in global row order and grouped by
-class, so every rank ends with the same :class:`~psvm.model.SVCModel`.
+classes (still sharded, global order kept by an exscan of local counts), or,
+when the pairs are dealt out (:mod:`psvm.svc.pairs`), over all its rows on the
+one rank that solves it. The support vectors are then gathered in global row
+order and grouped by class, so every rank ends with the same
+:class:`~psvm.model.SVCModel`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import SVCConfig, make_svc_config
+from psvm.comm import alone
 from psvm.gram import serial_rows
 from psvm.kernels import (
     arithmetic_probe,
@@ -35,7 +38,7 @@ from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.columns import fits_float32
-from psvm.svc.pairs import pair_workers, solved_pairs
+from psvm.svc.pairs import deal, dealt_pairs, pair_workers, solved_pairs
 from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.solver import Solver
 from psvm.svc.state import (
@@ -257,7 +260,8 @@ def fit_ovo(
     back (:mod:`psvm.svc.checkpoint`). ``alpha0`` (C-SVC): a feasible start, y alpha over
     the shard's rows in ``dual_coef``'s layout (k - 1 rows: pair (a, b)'s class a in row
     b - 1, class b in row a); default 0. ``fold``: the training rows of a fold (``-v``,
-    ``-b 1``), for nu-SVC's error when its nu is infeasible there.
+    ``-b 1``), for nu-SVC's error when its nu is infeasible there. Under mpiexec the pairs
+    may be dealt out to the ranks, each solved whole by one (:func:`psvm.svc.pairs.deal`).
     """
     stats = Stats() if stats is None else stats
     y, k = shard.y, len(classes)
@@ -269,42 +273,65 @@ def fit_ovo(
         cls[y == label] = c
     nu = cfg.svm_type == "nu_svc"
     C_row = _row_bounds(comm, cfg, classes, cls, sample_weight, fold)
-    Xc, X = solver_rows(comm, shard.X, cfg.kernel)
-    rows_of = _pair_rows(comm, shard, cfg, Xc, cls, C_row)
-    ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
-    results = _PairResults(y.size, k, nu)
     pairs = list(itertools.combinations(range(k), 2))
     n_pairs = len(pairs)
+    owner = None
+    if checkpoint is None and alpha0 is None and n_pairs > 1:
+        n_class = comm.sum_(np.bincount(cls[(C_row > 0) & (cls >= 0)], minlength=k))
+        owner = deal(comm, np.array([n_class[a] + n_class[b] for a, b in pairs]), shard)
+    run = comm  # the pairs' communicator: each rank alone when they are dealt out
+    if owner is not None:  # every rank gets all rows (the bits of one process)
+        shard, cls, C_row = shard.whole(comm), comm.allgatherv(cls), comm.allgatherv(C_row)
+        run = alone(comm)
+    Xc, X = solver_rows(run, shard.X, cfg.kernel)
+    members, problem_of = _pair_rows(run, shard, cfg, Xc, cls, C_row)
+    ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
+    results = _PairResults(cls.size, k, nu)
 
-    def prepare(pair: int) -> tuple:
+    def prepare(pair: int) -> BinaryProblem:
         a, b = pairs[pair]
-        rows, first, problem = rows_of(a, b)
+        rows, first = members(a, b)
+        problem = problem_of(rows, first)
         if nu:
-            nu_start(comm, problem, cfg.nu, sample_weight is not None)
+            nu_start(run, problem, cfg.nu, sample_weight is not None)
         elif alpha0 is not None:
             problem.alpha0 = np.abs(np.where(first, alpha0[b - 1, rows], alpha0[a, rows]))
-        return rows, first, problem
+        return problem
 
-    def solve(pair: int, problem, pair_stats, cancel, workers: int) -> BinaryResult:
+    def solve(pair, problem, pair_stats, cancel, workers: int, pair_log=log) -> tuple:
+        """The pair's result and LIBSVM's lines after it (collective under ``run``: every
+        rank makes them if any logs)."""
         pair_cfg = cfg if workers == 1 else replace(cfg, cache_size=cfg.cache_size / workers)
-        return _solve_pair(comm, problem, pair_cfg, pair_stats, log, ck, pair, n_pairs, cancel)
+        res = _solve_pair(run, problem, pair_cfg, pair_stats, pair_log, ck, pair, n_pairs, cancel)
+        if pair_log is None and run.size == 1:
+            return res, []
+        scale = _scale(res, nu)
+        shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
+        return res, [pair_summary(run, problem, shown, note=f"C = {scale:f}" if nu else None)]
 
-    workers = pair_workers(comm, ck, n_pairs)
+    if owner is None:
+        solved = solved_pairs(n_pairs, prepare, solve, stats, pair_workers(comm, ck, n_pairs))
+    else:
+        workers = pair_workers(run, None, int(np.count_nonzero(owner == comm.rank)))
+        shows = comm.bcast_obj(log is not None)  # (rank 0 logs)
+        solved = dealt_pairs(comm, owner, prepare, solve, stats, workers, shows)
     # closed on any error here too (Ctrl-C included): the pairs still running stop now
-    with closing(solved_pairs(n_pairs, prepare, solve, stats, workers)) as solved:
-        for pair, (rows, first, problem), res in solved:
+    with closing(solved):
+        for pair, (res, lines) in solved:
             a, b = pairs[pair]
-            scale = results.add(res, problem.y, rows, first, a, b)
-            if log is not None or comm.size > 1:  # collective: every rank, if any logs
-                note = f"C = {scale:f}" if nu else None
-                shown = replace(res, rho=results.rho[-1], objective=results.objective[-1])
-                summary = pair_summary(comm, problem, shown, note=note)
-                if log is not None:
-                    log(summary)
+            results.add(res, *members(a, b), a, b)
+            for line in lines if log is not None else ():
+                log(line)
     meta = {**results.meta(), "heuristic": cfg.heuristic, "reconstruction": cfg.reconstruction}
     return gathered_model(
-        comm, shard, cfg, X, results.is_sv, results.coef, results.rho, meta, classes, cls
+        run, shard, cfg, X, results.is_sv, results.coef, results.rho, meta, classes, cls
     )
+
+
+def _scale(res: BinaryResult, nu: bool) -> float:
+    """A pair's scale: nu-SVC's 1 / r, as LIBSVM's solve_nu_svc (alpha y / r, rho / r,
+    objective / r^2), else 1."""
+    return 1.0 / res.r if nu else 1.0
 
 
 class _PairResults:
@@ -319,13 +346,12 @@ class _PairResults:
         self.rho, self.r, self.n_iter, self.objective = [], [], [], []
         self.status, self.approximate = 0, False
 
-    def add(self, res: BinaryResult, y, rows, first, a: int, b: int) -> float:
-        """Record pair (a, b)'s result over its ``rows`` (``first``: of class a); returns
-        its scale (nu-SVC: 1 / r, as LIBSVM's solve_nu_svc: alpha y / r, rho / r,
-        objective / r^2; else 1)."""
-        scale = 1.0 / res.r if self.nu else 1.0
+    def add(self, res: BinaryResult, rows, first, a: int, b: int) -> None:
+        """Record pair (a, b)'s result over its ``rows`` (``first``: of class a), scaled for
+        nu-SVC (:func:`_scale`)."""
+        scale = _scale(res, self.nu)
         self.is_sv[rows[res.alpha > 0]] = True
-        ya = y * res.alpha * scale
+        ya = np.where(first, res.alpha, -res.alpha) * scale
         self.coef[b - 1, rows[first]] = ya[first]
         self.coef[a, rows[~first]] = ya[~first]
         self.rho.append(res.rho * scale)
@@ -334,7 +360,6 @@ class _PairResults:
         self.objective.append(res.objective * scale * scale)
         self.status = max(self.status, res.status)
         self.approximate |= res.approximate
-        return scale
 
     def meta(self) -> dict:
         return {
@@ -358,8 +383,8 @@ def _row_bounds(comm, cfg, classes, cls, sample_weight, fold: bool) -> np.ndarra
 
 
 def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
-    """A function of a class pair (a, b): its rows (those with C_t > 0), which of them are
-    class a, and its :class:`BinaryProblem` (collective)."""
+    """Two functions: of a class pair (a, b), its rows (those with C_t > 0) and which of them
+    are class a; of those, the pair's :class:`BinaryProblem` (collective)."""
     Xc_arrays = csr_arrays(Xc)
     kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
     # a precomputed kernel's serials and diagonal: each pair's kernel; norms, diagonal and the
@@ -376,11 +401,13 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
 
     bounded = C_row > 0  # rows of zero weight are left out
 
-    def rows_of(a: int, b: int):
+    def members(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
         rows = (((cls == a) | (cls == b)) & bounded).nonzero()[0]
-        first = cls[rows] == a
+        return rows, cls[rows] == a
+
+    def problem_of(rows: np.ndarray, first: np.ndarray) -> BinaryProblem:
         every = rows.size == cls.size  # (two classes: the shard itself, not a copy)
-        problem = BinaryProblem(
+        return BinaryProblem(
             X=Xc_arrays if every else take_rows(*Xc_arrays, rows),
             n_features=Xc.shape[1],
             y=np.where(first, 1.0, -1.0),
@@ -394,9 +421,8 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
             integral=integral,
             sq_max=sq_max,
         )
-        return rows, first, problem
 
-    return rows_of
+    return members, problem_of
 
 
 def gathered_model(comm, shard, cfg, X, is_sv, coef, rho, meta, classes=(), cls=None):

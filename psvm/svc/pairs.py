@@ -1,13 +1,16 @@
-"""The class pairs of a one-vs-one fit, solved side by side in one process.
+"""The class pairs of a one-vs-one fit: side by side on threads in one process, or dealt
+out to the ranks, each solved whole by one rank.
 
-A multi-class fit solves k (k - 1) / 2 independent binary problems, and the compiled loop
-releases the GIL. In one process, worker threads solve several pairs at once, each exactly
-as it would be solved alone (a pair's arithmetic does not depend on its thread: the same
-bits). The fit's thread budget (numba's count in the fitting thread: ``n_threads``, ``-o``)
-goes to the pairs instead of to the columns of each pair, which on the rows of two classes
-are mostly too short to split. Under mpiexec the ranks step through one pair at a time
-together (collectives), and a checkpoint saves one pair at a time: there the pairs run one by
-one (a rank that fits alone, a cross-validation fold of ``psvm-train -v``, is one process).
+A multi-class fit solves k (k - 1) / 2 independent binary problems, each with the same bits
+however it is solved (alone, on a thread, or by ranks together: the model does not depend on
+P). In one process, worker threads solve several pairs at once (:func:`solved_pairs`; the
+compiled loop releases the GIL): the fit's thread budget (numba's count in the fitting
+thread: ``n_threads``, ``-o``) goes to the pairs instead of to the columns of each pair,
+which on the rows of two classes are mostly too short to split. Under mpiexec the ranks
+either step through each pair together (collectives twice an iteration) or, when the pairs
+are many and small enough for every rank to hold all rows, each rank solves the pairs dealt
+to it alone and the results are exchanged once (:func:`deal`, :func:`dealt_pairs`). A
+checkpoint saves one pair at a time: there the pairs run one by one, together.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 
 import numba
+import numpy as np
 
 from psvm.stats import Stats
 
@@ -44,16 +49,16 @@ def pair_workers(comm, checkpoint, n_pairs: int) -> int:
 
 def solved_pairs(
     n_pairs: int,
-    prepare: Callable[[int], tuple],
+    prepare: Callable[[int], object],
     solve: Callable[[int, object, Stats, threading.Event | None, int], object],
     stats: Stats,
     workers: int,
-) -> Iterator[tuple[int, tuple, object]]:
-    """(pair, ``prepare(pair)``, its result) for each pair, in pair order; close it (the
-    caller's error stops the pairs running, ``contextlib.closing``).
+) -> Iterator[tuple[int, object]]:
+    """(pair, its result) for each pair, in pair order; close it (the caller's error stops
+    the pairs running, ``contextlib.closing``).
 
-    ``prepare(pair)`` (in the calling thread) gives the pair's job, whose last item is its
-    problem; ``solve(pair, problem, stats, cancel, workers)`` solves it. With ``workers`` > 1
+    ``prepare(pair)`` (in the calling thread) gives the pair's problem;
+    ``solve(pair, problem, stats, cancel, workers)`` solves it. With ``workers`` > 1
     the first pair is solved alone, timed: if it took :data:`PAIR_SECONDS` or more, the
     others go to ``workers`` threads (``stats.values["pair_threads"]``), each with statistics
     of its own added to ``stats`` in pair order: the same counts and traces as one by one,
@@ -64,19 +69,18 @@ def solved_pairs(
     comes when it happens); an error or Ctrl-C sets ``cancel``, and the pairs still running
     stop at their next engine return.
     """
-    first = 0
-    if workers > 1 and n_pairs > 1:
-        job = prepare(0)
+    first, workers = 0, workers if n_pairs > 1 else 1
+    if workers > 1:
+        problem = prepare(0)
         start = time.perf_counter()
-        res = solve(0, job[-1], stats, None, 1)
+        res = solve(0, problem, stats, None, 1)
         if time.perf_counter() - start < PAIR_SECONDS:
             workers = 1
-        yield 0, job, res
+        yield 0, res
         first = 1
     if workers < 2:
         for pair in range(first, n_pairs):
-            job = prepare(pair)
-            yield pair, job, solve(pair, job[-1], stats, None, 1)
+            yield pair, solve(pair, prepare(pair), stats, None, 1)
         return
     stats.values["pair_threads"] = workers
     cancel = threading.Event()
@@ -93,8 +97,7 @@ def solved_pairs(
             for pair in range(first, n_pairs):
                 if len(pending) == 2 * workers:
                     yield _done(pending.popleft(), stats)
-                job = prepare(pair)
-                pending.append((pair, job, pool.submit(run, pair, job[-1])))
+                pending.append((pair, pool.submit(run, pair, prepare(pair))))
             while pending:
                 yield _done(pending.popleft(), stats)
         except BaseException:
@@ -104,8 +107,90 @@ def solved_pairs(
 
 
 def _done(item: tuple, stats: Stats) -> tuple:
-    """A pending pair's (pair, job, result), once solved; its statistics added to ``stats``."""
-    pair, job, future = item
+    """A pending pair's (pair, result), once solved; its statistics added to ``stats``."""
+    pair, future = item
     res, own = future.result()
     stats.merge(own)
-    return pair, job, res
+    return pair, res
+
+
+# pairs are dealt out while the ranks are busy this share of the time on average: a rank
+# solving a pair alone makes no collective, where ranks stepping through a pair together wait
+# on two Allgathers an iteration, which on pairs of a few thousand rows cost more than the work;
+# three pairs of 16,000 rows at P = 2 (a share of 0.75) trained 8% faster together
+DEAL_SHARE = 0.8
+
+
+def deal(comm, pair_rows: np.ndarray, shard) -> np.ndarray | None:
+    """Each pair's rank, if the ranks should solve whole pairs alone, else None (collective).
+
+    The pairs (``pair_rows``: their global rows) go longest first to the least loaded rank
+    (ties: the lower pair, the lower rank), a pair of n rows costing n^2 (SMO's iterations and
+    columns both grow with n). Dealt when that keeps the ranks busy :data:`DEAL_SHARE` of the
+    time on average (total cost >= DEAL_SHARE x P x the busiest rank's) and every rank of a
+    node may hold all rows (:func:`psvm.io.shard.replicable`).
+    """
+    from psvm.io.shard import replicable
+
+    if comm.size == 1 or pair_rows.size < 2:
+        return None
+    cost = np.asarray(pair_rows, dtype=np.float64) ** 2
+    owner, load = np.empty(cost.size, dtype=np.int64), np.zeros(comm.size)
+    for pair in np.argsort(-cost, kind="stable"):
+        owner[pair] = rank = int(np.argmin(load))
+        load[rank] += cost[pair]
+    if cost.sum() < DEAL_SHARE * comm.size * load.max() or not replicable(comm, shard):
+        return None
+    return owner
+
+
+def dealt_pairs(
+    comm,
+    owner: np.ndarray,
+    prepare: Callable[[int], object],
+    solve: Callable[..., tuple[object, list[str]]],
+    stats: Stats,
+    workers: int,
+    shows: bool,
+) -> Iterator[tuple[int, tuple[object, list[str]]]]:
+    """(pair, (its result, its log lines)) for each pair, in pair order, on every rank
+    (collective). Rank ``owner[pair]`` solves the pair alone (:func:`solved_pairs`, on
+    ``workers`` threads): ``solve(pair, problem, stats, cancel, workers, log)`` gives the
+    result and the lines after it, ``log`` collecting the pair's progress lines before them
+    where ``shows`` (whether rank 0 logs: the same on every rank). Then the ranks exchange
+    results and statistics once; each rank adds every pair's statistics to ``stats``,
+    another rank's as :meth:`~psvm.stats.Stats.merge` says (``values["pairs_dealt"]``). The
+    first error in pair order is raised on every rank (a rank stops at its first error; the
+    lowest of those is the first of all)."""
+    mine = np.flatnonzero(owner == comm.rank)
+
+    def solve_mine(i: int, problem, _, cancel, workers: int) -> tuple:
+        pair_stats, lines = Stats(), []
+        log = lines.append if shows else None
+        res, after = solve(int(mine[i]), problem, pair_stats, cancel, workers, log)
+        return (res, lines + after), pair_stats
+
+    def prepare_mine(i: int):
+        return prepare(int(mine[i]))
+
+    own, error = {}, None
+    try:
+        solved = solved_pairs(mine.size, prepare_mine, solve_mine, stats, workers)
+        with closing(solved):
+            for i, out in solved:
+                own[int(mine[i])] = out
+    except Exception as e:  # a pair's agreed error (values not finite): raised below
+        if not getattr(e, "collective", False):
+            raise  # (Comm.guard ends the job)
+        error = (int(mine[len(own)]), e)  # (the next pair's: ``prepare`` raises none agreed)
+    solved_all, errors = {}, []
+    for part, err in comm.allgather_obj((own, error)):
+        solved_all.update(part)
+        errors += [err] if err is not None else []
+    if errors:
+        raise min(errors, key=lambda e: e[0])[1]
+    stats.values["pairs_dealt"] = comm.size
+    for pair in range(owner.size):
+        out, pair_stats = solved_all.pop(pair)
+        stats.merge(pair_stats, own=owner[pair] == comm.rank)
+        yield pair, out

@@ -82,8 +82,8 @@ def test_pairs_run_one_by_one_where_threads_cannot_serve(monkeypatch):
         threads.append((threading.current_thread(), cancel, workers))
         return pair
 
-    got = list(solved_pairs(5, lambda pair: (pair,), solve, stats, 2))
-    assert [res for _, _, res in got] == list(range(5)) and "pair_threads" not in stats.values
+    got = list(solved_pairs(5, lambda pair: pair, solve, stats, 2))
+    assert got == [(pair, pair) for pair in range(5)] and "pair_threads" not in stats.values
     assert threads == [(threading.current_thread(), None, 1)] * 5
 
 
@@ -96,7 +96,7 @@ def test_the_first_error_in_pair_order_is_raised_and_the_other_pairs_stop(monkey
 
     def prepare(pair):
         prepared.append(pair)
-        return (pair,)
+        return pair
 
     def solve(pair, problem, stats, cancel, workers):
         if pair:  # (the first pair is solved alone, in this thread)
@@ -117,9 +117,9 @@ def test_the_first_error_in_pair_order_is_raised_and_the_other_pairs_stop(monkey
     got = []
     with pytest.raises(ValueError, match="pair 1"):
         with closing(solved_pairs(20, prepare, solve, stats, 2)) as solved:
-            for pair, job, res in solved:
-                got.append((pair, job, res))
-    assert got == [(0, (0,), 0)] and stats.counts["n_iter"] == 1
+            for pair, res in solved:
+                got.append((pair, res))
+    assert got == [(0, 0)] and stats.counts["n_iter"] == 1
     assert stats.values["pair_threads"] == 2
     assert all(c is cancels[0] and c.is_set() for c in cancels)
     assert waited and all(waited)  # the pairs running then stopped when told
@@ -140,8 +140,8 @@ def test_an_error_of_the_caller_stops_the_pairs_when_it_closes_them(monkeypatch)
         return pair
 
     with pytest.raises(KeyboardInterrupt):
-        with closing(solved_pairs(9, lambda pair: (pair,), solve, Stats(), 2)) as solved:
-            for pair, _, _ in solved:
+        with closing(solved_pairs(9, lambda pair: pair, solve, Stats(), 2)) as solved:
+            for pair, _ in solved:
                 if pair == 1:
                     assert started.wait(10)
                     raise KeyboardInterrupt
@@ -159,3 +159,142 @@ def test_a_cancelled_solver_stops_at_its_next_engine_call():
     cancel.set()
     with pytest.raises(Cancelled):
         Solver(Comm(), problem, cfg, Stats(), cancel=cancel).solve()
+
+
+class _Ranks(SimpleNamespace):
+    """A stub communicator of ``size`` ranks on one node, rank 0's view."""
+
+    def __init__(self, size: int):
+        super().__init__(size=size, rank=0)
+
+    def sum_(self, x):
+        return x * self.size
+
+    def local_size(self) -> int:
+        return self.size
+
+
+def _shard(n: int = 100):
+    X = sp.random(n, 5, density=0.5, format="csr", random_state=0)
+    return SimpleNamespace(X=X, n_local=n)
+
+
+def test_pairs_are_dealt_longest_first_to_the_least_loaded_rank():
+    # costs 49, 64, 36, 25 (rows squared): 8 -> rank 0, 7 -> 1, 6 -> 1, 5 -> 0
+    owner = pairs.deal(_Ranks(2), np.array([7, 8, 6, 5]), _shard())
+    assert owner.tolist() == [1, 0, 1, 0]
+    assert pairs.deal(_Ranks(2), np.array([3, 3, 3, 3]), _shard()).tolist() == [0, 1, 0, 1]
+    assert pairs.deal(_Ranks(3), np.array([3, 3, 3]), _shard()).tolist() == [0, 1, 2]  # ties
+
+
+def test_pairs_are_solved_together_where_dealing_would_not_pay(monkeypatch):
+    assert pairs.deal(Comm(), np.array([5, 5, 5]), _shard()) is None  # one process
+    assert pairs.deal(_Ranks(2), np.array([10]), _shard()) is None  # one pair
+    # three equal pairs keep 3 ranks busy all the time (dealt), 2 ranks 75% and 4 ranks 75%
+    # of it: under DEAL_SHARE
+    assert pairs.deal(_Ranks(2), np.array([5, 5, 5]), _shard()) is None
+    assert pairs.deal(_Ranks(4), np.array([5, 5, 5]), _shard()) is None
+    # one large pair and small ones: the busiest rank has most of the work
+    assert pairs.deal(_Ranks(4), np.array([100, 10, 10, 10]), _shard()) is None
+    # every rank of a node would hold all rows: only within REPLICATE_MAX_BYTES
+    from psvm.io import shard
+
+    monkeypatch.setattr(shard, "REPLICATE_MAX_BYTES", 0)
+    assert pairs.deal(_Ranks(3), np.array([3, 3, 3]), _shard()) is None
+
+
+def test_statistics_of_another_ranks_pair_count_once_over_the_ranks():
+    part = Stats()
+    part.add("n_iter", 7)  # kept alike by every rank (SHARED_COUNTS)
+    part.add("cache_hits", 5)  # summed over the ranks
+    part.seconds["kernel"] = 0.5
+    part.traces["iter"] += [0, 10]
+    part.traces["active"] += [40, 30]  # summed over the ranks (SUMMED_TRACES)
+    mine, other = Stats(), Stats()
+    mine.merge(part)
+    other.merge(part, own=False)
+    assert dict(mine.counts) == {"n_iter": 7, "cache_hits": 5} and mine.seconds["kernel"] == 0.5
+    assert dict(other.counts) == {"n_iter": 7} and "kernel" not in other.seconds
+    assert other.traces["iter"] == [0, 10] and other.traces["active"] == [0, 0]
+
+
+class _Sent(Exception):
+    """Stops a stub rank at its exchange, its part kept (:func:`_dealt`)."""
+
+
+def _parts(owner, solve, shows=True, workers=2) -> list:
+    """Each stub rank's part of dealt_pairs' exchange: its pairs solved, stopped there."""
+    parts = []
+
+    def sent(obj):
+        parts.append(obj)
+        raise _Sent
+
+    for rank in range(int(owner.max()) + 1):
+        comm = SimpleNamespace(size=int(owner.max()) + 1, rank=rank, allgather_obj=sent)
+        with pytest.raises(_Sent):
+            list(pairs.dealt_pairs(comm, owner, lambda p: p, solve, Stats(), workers, shows))
+    return parts
+
+
+def _dealt(owner, solve, shows=True, workers=2) -> list:
+    """Every stub rank's (yielded pairs, Stats) from dealt_pairs, given all ranks' parts."""
+    parts, out = _parts(owner, solve, shows, workers), []
+    for rank in range(len(parts)):
+        comm = SimpleNamespace(size=len(parts), rank=rank, allgather_obj=lambda obj: parts)
+        stats = Stats()
+        got = list(pairs.dealt_pairs(comm, owner, lambda p: p, solve, stats, workers, shows))
+        out.append((got, stats))
+    return out
+
+
+def _solve(fail=()):
+    def solve(pair, problem, stats, cancel, workers, log=None):
+        if pair in fail:
+            from psvm.svc.multiclass import TrainingError
+
+            raise TrainingError(f"pair {pair}")
+        stats.add("n_iter", 10 + pair)
+        stats.add("cache_misses", pair)
+        stats.traces["iter"] += [0, 5 + pair]
+        stats.traces["active"] += [9, pair]
+        if log is not None:
+            log(f"progress {pair}")
+        return f"res {pair}", [f"after {pair}"]
+
+    return solve
+
+
+def test_dealt_pairs_give_every_rank_every_result_and_one_process_statistics(monkeypatch):
+    """Two stub ranks, pairs 0, 2, 4 on rank 0 (on two threads) and 1, 3 on rank 1: each rank
+    yields every pair's result and lines in pair order, and their statistics reduce to those
+    of one process solving every pair."""
+    from psvm.stats import reduce_stats
+
+    monkeypatch.setattr(pairs, "PAIR_SECONDS", 0.0)
+    owner = np.array([0, 1, 0, 1, 0])
+    ranks = _dealt(owner, _solve())
+    expected = [(p, (f"res {p}", [f"progress {p}", f"after {p}"])) for p in range(5)]
+    assert all(got == expected for got, _ in ranks)
+    assert ranks[0][1].values == {"pairs_dealt": 2, "pair_threads": 2}
+    one = Stats()
+    assert len(list(solved_pairs(5, lambda p: p, _solve(), one, 1))) == 5
+    views = [{**stats.to_dict(), "comm": {}} for _, stats in ranks]
+    comm = SimpleNamespace(size=2, counters={}, allgather_obj=lambda _: views)
+    two, alone = reduce_stats(comm, ranks[0][1]), reduce_stats(None, one)
+    assert two["counts"] == alone["counts"] == {"n_iter": 60, "cache_misses": 10}
+    assert two["traces"] == alone["traces"]
+    assert [r["counts"]["cache_misses"] for r in two["per_rank"]] == [6, 4]  # each its own
+    quiet = _dealt(owner, _solve(), shows=False, workers=1)
+    assert all(got == [(p, (f"res {p}", [f"after {p}"])) for p in range(5)] for got, _ in quiet)
+
+
+def test_dealt_pairs_raise_the_first_error_in_pair_order_on_every_rank():
+    """Rank 0 fails at pair 4 (after 0 and 2), rank 1 at pair 1: both raise pair 1's."""
+    owner, solve = np.array([0, 1, 0, 1, 0]), _solve({1, 4})
+    parts = _parts(owner, solve, False, 1)
+    assert [(sorted(own), err[0]) for own, err in parts] == [([0, 2], 4), ([], 1)]
+    for rank in range(2):
+        comm = SimpleNamespace(size=2, rank=rank, allgather_obj=lambda obj: parts)
+        with pytest.raises(ValueError, match="pair 1"):
+            list(pairs.dealt_pairs(comm, owner, lambda p: p, solve, Stats(), 1, False))
