@@ -145,8 +145,9 @@ def test_with_an_empty_cache_one_rank_per_node_compiles_the_loop(tmp_path):
 
 
 def test_pairs_dealt_to_the_ranks_print_one_process_lines(tmp_path):
-    """Each rank solves whole class pairs (psvm.svc.pairs.deal): rank 0 prints LIBSVM's lines
-    of every pair in pair order, the same as one process, and the model is the same."""
+    """Each rank solves whole class pairs (psvm.svc.pairs.deal), and -b 1's folds of whole
+    pairs: rank 0 prints LIBSVM's lines of every pair in pair order, the same as one
+    process, and the model, probA and probB included, is the same."""
     from sklearn.datasets import dump_svmlight_file, make_classification
 
     X, y = make_classification(300, 6, n_informative=4, n_classes=4, random_state=0)
@@ -154,12 +155,13 @@ def test_pairs_dealt_to_the_ranks_print_one_process_lines(tmp_path):
     dump_svmlight_file(X, y, str(data))
     out = {}
     for n in (1, 2, 3):
-        r = run_cli(TRAIN, ["--stats", tmp_path / f"{n}.json", data, tmp_path / f"{n}.model"], n)
+        stats = tmp_path / f"{n}.json"
+        r = run_cli(TRAIN, ["-b", "1", "--stats", stats, data, tmp_path / f"{n}.model"], n)
         assert r.returncode == 0, r.stderr
         lines = r.stdout.splitlines()
         assert lines[-1].startswith("Wrote ")
         out[n] = lines[:-1]
-    assert sum(line.startswith("optimization finished") for line in out[1]) == 6
+    assert sum(line.startswith("optimization finished") for line in out[1]) == 6 + 6 * 5
     assert out[2] == out[1] and out[3] == out[1]
     one = json.loads((tmp_path / "1.json").read_text())
     for n in (2, 3):

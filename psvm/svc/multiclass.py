@@ -249,6 +249,7 @@ def fit_ovo(
     checkpoint: CheckpointConfig | None = None,
     alpha0: np.ndarray | None = None,
     fold: bool = False,
+    cancel: Event | None = None,
 ) -> tuple[SVCModel, np.ndarray]:
     """Train one-vs-one C-SVC on a shard; collective, same model on every rank.
 
@@ -260,8 +261,10 @@ def fit_ovo(
     back (:mod:`psvm.svc.checkpoint`). ``alpha0`` (C-SVC): a feasible start, y alpha over
     the shard's rows in ``dual_coef``'s layout (k - 1 rows: pair (a, b)'s class a in row
     b - 1, class b in row a); default 0. ``fold``: the training rows of a fold (``-v``,
-    ``-b 1``), for nu-SVC's error when its nu is infeasible there. Under mpiexec the pairs
-    may be dealt out to the ranks, each solved whole by one (:func:`psvm.svc.pairs.deal`).
+    ``-b 1``), for nu-SVC's error when its nu is infeasible there. ``cancel``: set, the fit
+    stops at its next engine return (a fit on a thread of :mod:`psvm.svc.pairs`). Under
+    mpiexec the pairs may be dealt out to the ranks, each solved whole by one
+    (:func:`psvm.svc.pairs.deal`).
     """
     stats = Stats() if stats is None else stats
     y, k = shard.y, len(classes)
@@ -298,11 +301,12 @@ def fit_ovo(
             problem.alpha0 = np.abs(np.where(first, alpha0[b - 1, rows], alpha0[a, rows]))
         return problem
 
-    def solve(pair, problem, pair_stats, cancel, workers: int, pair_log=log) -> tuple:
+    def solve(pair, problem, pair_stats, stop, workers: int, pair_log=log) -> tuple:
         """The pair's result and LIBSVM's lines after it (collective under ``run``: every
         rank makes them if any logs)."""
         pair_cfg = cfg if workers == 1 else replace(cfg, cache_size=cfg.cache_size / workers)
-        res = _solve_pair(run, problem, pair_cfg, pair_stats, pair_log, ck, pair, n_pairs, cancel)
+        stop = cancel if stop is None else stop
+        res = _solve_pair(run, problem, pair_cfg, pair_stats, pair_log, ck, pair, n_pairs, stop)
         if pair_log is None and run.size == 1:
             return res, []
         scale = _scale(res, nu)

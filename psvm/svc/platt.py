@@ -1,25 +1,23 @@
 """The probability model's training (``-b 1``): per class pair, LIBSVM's 5-fold internal
 cross-validation on the distributed engine, then :func:`psvm.probability.sigmoid_train` on
 its decision values (LIBSVM's ``svm_binary_svc_probability``). Each fold is one
-distributed training over all ranks' rows (collective), so probA/probB have the same bits
+distributed training over all ranks' rows (collective), or, with the class pairs dealt to
+the ranks, a training by the pair's rank alone; either way probA/probB have the same bits
 for every P. Also the regressors' Laplace sigma and one-class SVM's density marks.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
+from contextlib import closing
 
 import numpy as np
 
 from psvm.probability import density_marks, sigmoid_train
+from psvm.stats import Stats
 
 N_FOLDS = 5  # LIBSVM's nr_fold for probability estimates
-
-
-def internal_folds(rng: np.random.Generator, n: int) -> np.ndarray:
-    """The fold of each of n rows: a shuffle cut into 5 runs, LIBSVM's rule
-    (run i holds positions i n / 5 up to (i + 1) n / 5 of the shuffle)."""
-    return perm_folds(rng.permutation(n))
 
 
 def perm_folds(perm: np.ndarray) -> np.ndarray:
@@ -50,38 +48,69 @@ def fit_probability(
     For the pair (a, b), its rows (a: +1, b: -1) are cut into 5 folds; each fold's decision
     values come from C-SVC or nu-SVC trained on the other four with bounds Cp and Cn (the
     pair's weighted C), and :func:`sigmoid_train` fits them. ``gamma``: the full training
-    set's, resolved (a fold's own 'scale' would differ). ``seed``: of rank 0's shuffle, one
-    generator drawn pair after pair; ``perms``: each pair's shuffle instead (tests).
+    set's, resolved (a fold's own 'scale' would differ). ``seed``: of rank 0's shuffles, one
+    generator drawn pair after pair; ``perms``: each pair's shuffle instead (tests). Under
+    mpiexec the pairs may be dealt to the ranks, each pair's folds trained by one rank alone
+    (:func:`psvm.svc.pairs.deal`), else every fold is trained by all ranks together.
     """
+    from psvm.comm import alone
+    from psvm.svc.pairs import deal, dealt_pairs, pair_workers, solved_pairs
+
     k = len(classes)
-    rng = np.random.default_rng(seed) if comm.rank == 0 and perms is None else None
     cls = np.full(shard.y.size, -1, dtype=np.int64)
     for c, label in enumerate(classes):
         cls[shard.y == label] = c
     keep = np.ones(shard.y.size, bool) if sample_weight is None else sample_weight > 0
-    C = params["C"]
-    weight = [C * params["class_weight"].get(label, 1.0) for label in classes]
-    probA, probB, pair = [], [], 0
-    for a in range(k):
-        for b in range(a + 1, k):
-            rows = np.flatnonzero(((cls == a) | (cls == b)) & keep)
-            pos, n = _pair_positions(comm, cls[rows] == a)
-            if perms is not None:
-                folds = perm_folds(np.asarray(perms[pair]))
-            else:
-                folds = comm.bcast_obj(internal_folds(rng, n) if comm.rank == 0 else None)
-            cw = {1.0: weight[a], -1.0: weight[b]}
-            sub = {**params, "gamma": gamma, "C": 1.0, "class_weight": cw}
-            y = np.where(cls[rows] == a, 1.0, -1.0)
-            sw = None if sample_weight is None else sample_weight[rows]
-            dec = _cv_decision_values(comm, shard, rows, y, folds[pos], sub, sw, stats, log)
-            A, B = sigmoid_train(
-                comm.allgatherv(dec), comm.allgatherv(y)
-            )  # global order: same bits for any P
-            probA.append(A)
-            probB.append(B)
-            pair += 1
-    return np.array(probA), np.array(probB)
+    pairs = list(itertools.combinations(range(k), 2))
+    n_class = comm.sum_(np.bincount(cls[keep & (cls >= 0)], minlength=k))
+    sizes = np.array([n_class[a] + n_class[b] for a, b in pairs])
+    if perms is None:  # rank 0's, the same folds whatever numpy each rank runs
+        rng = np.random.default_rng(seed) if comm.rank == 0 else None
+        perms = comm.bcast_obj([rng.permutation(n) for n in sizes] if rng else None)
+    weight = [params["C"] * params["class_weight"].get(label, 1.0) for label in classes]
+    owner = deal(comm, sizes, shard)
+    run = comm  # the folds' communicator: each rank alone when the pairs are dealt out
+    if owner is not None:  # every rank gets all rows (the bits of one process)
+        shard, cls, keep = shard.whole(comm), comm.allgatherv(cls), comm.allgatherv(keep)
+        if sample_weight is not None:
+            sample_weight = comm.allgatherv(np.asarray(sample_weight, dtype=np.float64))
+        run = alone(comm)
+
+    def solve(pair: int, _, pair_stats, cancel, workers: int, pair_log=log) -> tuple:
+        """(probA, probB) of the pair (collective under ``run``), and no lines after."""
+        a, b = pairs[pair]
+        rows = np.flatnonzero(((cls == a) | (cls == b)) & keep)
+        pos, _ = _pair_positions(run, cls[rows] == a)
+        cw = {1.0: weight[a], -1.0: weight[b]}
+        sub = {**params, "gamma": gamma, "C": 1.0, "class_weight": cw}
+        sub["cache_size"] = params["cache_size"] / workers  # (pairs on threads: a share)
+        y = np.where(cls[rows] == a, 1.0, -1.0)
+        sw = None if sample_weight is None else sample_weight[rows]
+        folds = perm_folds(np.asarray(perms[pair]))[pos]
+        dec = _cv_decision_values(run, shard, rows, y, folds, sub, sw, pair_stats, pair_log, cancel)
+        # global order: the same bits for any P
+        return sigmoid_train(run.allgatherv(dec), run.allgatherv(y)), []
+
+    def solve_one(pair: int, _, pair_stats, cancel, workers: int) -> tuple:
+        """:func:`solve`, the lines collected in one process (pairs on threads log in turn)."""
+        lines = []
+        collect = lines.append if log is not None and run.size == 1 else log
+        return solve(pair, None, pair_stats, cancel, workers, collect)[0], lines
+
+    stats = Stats() if stats is None else stats
+    if owner is None:  # in one process: the pairs on threads if they are worth it
+        workers = pair_workers(comm, None, len(pairs))
+        solved = solved_pairs(len(pairs), lambda pair: None, solve_one, stats, workers)
+    else:
+        shows = comm.bcast_obj(log is not None)  # (rank 0 logs)
+        solved = dealt_pairs(comm, owner, lambda pair: None, solve, stats, 1, shows)
+    probA, probB = np.zeros(len(pairs)), np.zeros(len(pairs))
+    with closing(solved):  # (an error here stops the pairs on threads)
+        for pair, ((A, B), lines) in solved:  # lines: the folds', unless logged already
+            probA[pair], probB[pair] = A, B
+            for line in lines if log is not None else ():
+                log(line)
+    return probA, probB
 
 
 def _pair_positions(comm, first: np.ndarray) -> tuple[np.ndarray, int]:
@@ -95,7 +124,7 @@ def _pair_positions(comm, first: np.ndarray) -> tuple[np.ndarray, int]:
     return pos, n_a + comm.sum_(n_local - n_first)
 
 
-def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats, log):
+def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats, log, cancel):
     """Decision values (positive: +1) of a pair's local rows, each from the model trained
     without its fold; a fold whose training rows hold one class gets that class's sign."""
     from psvm.io.shard import Shard
@@ -127,6 +156,7 @@ def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats
             stats=stats,
             log=log,
             fold=True,
+            cancel=cancel,
         )
         if test.size:
             dec[test] = model.decision_function(shard.X[rows[test]])[:, 0]

@@ -17,7 +17,7 @@ from psvm._params import make_svc_config, validate_svc_params
 from psvm.comm import Comm
 from psvm.kernels import csr_arrays
 from psvm.stats import Stats
-from psvm.svc import pairs
+from psvm.svc import multiclass, pairs
 from psvm.svc.pairs import pair_workers, solved_pairs
 from psvm.svc.problem import BinaryProblem
 from psvm.svc.solver import Cancelled, Solver
@@ -50,8 +50,18 @@ def test_pairs_on_threads_give_the_one_by_one_model_bits_and_statistics(case, mo
     X, y = _digits()
     if params.get("kernel") == "precomputed":
         X = X @ X.T
+    # probability's pairs: platt.py imports solved_pairs at each call, multiclass.py once
+    assert multiclass.solved_pairs is pairs.solved_pairs
+    platt, solved = [], pairs.solved_pairs
+
+    def spy(n_pairs, prepare, solve, stats, workers):
+        platt.append(workers)
+        return solved(n_pairs, prepare, solve, stats, workers)
+
+    monkeypatch.setattr(pairs, "solved_pairs", spy)
     one = make(n_threads=1, **params).fit(X, y)
     two = make(n_threads=2, **params).fit(X, y)
+    assert platt == ([1, 2] if params.get("probability") else [])
     assert "pair_threads" not in one.fit_stats_["values"]
     assert two.fit_stats_["values"]["pair_threads"] == 2
     names = ("dual_coef_", "intercept_", "support_", "n_support_", "n_iter_")
