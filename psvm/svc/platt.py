@@ -64,9 +64,12 @@ def fit_probability(
     pairs = list(itertools.combinations(range(k), 2))
     n_class = comm.sum_(np.bincount(cls[keep & (cls >= 0)], minlength=k))
     sizes = np.array([n_class[a] + n_class[b] for a, b in pairs])
-    if perms is None:  # rank 0's, the same folds whatever numpy each rank runs
+    if perms is None:  # rank 0's, the same folds whatever numpy each rank runs (int8: small)
         rng = np.random.default_rng(seed) if comm.rank == 0 else None
-        perms = comm.bcast_obj([rng.permutation(n) for n in sizes] if rng else None)
+        folds = [perm_folds(rng.permutation(n)).astype(np.int8) for n in sizes] if rng else None
+        folds = comm.bcast_obj(folds)
+    else:
+        folds = [perm_folds(np.asarray(perm)) for perm in perms]
     weight = [params["C"] * params["class_weight"].get(label, 1.0) for label in classes]
     owner = deal(comm, sizes, shard)
     run = comm  # the folds' communicator: each rank alone when the pairs are dealt out
@@ -86,15 +89,16 @@ def fit_probability(
         sub["cache_size"] = params["cache_size"] / workers  # (pairs on threads: a share)
         y = np.where(cls[rows] == a, 1.0, -1.0)
         sw = None if sample_weight is None else sample_weight[rows]
-        folds = perm_folds(np.asarray(perms[pair]))[pos]
-        dec = _cv_decision_values(run, shard, rows, y, folds, sub, sw, pair_stats, pair_log, cancel)
+        mine = folds[pair][pos]
+        dec = _cv_decision_values(run, shard, rows, y, mine, sub, sw, pair_stats, pair_log, cancel)
         # global order: the same bits for any P
         return sigmoid_train(run.allgatherv(dec), run.allgatherv(y)), []
 
     def solve_one(pair: int, _, pair_stats, cancel, workers: int) -> tuple:
-        """:func:`solve`, the lines collected in one process (pairs on threads log in turn)."""
+        """:func:`solve`, a pair's lines collected on a thread (``cancel`` given: the pairs
+        on threads log in pair order), else logged as they come."""
         lines = []
-        collect = lines.append if log is not None and run.size == 1 else log
+        collect = lines.append if log is not None and cancel is not None else log
         return solve(pair, None, pair_stats, cancel, workers, collect)[0], lines
 
     stats = Stats() if stats is None else stats
@@ -102,8 +106,9 @@ def fit_probability(
         workers = pair_workers(comm, None, len(pairs))
         solved = solved_pairs(len(pairs), lambda pair: None, solve_one, stats, workers)
     else:
+        workers = pair_workers(run, None, int(np.count_nonzero(owner == comm.rank)))
         shows = comm.bcast_obj(log is not None)  # (rank 0 logs)
-        solved = dealt_pairs(comm, owner, lambda pair: None, solve, stats, 1, shows)
+        solved = dealt_pairs(comm, owner, lambda pair: None, solve, stats, workers, shows)
     probA, probB = np.zeros(len(pairs)), np.zeros(len(pairs))
     with closing(solved):  # (an error here stops the pairs on threads)
         for pair, ((A, B), lines) in solved:  # lines: the folds', unless logged already
@@ -174,7 +179,7 @@ def fit_svr_sigma(comm, shard, params: dict, gamma: float, *, seed: int = 0, sta
 
     fixed = {**params, "gamma": gamma}  # the whole set's gamma in every fold, as LIBSVM
     make = partial(single_fit_predict, params=fixed, stats=stats)
-    # every rank on every fold, as fit_probability: the folds' statistics stay in lockstep
+    # every rank on every fold: the folds' statistics stay in lockstep
     residual = np.abs(shard.y - cross_validate(comm, shard, N_FOLDS, seed, make, parallel=False))
     n = shard.n_samples
     mae = comm.exact_sum(residual) / n
