@@ -60,6 +60,12 @@ def test_more_ranks_than_rows(tmp_path):
     ref, _ = train(tmp_path, data, 1, ["-c", "1", "-g", "0.5"], "tiny")
     model, _ = train(tmp_path, data, 5, ["-c", "1", "-g", "0.5"], "tiny")
     assert_models_equal(model, ref)
+    # five classes of a row each on six ranks: their ten pairs dealt, the sixth rank idle
+    data.write_text("1 1:1\n2 1:2 2:1\n3 2:3\n4 1:-1\n5 2:-2 3:1\n")
+    ref, _ = train(tmp_path, data, 1, [], "five")
+    model, stats = train(tmp_path, data, 6, [], "five")
+    assert_models_equal(model, ref)
+    assert stats["values"]["pairs_dealt"] == 6
 
 
 @pytest.mark.parametrize("reconstruction", ["single", "multi"])

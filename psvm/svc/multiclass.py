@@ -23,7 +23,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from psvm._params import SVCConfig, make_svc_config
-from psvm.comm import alone
 from psvm.gram import serial_rows
 from psvm.kernels import (
     arithmetic_probe,
@@ -38,7 +37,7 @@ from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import Checkpoint, CheckpointConfig, fingerprint
 from psvm.svc.columns import fits_float32
-from psvm.svc.pairs import deal, dealt_pairs, pair_workers, solved_pairs
+from psvm.svc.pairs import deal, dealt_pairs, pair_sizes, pair_workers, solved_pairs, spread
 from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.solver import Solver
 from psvm.svc.state import (
@@ -280,12 +279,10 @@ def fit_ovo(
     n_pairs = len(pairs)
     owner = None
     if checkpoint is None and alpha0 is None and n_pairs > 1:
-        n_class = comm.sum_(np.bincount(cls[(C_row > 0) & (cls >= 0)], minlength=k))
-        owner = deal(comm, np.array([n_class[a] + n_class[b] for a, b in pairs]), shard)
+        owner = deal(comm, pair_sizes(comm, cls, C_row > 0, pairs), shard)
     run = comm  # the pairs' communicator: each rank alone when they are dealt out
     if owner is not None:  # every rank gets all rows (the bits of one process)
-        shard, cls, C_row = shard.whole(comm), comm.allgatherv(cls), comm.allgatherv(C_row)
-        run = alone(comm)
+        shard, cls, C_row, run = spread(comm, shard, cls, C_row)
     Xc, X = solver_rows(run, shard.X, cfg.kernel)
     members, problem_of = _pair_rows(run, shard, cfg, Xc, cls, C_row)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])

@@ -121,6 +121,24 @@ def _done(item: tuple, stats: Stats) -> tuple:
 DEAL_SHARE = 0.8
 
 
+def pair_sizes(comm, cls: np.ndarray, kept: np.ndarray, pairs: list) -> np.ndarray:
+    """Each class pair's global rows: those of its two classes (``cls``, codes; -1: none)
+    that are ``kept`` (collective)."""
+    k = max(max(pair) for pair in pairs) + 1
+    n_class = comm.sum_(np.bincount(cls[kept & (cls >= 0)], minlength=k))
+    return np.array([n_class[a] + n_class[b] for a, b in pairs])
+
+
+def spread(comm, shard, *local):
+    """Every rank's rows (:meth:`~psvm.io.shard.Shard.whole`), the per-row arrays ``local``
+    gathered likewise (None stays None), and a communicator of this process alone: the
+    start of pairs dealt to the ranks (collective)."""
+    from psvm.comm import alone
+
+    gathered = (None if a is None else comm.allgatherv(a) for a in local)
+    return shard.whole(comm), *gathered, alone(comm)
+
+
 def deal(comm, pair_rows: np.ndarray, shard) -> np.ndarray | None:
     """Each pair's rank, if the ranks should solve whole pairs alone, else None (collective).
 

@@ -53,8 +53,7 @@ def fit_probability(
     mpiexec the pairs may be dealt to the ranks, each pair's folds trained by one rank alone
     (:func:`psvm.svc.pairs.deal`), else every fold is trained by all ranks together.
     """
-    from psvm.comm import alone
-    from psvm.svc.pairs import deal, dealt_pairs, pair_workers, solved_pairs
+    from psvm.svc.pairs import deal, dealt_pairs, pair_sizes, pair_workers, solved_pairs, spread
 
     k = len(classes)
     cls = np.full(shard.y.size, -1, dtype=np.int64)
@@ -62,8 +61,7 @@ def fit_probability(
         cls[shard.y == label] = c
     keep = np.ones(shard.y.size, bool) if sample_weight is None else sample_weight > 0
     pairs = list(itertools.combinations(range(k), 2))
-    n_class = comm.sum_(np.bincount(cls[keep & (cls >= 0)], minlength=k))
-    sizes = np.array([n_class[a] + n_class[b] for a, b in pairs])
+    sizes = pair_sizes(comm, cls, keep, pairs)
     if perms is None:  # rank 0's, the same folds whatever numpy each rank runs (int8: small)
         rng = np.random.default_rng(seed) if comm.rank == 0 else None
         folds = [perm_folds(rng.permutation(n)).astype(np.int8) for n in sizes] if rng else None
@@ -74,10 +72,8 @@ def fit_probability(
     owner = deal(comm, sizes, shard)
     run = comm  # the folds' communicator: each rank alone when the pairs are dealt out
     if owner is not None:  # every rank gets all rows (the bits of one process)
-        shard, cls, keep = shard.whole(comm), comm.allgatherv(cls), comm.allgatherv(keep)
-        if sample_weight is not None:
-            sample_weight = comm.allgatherv(np.asarray(sample_weight, dtype=np.float64))
-        run = alone(comm)
+        sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        shard, cls, keep, sample_weight, run = spread(comm, shard, cls, keep, sw)
 
     def solve(pair: int, _, pair_stats, cancel, workers: int, pair_log=log) -> tuple:
         """(probA, probB) of the pair (collective under ``run``), and no lines after."""
