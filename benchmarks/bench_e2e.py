@@ -5,6 +5,7 @@
     python benchmarks/bench_e2e.py --repeat 3 --md benchmarks/results/e2e.md
     python benchmarks/bench_e2e.py --repeat 3 --pause 3    # each run after 3 s idle
     python benchmarks/bench_e2e.py --data usps.t,classes5,classes8   # multi-class
+    python benchmarks/bench_e2e.py --data usps.t --probability        # -b 1 everywhere
 
 Every tool runs as a fresh process with the parent's environment passed on
 UNCHANGED: no NUMBA_NUM_THREADS, OMP_NUM_THREADS or other override is set, so
@@ -84,7 +85,8 @@ def load(path):
     X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
     return X, y
 X, y = load(train)
-clf = SVC(C=C, gamma=gamma, cache_size=CACHE)
+prob = sys.argv[6:] == ["-b", "1"]
+clf = SVC(C=C, gamma=gamma, cache_size=CACHE, probability=prob, random_state=0)
 t = time.perf_counter()
 clf.fit(X, y)
 fit = time.perf_counter() - t
@@ -97,9 +99,10 @@ LIBSVM_CHILD = """
 import sys, time
 from libsvm.svmutil import svm_predict, svm_read_problem, svm_train
 train, test, C, gamma = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+extra = " ".join(sys.argv[5:])
 y, x = svm_read_problem(train)
 t = time.perf_counter()
-m = svm_train(y, x, f"-c {C} -g {gamma} -m CACHE -q")
+m = svm_train(y, x, f"-c {C} -g {gamma} -m CACHE {extra} -q")
 fit = time.perf_counter() - t
 print(f"fit_end {time.time():.6f} fit {fit:.6f} nsv {m.get_nr_sv()}", flush=True)
 yt, xt = svm_read_problem(test)
@@ -151,9 +154,11 @@ def synthetic(name: str, dst: Path) -> tuple[Dataset, int]:
     return Dataset(name, dst.name, None, 1.0, 0.05, 20), rows
 
 
-def psvm_train(ranks: int, ds: Dataset, train: str, model: str, subset: bool) -> dict:
-    """``mpiexec -n ranks psvm-train``; ``--n-features`` only for a head subset, which may
-    lack the last columns (psvm-predict rejects test features beyond the model's)."""
+def psvm_train(
+    ranks: int, ds: Dataset, train: str, model: str, subset: bool, options: tuple = ()
+) -> dict:
+    """``mpiexec -n ranks psvm-train [options]``; ``--n-features`` only for a head subset,
+    which may lack the last columns (psvm-predict rejects test features beyond the model's)."""
     extra = ["--n-features", str(ds.n_features)] if subset else []
     train_cmd = tool("psvm-train", "pip install -e . first")
     cmd = [
@@ -168,6 +173,7 @@ def psvm_train(ranks: int, ds: Dataset, train: str, model: str, subset: bool) ->
         "-m",
         f"{CACHE_MB}",
         *extra,
+        *options,
         train,
         model,
     ]
@@ -179,17 +185,19 @@ def psvm_train(ranks: int, ds: Dataset, train: str, model: str, subset: bool) ->
     }
 
 
-def libsvm_train(ds: Dataset, train: str, test: str, model: str) -> dict:
+def libsvm_train(ds: Dataset, train: str, test: str, model: str, options: tuple = ()) -> dict:
     binary = shutil.which("svm-train")
     if binary:
-        cmd = [binary, "-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", f"{CACHE_MB}", train, model]
-        _, wall, out = run(cmd)
+        cmd = [binary, "-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", f"{CACHE_MB}", *options]
+        _, wall, out = run([*cmd, train, model])
         return {"wall": wall, "fit": None, "n_sv": find(r"Total nSV = (\d+)", out, int)}
-    return child(LIBSVM_CHILD, [train, test, f"{ds.C:g}", f"{ds.gamma:g}"])
+    return child(LIBSVM_CHILD, [train, test, f"{ds.C:g}", f"{ds.gamma:g}", *options])
 
 
-def sklearn_fit(ds: Dataset, train: str, test: str) -> dict:
-    return child(SKLEARN_CHILD, [train, test, f"{ds.C:g}", f"{ds.gamma:g}", str(ds.n_features)])
+def sklearn_fit(ds: Dataset, train: str, test: str, options: tuple = ()) -> dict:
+    """SVC's fit; ``options`` ``-b 1``: ``probability=True``."""
+    args = [train, test, f"{ds.C:g}", f"{ds.gamma:g}", str(ds.n_features), *options]
+    return child(SKLEARN_CHILD, args)
 
 
 def child(code: str, args: list[str]) -> dict:
@@ -231,6 +239,7 @@ def bench(
     libsvm_label: str,
     warm: bool,
     pause: float = 0.0,
+    options: tuple = (),
 ) -> dict:
     with tempfile.TemporaryDirectory(prefix="psvm-e2e-") as tmp:
         tmp = Path(tmp)
@@ -250,12 +259,13 @@ def bench(
             for p in ranks:
                 time.sleep(pause)
                 runs[f"psvm P={p}"].append(
-                    psvm_train(p, ds, train, str(tmp / f"psvm{p}.model"), rows is not None)
+                    psvm_train(p, ds, train, str(tmp / f"psvm{p}.model"), rows is not None, options)
                 )
             time.sleep(pause)
-            runs[libsvm_label].append(libsvm_train(ds, train, test, str(tmp / "libsvm.model")))
+            model = str(tmp / "libsvm.model")
+            runs[libsvm_label].append(libsvm_train(ds, train, test, model, options))
             time.sleep(pause)
-            runs["sklearn"].append(sklearn_fit(ds, train, test))
+            runs["sklearn"].append(sklearn_fit(ds, train, test, options))
         best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
         p_acc = 1 if 1 in ranks else ranks[0]
         acc = {
@@ -341,6 +351,11 @@ def main(argv=None) -> None:
     p.add_argument(
         "--pause", type=float, default=0.0, help="seconds idle before each timed run (default 0)"
     )
+    p.add_argument(
+        "--probability",
+        action="store_true",
+        help="train probability models: -b 1, SVC(probability=True)",
+    )
     p.add_argument("--md", default=str(REPO / "benchmarks/results/e2e.md"))
     p.add_argument("--json", default=str(REPO / "benchmarks/results/e2e.json"))
     a = p.parse_args(argv)
@@ -363,11 +378,15 @@ def main(argv=None) -> None:
         f"{m['host']}: {m['cpu']}, {m['cores']} cores, load {load}; "
         f"LIBSVM: {libsvm_src}; rows: {a.rows or 'all'}.",
     ]
+    options = ("-b", "1") if a.probability else ()
+    if options:
+        header.append("Probability models: -b 1 (psvm-train, svm-train), SVC(probability=True).")
     for line in header:
         print(f"# {line}", flush=True)
     res = []
     for name in names:
-        res.append(bench(name, ranks, a.rows, a.test_rows, a.repeat, lib, not a.no_warmup, a.pause))
+        warm = not a.no_warmup
+        res.append(bench(name, ranks, a.rows, a.test_rows, a.repeat, lib, warm, a.pause, options))
         head, body = table(res[-1:])
         if len(res) == 1:
             print("  ".join([head[0].ljust(12), *head[1:]]))
