@@ -1,6 +1,7 @@
 """How much time could elimination save at best? Traces of `none` against `earliest`.
 
     python benchmarks/elimination_bound.py --data a9a,w8a,ijcnn1,skin_nonskin --repeat 5
+    python benchmarks/elimination_bound.py --data w8a --repeat 5 --heuristic lazy
 
 For each data set (full training file, one process) psvm-train runs without
 elimination and with ``earliest`` (it tests the rule every iteration). Until
@@ -15,6 +16,12 @@ at most the rest. psvm-report computes the same bound from its study's traces
 before them does: on a shared VM one run's bound moved by up to 10 points (w8a 78-84%,
 skin_nonskin 63-73% in one hour). ``--repeat N`` times ``none`` N times and reports the
 median bound with the range.
+
+``--heuristic H`` (default ``frequent``, psvm's; ``''``: none) also times H in the same
+worker, its runs alternating with ``none``'s, and prints what H saves against ``none``
+(medians) and that saving's share of the bound (#14's target: 70%). Timed in one process
+and in the same minutes, ``none`` and H see the same machine: on a VM whose speed drifts by
+10-20% within an hour, a share from two scripts' runs can move by as much (session 37).
 """
 
 from __future__ import annotations
@@ -28,17 +35,18 @@ from heuristics.bench import DATASETS, dataset_paths, run_worker
 from heuristics.report.summary import elimination_bound
 
 
-def traces(name: str, heuristic: str, runs: int = 1) -> list[dict]:
-    """The statistics of ``runs`` traced runs in one worker, after one warm-up run."""
+def traces(name: str, heuristics: list[str]) -> list[dict]:
+    """The statistics of traced runs in one worker, one run per entry of ``heuristics`` in
+    that order, after one warm-up run of the first."""
     ds = DATASETS[name]
     train, test = dataset_paths(ds, None, None)
-    flags = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", "200", "--heuristic", heuristic]
+    flags = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", "200", "--heuristic"]
     plan = {
         "train": train,
         "test": test,
         "n_features": ds.n_features,
-        "warmup": flags,
-        "runs": [{"flags": flags, "traces": True, "accuracy": False}] * runs,
+        "warmup": [*flags, heuristics[0]],
+        "runs": [{"flags": [*flags, h], "traces": True, "accuracy": False} for h in heuristics],
     }
     with tempfile.TemporaryDirectory(prefix="psvm-bound-") as work:
         return [rec["stats"] for rec in run_worker(1, plan, work)]
@@ -48,26 +56,37 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="a9a,w8a,ijcnn1,skin_nonskin")
     p.add_argument("--repeat", type=int, default=1, help="runs of `none` (median bound)")
+    p.add_argument(
+        "--heuristic", default="frequent", help="also time this one, alternated ('': none)"
+    )
     a = p.parse_args(argv)
     if a.repeat < 1:
         p.error("--repeat must be at least 1")
+    other = a.heuristic
     print(
         f"{'data':13s} {'rows':>7s} {'iter':>6s} {'half out at':>11s} {'none s':>7s} "
         f"{'before':>7s} {'best saving':>11s} {'range':>9s}"
+        + (f" {other + ' s':>12s} {'saving':>7s} {'share':>6s}" if other else "")
     )
     for name in a.data.split(","):
-        (early,) = traces(name, "earliest")
-        runs = traces(name, "none", a.repeat)
-        n = runs[0]["values"]["n_samples"]
-        bounds = [elimination_bound(r["traces"], early["traces"], n) for r in runs]
+        (early,) = traces(name, ["earliest"])
+        runs = traces(name, ["none", other] * a.repeat if other else ["none"] * a.repeat)
+        none, timed = runs[:: 2 if other else 1], runs[1::2]
+        n = none[0]["values"]["n_samples"]
+        bounds = [elimination_bound(r["traces"], early["traces"], n) for r in none]
         half, shares = bounds[0]["half_iter"], [b["share"] for b in bounds]
         before = float(np.median(shares))
-        seconds = float(np.median([r["seconds_max"]["train"] for r in runs]))
+        seconds = float(np.median([r["seconds_max"]["train"] for r in none]))
         spread = f"{100 * (1 - max(shares)):.0f}-{100 * (1 - min(shares)):.0f}%"
-        print(
-            f"{name:13s} {n:7d} {runs[0]['counts']['n_iter']:6d} {half:11d} "
+        line = (
+            f"{name:13s} {n:7d} {none[0]['counts']['n_iter']:6d} {half:11d} "
             f"{seconds:7.2f} {100 * before:6.0f}% {100 * (1 - before):10.0f}% {spread:>9s}"
         )
+        if other:
+            t = float(np.median([r["seconds_max"]["train"] for r in timed]))
+            saving = 1 - t / seconds
+            line += f" {t:12.2f} {100 * saving:6.0f}% {100 * saving / (1 - before):5.0f}%"
+        print(line)
 
 
 if __name__ == "__main__":
