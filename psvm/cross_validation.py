@@ -170,12 +170,22 @@ def training_shard(comm, shard, train: np.ndarray, classes=None):
 
 
 def svc_fit_predict(
-    comm, shard, log=None, *, params: dict, classes: np.ndarray, stats=None
+    comm,
+    shard,
+    log=None,
+    *,
+    params: dict,
+    classes: np.ndarray,
+    stats=None,
+    probability: Callable | None = None,
 ) -> FitPredict:
     """C-SVC's ``fit_predict`` over ``shard`` (one-vs-one, :func:`psvm.svc.multiclass.fit_ovo`).
 
     A fold's classes keep ``classes``' order; a training set of one class predicts it, as
-    LIBSVM's one-class model does. ``log`` gets LIBSVM's lines of each fold.
+    LIBSVM's one-class model does. ``log`` gets LIBSVM's lines of each fold. With
+    ``probability`` (``-b 1``: :func:`psvm.svc.platt.fit_probability`, its seed bound) each
+    fold's model also fits its pairwise sigmoids and a row's prediction is its most probable
+    class, as LIBSVM's ``svm_cross_validation`` predicts by ``svm_predict_probability`` then.
     """
     from psvm.svc.multiclass import fit_ovo
 
@@ -189,8 +199,13 @@ def svc_fit_predict(
         model, _ = fit_ovo(comm, fold, params, present, stats=stats, log=log, fold=True)
         if log is not None:
             log(f"Total nSV = {model.support_vectors.shape[0]}")
+        if probability is not None:
+            A, B = probability(comm, fold, params, present, model.gamma, stats=stats, log=log)
+            model.meta.update(probA=A.tolist(), probB=B.tolist())
         X_test = shard.X[np.flatnonzero(test)]
-        return model.predict(X_test) if X_test.shape[0] else np.empty(0)
+        if not X_test.shape[0]:
+            return np.empty(0)
+        return model.predict(X_test) if probability is None else model.predict_proba(X_test)[0]
 
     return fit_predict
 

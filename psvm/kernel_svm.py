@@ -206,7 +206,9 @@ class KernelSVM(BaseEstimator):
             self._model = dataclasses.replace(model, gram_offset=1)
         self.fit_status_ = int(model.meta.get("status", 0))
         self.shape_fit_ = tuple(int(s) for s in shape_fit)
-        if not callable(self.kernel):  # scikit-learn counts no features of a callable's X
+        # scikit-learn counts no features of a callable's X; a LIBSVM file without support
+        # vectors does not tell its width (0), and its model reads X of any width
+        if not callable(self.kernel) and shape_fit[1] > 0:
             self.n_features_in_ = int(shape_fit[1])
 
     def _values(self, X, method: str = "decision_function") -> np.ndarray:

@@ -16,6 +16,9 @@ import scipy.sparse as sp
 from psvm._params import ALL_KERNELS, CLASSIFIERS, REGRESSORS, SVM_TYPES
 from psvm.kernels import canonical_csr, columns_right, decision_values
 
+# meta key: the class order of the file a reordered model came from (:meth:`SVCModel.
+# with_class_order`), in which its probabilities are coupled, as LIBSVM couples them there
+COUPLING_ORDER = "coupling_order"
 # the svm_types with labels; the others have one decision value and no labels
 
 
@@ -319,10 +322,18 @@ class SVCModel:
             dec = self.decision_function(X)[:, 0]
             normal = one_class_probability(dec, self.meta["prob_density_marks"])
             return np.where(dec > 0, 1.0, -1.0), np.column_stack((normal, 1 - normal))
-        k = self.n_classes
-        prob = pairwise_coupling(
-            self.decision_function(X), self.meta["probA"], self.meta["probB"], k
-        )
+        dec, A, B = self.decision_function(X), self.meta["probA"], self.meta["probB"]
+        order = self.meta.get(COUPLING_ORDER, self.classes.tolist())
+        if order == self.classes.tolist():
+            prob = pairwise_coupling(dec, A, B, self.n_classes)
+        else:  # LIBSVM's coupling iterates over the classes in order: couple in the file's
+            where = {c: i for i, c in enumerate(self.classes.tolist())}
+            perm = [where[c] for c in order]  # coupling order -> class index
+            pairs, flipped = _pairs_in_order(perm)
+            sign = np.where(flipped, -1.0, 1.0)
+            A, B = np.asarray(A, float)[pairs], sign * np.asarray(B, float)[pairs]
+            prob = np.empty((dec.shape[0], self.n_classes))
+            prob[:, perm] = pairwise_coupling(dec[:, pairs] * sign, A, B, self.n_classes)
         return self.classes[np.argmax(prob, axis=1)], prob
 
     def with_class_order(self, classes: Any) -> SVCModel:
@@ -371,6 +382,7 @@ class SVCModel:
         if "probA" in meta and "probB" in meta:  # a flipped pair: A the same, B negated
             A, B = np.asarray(meta["probA"], float), np.asarray(meta["probB"], float)
             meta["probA"], meta["probB"] = A[pairs].tolist(), (sign * B[pairs]).tolist()
+            meta.setdefault(COUPLING_ORDER, self.classes.tolist())  # (the first order)
         return SVCModel(
             kernel=self.kernel,
             gamma=self.gamma,

@@ -19,13 +19,27 @@ def _fold_lines(stdout: str) -> list[str]:
     return [ln for ln in stdout.splitlines() if ln.startswith(("obj", "nSV", "Total", "Cross"))]
 
 
-@pytest.mark.parametrize("name, rows", [("heart_scale", None), ("usps.t", 300)])
-def test_the_same_folds_and_models_for_every_p_and_design(tmp_path, shared_data, name, rows):
-    """Ranks on every fold (rows) or each rank on whole folds (folds): the same lines."""
+@pytest.mark.parametrize(
+    "name, rows, b", [("heart_scale", None, "0"), ("usps.t", 300, "0"), ("usps.t", 300, "1")]
+)
+def test_the_same_folds_and_models_for_every_p_and_design(tmp_path, shared_data, name, rows, b):
+    """Ranks on every fold (rows) or each rank on whole folds (folds): the same lines; with
+    -b 1 too (each fold's probability model, then the most probable class of each row)."""
     data = write_head(shared_data / f"{name}.xz", tmp_path / "d.txt", rows)
     out = {}
     for n, design in ((None, "auto"), (2, "rows"), (2, "folds"), (3, "rows"), (3, "folds")):
-        args = ["-v", "5", "--seed", "7", "--cv-parallel", design, "--stats", tmp_path / "s"]
+        args = [
+            "-v",
+            "5",
+            "-b",
+            b,
+            "--seed",
+            "7",
+            "--cv-parallel",
+            design,
+            "--stats",
+            tmp_path / "s",
+        ]
         r = run_cli(TRAIN, [*args, data, tmp_path / "m"], n, timeout=180)
         assert r.returncode == 0, r.stderr
         out[n, design] = _fold_lines(r.stdout)

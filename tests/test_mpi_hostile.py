@@ -74,7 +74,16 @@ SEPARATE = {
     "truncated last line": (BASE + b"-1 1:0.25 3:", 13),
     "CRLF then NaN": (BASE.replace(b"\n", b"\r\n") + b"1 2:NaN\r\n", 13),
     "duplicate index": (BASE[:40] + b"\n1 3:1 3:1\n" + BASE, None),
-    "fractional labels": (b"1.5 1:1\n2.5 2:1\n1.5 1:0.9\n2.5 2:0.8\n", None),
+}
+# valid lines whose labels no model file holds (LIBSVM reads labels as C ints): (content, the
+# line named, its label's words), found before training, not when writing the model
+LABELS = {
+    "fractional labels": (b"1 1:1\n2 2:1\n1.5 1:0.9\n2.5 2:0.8\n", 3, "1.5 is not an integer"),
+    "labels past 32 bits": (
+        b"1 1:1\n3000000000 2:1\n1 1:0.9\n3000000000 2:0.8\n",
+        2,
+        "3000000000 is not a 32-bit integer",
+    ),
 }
 
 
@@ -88,5 +97,18 @@ def test_mutated_file_under_mpiexec(tmp_path, name):
     assert r.returncode == 1, r.stderr
     assert r.stdout == ""
     _check_outcome(case, content, False, r.stderr)
-    if name == "fractional labels":  # found before training, not when writing the model
-        assert "label 1.5 is not an integer" in r.stderr
+
+
+@pytest.mark.parametrize("solver", ["smo", "sgd"])
+@pytest.mark.parametrize("name", sorted(LABELS))
+def test_labels_no_model_file_holds(tmp_path, name, solver):
+    """psvm.SVC writes such a model file (LIBSVM would read another label), so psvm-train
+    refuses the training file at once, naming the line, on every rank."""
+    content, line, words = LABELS[name]
+    data = tmp_path / "data.txt"
+    data.write_bytes(content)
+    r = run_cli(TRAIN, ["-q", "--solver", solver, data, tmp_path / "m.model"], 2, timeout=60)
+    assert r.returncode == 1 and r.stdout == "", r.stderr
+    assert r.stderr.count("psvm-train: error:") == 1, r.stderr
+    assert f"psvm-train: error: {data}:{line}: label {words}" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.txt"]

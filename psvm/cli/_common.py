@@ -295,28 +295,14 @@ def _message(e: Exception) -> str:
 
 
 def libsvm_class_order(labels):
-    """LIBSVM's order: first appearance, but +1 before -1 for a -1/+1 problem."""
-    labels = list(labels)
-    if len(labels) == 2 and set(labels) == {1.0, -1.0}:
-        return [1.0, -1.0]
-    return labels
-
-
-def integer_classes(comm, path: str, labels):
-    """The classes in LIBSVM's order; a non-integer label fails on every rank before training.
-
-    Model files store labels with ``%d``: without this check the run would fail
-    only when rank 0 writes the model, after the whole training.
-    """
+    """The classes in LIBSVM's order: first appearance, but +1 before -1 for a -1/+1
+    problem (``labels``: in order of first appearance)."""
     import numpy as np
 
-    from psvm.io.libsvm_format import LibsvmFormatError
-
-    fractional = [float(c) for c in labels if not float(c).is_integer()]
-    if fractional:  # every rank holds the same labels: all raise alike
-        reason = f"label {fractional[0]!r} is not an integer (model files hold integer labels)"
-        comm.agree(LibsvmFormatError(path, None, reason))
-    return np.array(libsvm_class_order(labels))
+    labels = list(labels)
+    if len(labels) == 2 and set(labels) == {1.0, -1.0}:
+        labels = [1.0, -1.0]
+    return np.array(labels)
 
 
 def write_json(path: str, obj: dict) -> None:

@@ -15,7 +15,7 @@ from psvm.cli._common import (
     WEIGHTS,
     UsageError,
     flag_named,
-    integer_classes,
+    libsvm_class_order,
     parse_train_args,
     run_main,
     split_options,
@@ -106,8 +106,6 @@ def parse_args(argv: list[str]) -> dict:
     b = opts.get("probability", 0)
     if b not in (0, 1):
         raise UsageError(f"-b {b}: probability_estimates must be 0 or 1")
-    if b and "n_folds" in opts:
-        raise UsageError("-b 1 with -v: the folds' predictions are votes; drop -b 1 for -v")
     if "kernel" in opts:
         if opts["kernel"] not in KERNEL_CODES:
             raise UsageError(f"-t {opts['kernel']}: kernel_type must be 0, 1, 2, 3 or 4")
@@ -236,12 +234,13 @@ def _load(comm, opts: dict, params: dict, log):
         gram=gram,
         min_classes=2 if classify else 1,
         allow_zero=True,  # feature index 0, as svm-train reads it
+        model_labels=classify,  # (checked before training, not when the model is written)
     )
     if shard.index_base == 0 and params["gamma"] == "auto":  # svm-train's 1 / max_index
         max_index = shard.n_features - 1
         params["gamma"] = 1.0 / max_index if max_index > 0 else 0.0
     if classify:
-        classes = integer_classes(comm, opts["train"], shard.classes)
+        classes = libsvm_class_order(shard.classes)
         warn_unknown_weights(comm, opts["class_weight"], classes)
     hint = scale_hint(comm, shard.X, params)
     if hint is not None and log is not None:
@@ -367,11 +366,16 @@ def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]
         parallel = fold_parallel(comm, shard, n_folds)
     stats.values["fold_parallel"] = parallel
     svm_type = params["svm_type"]
-    if svm_type in CLASSIFIERS:
-        make = partial(svc_fit_predict, params=params, classes=classes, stats=stats)
-    else:  # LIBSVM: folds at random (not stratified) for the other types
-        make, classes = partial(single_fit_predict, params=params, stats=stats), None
     seed = opts.get("seed", 0)
+    if svm_type in CLASSIFIERS:  # -b 1: each fold's model predicts its most probable class
+        from psvm.svc.platt import fit_probability
+
+        sigmoids = partial(fit_probability, seed=seed) if opts.get("probability") else None
+        make = partial(
+            svc_fit_predict, params=params, classes=classes, stats=stats, probability=sigmoids
+        )
+    else:  # LIBSVM: folds at random (not stratified); -b 1 leaves their predictions alone
+        make, classes = partial(single_fit_predict, params=params, stats=stats), None
     target = cross_validate(comm, shard, n_folds, seed, make, classes, log=log, parallel=parallel)
     if parallel:  # each rank ran its own folds: no lockstep traces, own iteration counts
         stats.traces.clear()

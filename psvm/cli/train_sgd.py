@@ -16,7 +16,7 @@ from psvm.cli._common import (
     WEIGHTS,
     UsageError,
     flag_named,
-    integer_classes,
+    libsvm_class_order,
     number,
     parse_train_args,
     usage,
@@ -81,7 +81,7 @@ def body(argv: list[str]) -> int:
     from psvm.io.atomic import agree_writable
     from psvm.io.linear_model_file import write_linear_model
     from psvm.io.shard import load_shard
-    from psvm.sgd.model import LinearModel
+    from psvm.sgd.model import LinearModel, to_width
     from psvm.sgd.msf import make_policy
     from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, make_problem
     from psvm.sgd.trainer import SGDTrainer
@@ -102,8 +102,8 @@ def body(argv: list[str]) -> int:
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = progress_log(comm.rank == 0 and not opts["quiet"])
     t0 = time.perf_counter()
-    shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"))
-    classes = integer_classes(comm, opts["train"], shard.classes)
+    shard = load_shard(comm, opts["train"], n_features=opts.get("n_features"), model_labels=True)
+    classes = libsvm_class_order(shard.classes)
     lam = opts.get("alpha", 1.0 / shard.n_samples)
     with flag_named(FLAGS):
         cfg = validate_sgd_params(alpha=lam, **cfg_args)
@@ -114,8 +114,8 @@ def body(argv: list[str]) -> int:
     cw = np.array([opts["class_weight"].get(float(c), 1.0) for c in order])
     validation = None
     if "validation" in opts:
-        vs = load_shard(comm, opts["validation"], n_features=shard.n_features, min_classes=0)
-        validation = (vs.X, _codes(vs.y, order), None)
+        vs = load_shard(comm, opts["validation"], min_classes=0)  # scored as LIBLINEAR predicts:
+        validation = (to_width(vs.X, shard.n_features), _codes(vs.y, order), None)  # any width
     stats = Stats()
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0

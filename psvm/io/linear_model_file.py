@@ -23,13 +23,12 @@ bias is not regularised; the model is written with ``bias 1``.
 
 from __future__ import annotations
 
-import numbers
 import os
 
 import numpy as np
 
 from psvm.io.atomic import write_atomic
-from psvm.io.model_file import ModelFormatError, _g, read_model
+from psvm.io.model_file import ModelFormatError, _g, file_label, read_model
 from psvm.sgd.model import LinearModel
 
 # LIBLINEAR's classification solvers (its solver_type_table); all predict alike.
@@ -53,14 +52,10 @@ def write_linear_model(path: str | os.PathLike, model: LinearModel) -> None:
     Raises
     ------
     ValueError
-        If a label is not an integer (LIBLINEAR writes labels with ``%d``);
+        If a label is not a 32-bit integer (LIBLINEAR reads labels with ``%d``);
         nothing is written then.
     """
-    labels = []
-    for c in model.classes.tolist():
-        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not float(c).is_integer():
-            raise ValueError(f"LIBLINEAR model files hold integer labels only, got label {c!r}")
-        labels.append(str(int(c)))
+    labels = [file_label(c, "LIBLINEAR") for c in model.classes.tolist()]
     W = np.vstack([model.coef.T, model.intercept[None, :]])  # (n_features + 1, nr_w)
     lines = [
         f"solver_type {model.solver_type}",

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from psvm._params import CLASSIFIERS, SVM_TYPES
 from psvm.io.atomic import write_atomic
 from psvm.kernels import columns_right
-from psvm.model import SVCModel
+from psvm.model import COUPLING_ORDER, SVCModel
 from psvm.probability import N_MARKS  # svm_load_model reads that many prob_density_marks
 
 # LIBSVM's kernel_type_table names; psvm's names are sklearn's.
@@ -82,14 +82,27 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"meta value of type {type(obj).__name__} is not JSON serializable")
 
 
+# the labels a model file holds: LIBSVM's svm_load_model and LIBLINEAR's load_model read them
+# into C ints (%d), so a label past 32 bits would load as another one
+LABEL_RANGE = (-(2**31), 2**31 - 1)
+
+
+def file_label(c, kind: str = "LIBSVM") -> str:
+    """Label ``c`` as a model file writes it; a ValueError when LIBSVM (``kind``: or LIBLINEAR)
+    would not read it back as ``c``: not an integer, or outside :data:`LABEL_RANGE`."""
+    if isinstance(c, bool) or not isinstance(c, numbers.Real) or not float(c).is_integer():
+        raise ValueError(f"{kind} model files hold integer labels only, got label {c!r}")
+    if not LABEL_RANGE[0] <= c <= LABEL_RANGE[1]:
+        raise ValueError(
+            f"{kind} model files hold 32-bit integer labels only (read with %d), got label {int(c)}"
+        )
+    return str(int(c))
+
+
 def _header_lines(model: SVCModel) -> list[str]:
     """The header exactly as LIBSVM's svm_save_model orders and formats it (no ``label``
     and ``nr_sv`` lines for the types without classes)."""
-    labels = []
-    for c in model.classes.tolist():
-        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not float(c).is_integer():
-            raise ValueError(f"LIBSVM model files hold integer labels only, got label {c!r}")
-        labels.append(str(int(c)))
+    labels = [file_label(c) for c in model.classes.tolist()]
     kernel = model.kernel
     lines = [f"svm_type {model.svm_type}", f"kernel_type {_KERNEL_TO_FILE[kernel]}"]
     if kernel == "poly":
@@ -139,7 +152,8 @@ def _trailer_lines(model: SVCModel) -> list[str]:
         lines.append(f"{_TRAILER} n_features {model.n_features}")
     if model.index_base == 0:  # (also where no support vector shows index 0)
         lines.append(f"{_TRAILER} index_base 0")
-    extra = {k: v for k, v in model.meta.items() if k not in _KEPT_KEYS}
+    # (a written model is coupled in its own class order, the file's: not the one it came from)
+    extra = {k: v for k, v in model.meta.items() if k not in (*_KEPT_KEYS, COUPLING_ORDER)}
     if extra:
         text = json.dumps(extra, default=_json_default, sort_keys=True)
         lines.append(f"{_TRAILER} meta {_escape(text)}")
@@ -158,15 +172,15 @@ def write_model(path: str | os.PathLike, model: SVCModel, body: str | None = Non
     path : str or path-like
         Destination file.
     model : SVCModel
-        The model; its labels must be integers (LIBSVM stores them with ``%d``).
+        The model; its labels must be 32-bit integers (LIBSVM reads them with ``%d``).
     body : str, default=None
         The model's :func:`sv_lines`, if formatted already.
 
     Raises
     ------
     ValueError
-        If the model is inconsistent or has non-integer labels. The
-        destination is then left untouched.
+        If the model is inconsistent or has a label that is no 32-bit integer
+        (:func:`file_label`). The destination is then left untouched.
     """
     model.validate()
     # Everything that can fail on bad input happens before a file exists.

@@ -212,6 +212,7 @@ def load_shard(
     gram: str | None = None,
     gram_columns: int = 0,
     allow_zero: bool = False,
+    model_labels: bool = False,
 ) -> Shard:
     """Load this rank's rows of a LIBSVM file; collective over ``comm``.
 
@@ -243,6 +244,10 @@ def load_shard(
         Accept feature index 0, as svm-train does: if any rank's lines hold one,
         column j is file index j on every rank (``index_base`` 0) and
         ``n_features`` counts column 0 too; else the usual 1-based columns.
+    model_labels : bool, default=False
+        Every label must be one a model file holds (a classifier's training file): an
+        integer within 32 bits (:func:`psvm.io.model_file.file_label`), checked before
+        training, so that the run does not fail only when it writes the model.
 
     Returns
     -------
@@ -255,8 +260,8 @@ def load_shard(
     LibsvmFormatError
         On every rank, naming the file and the global line: a bad line, a
         row whose squared norm exceeds ``MAX_SQUARED_NORM`` (values too large
-        for the kernels), an empty file (unless ``allow_empty``), or fewer than
-        ``min_classes`` labels.
+        for the kernels), a label no model file holds (``model_labels``), an empty
+        file (unless ``allow_empty``), or fewer than ``min_classes`` labels.
     """
     path = os.fspath(path)
     if n_features is not None and (int(n_features) != n_features or n_features < 1):
@@ -266,6 +271,8 @@ def load_shard(
     raw = _decompress_once_per_node(comm, path)
 
     parsed, block, lines_before = _parse_own_lines(comm, path, raw, n_features, gram, allow_zero)
+    if model_labels:
+        comm.agree(_label_error(path, parsed, block, lines_before))
     base = 0 if allow_zero and comm.max_(int(parsed.has_zero)) else 1
     if base == 0 and not parsed.has_zero:  # another rank's lines hold index 0
         parsed.indices[:] += 1
@@ -346,6 +353,21 @@ def _classes(comm: Comm, path: str, y: np.ndarray, min_classes: int) -> np.ndarr
             reason = f"only {len(classes)} classes"
         comm.agree(LibsvmFormatError(path, None, f"{reason}; at least {min_classes} are needed"))
     return classes
+
+
+def _label_error(path: str, parsed, block: bytes, lines_before: int):
+    """The error naming the first line whose label no model file holds, else None."""
+    from psvm.io.model_file import LABEL_RANGE
+
+    y = parsed.y
+    bad = np.flatnonzero((y != np.floor(y)) | (y < LABEL_RANGE[0]) | (y > LABEL_RANGE[1]))
+    if not bad.size:
+        return None
+    v = float(y[bad[0]])
+    kind = "not an integer" if not v.is_integer() else "not a 32-bit integer"
+    line = lines_before + data_line_number(block, int(bad[0]))
+    reason = f"label {_format_label(v)} is {kind} (model files hold labels as C ints)"
+    return LibsvmFormatError(path, line, reason)
 
 
 def _overflow_error(path: str, parsed, block: bytes, lines_before: int):

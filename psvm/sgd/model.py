@@ -11,6 +11,18 @@ import scipy.sparse as sp
 SOLVER_TYPE = "L2R_L1LOSS_SVC_DUAL"  # LIBLINEAR's -s 3: the problem psvm's SGD solves
 
 
+def to_width(X, n_features: int):
+    """X with ``n_features`` columns, as LIBLINEAR's predict reads a row: features beyond the
+    model's are ignored, and those a file's rows lack are zero."""
+    X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, float)
+    if X.shape[1] > n_features:
+        return X[:, :n_features]
+    if X.shape[1] < n_features:
+        X = sp.csr_matrix(X)
+        return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    return X
+
+
 @dataclass(eq=False)
 class LinearModel:
     """A linear classifier: ``coef`` (n_models, n_features), ``intercept`` (n_models,).
@@ -42,14 +54,8 @@ class LinearModel:
         return self.coef.shape[1]
 
     def decision_function(self, X) -> np.ndarray:
-        """(n_samples, n_models) scores; features beyond ``n_features`` are an error."""
-        X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, float)
-        if X.shape[1] > self.n_features:
-            X = X[:, : self.n_features]  # LIBLINEAR ignores unknown features
-        elif X.shape[1] < self.n_features:
-            X = sp.csr_matrix(X)
-            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], self.n_features))
-        return np.asarray(X @ self.coef.T) + self.intercept
+        """(n_samples, n_models) scores of X at the model's width (:func:`to_width`)."""
+        return np.asarray(to_width(X, self.n_features) @ self.coef.T) + self.intercept
 
     def predict(self, X) -> np.ndarray:
         dec = self.decision_function(X)

@@ -2,15 +2,16 @@
 models equal to LIBSVM's on folds both share."""
 
 import re
+from functools import partial
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from psvm.comm import Comm
-from psvm.cross_validation import fold_ids, result_lines, svc_fit_predict
+from psvm.cross_validation import fold_ids, result_lines, svc_fit_predict, training_shard
 from psvm.io.shard import Shard
-from tests._svm import libsvm_problem, pair_objectives
+from tests._svm import libsvm_problem, load_head, pair_objectives, write_head
 
 
 def test_folds_are_libsvm_s_stratified_runs():
@@ -59,6 +60,35 @@ def test_a_fold_of_one_class_predicts_it():
     )
     test = np.array([False, False, False, True])
     assert fit_predict(~test, test).tolist() == [1.0]
+
+
+def test_probability_folds_predict_the_most_probable_class(shared_data, tmp_path):
+    """-v with -b 1, as LIBSVM's svm_cross_validation: each fold's model with its pairwise
+    sigmoids (the seed's folds), each held-out row its most probable class, which differs
+    from the vote on some rows."""
+    from psvm._params import validate_svc_params
+    from psvm.svc.multiclass import fit_ovo
+    from psvm.svc.platt import fit_probability
+
+    X, y = load_head(write_head(shared_data / "usps.t.xz", tmp_path / "u", 300))
+    shard = Shard(
+        X=X, y=y, offset=0, n_samples=300, n_features=X.shape[1], max_row_nnz=X.getnnz(1).max()
+    )
+    params, classes = validate_svc_params(gamma=1 / 256), np.unique(y)
+    test = np.arange(300) % 5 == 0
+    sigmoids = partial(fit_probability, seed=3)
+    got = svc_fit_predict(Comm(), shard, params=params, classes=classes, probability=sigmoids)
+    proba = got(~test, test)
+    fold = training_shard(Comm(), shard, ~test, classes=classes)
+    model, _ = fit_ovo(Comm(), fold, params, classes, fold=True)
+    A, B = fit_probability(Comm(), fold, params, classes, model.gamma, seed=3)
+    model.meta.update(probA=A.tolist(), probB=B.tolist())
+    expected, prob = model.predict_proba(X[test])
+    np.testing.assert_array_equal(proba, expected)
+    np.testing.assert_array_equal(expected, classes[np.argmax(prob, axis=1)])
+    votes = svc_fit_predict(Comm(), shard, params=params, classes=classes)(~test, test)
+    np.testing.assert_array_equal(votes, model.predict(X[test]))
+    assert np.any(votes != proba)
 
 
 @pytest.mark.parametrize(

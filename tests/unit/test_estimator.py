@@ -232,12 +232,43 @@ def test_libsvm_model_with_a_wider_X(tmp_path, shared_data):
         psvm.SVC.from_libsvm_model(tmp_path / "h.model", n_features=12)
 
 
-def test_non_integer_labels_cannot_go_to_libsvm(tmp_path, breast_cancer):
+def test_libsvm_model_of_one_class_without_support_vectors(tmp_path):
+    """svm-train on a file of one class writes nr_class 1 and no SV lines: the file tells
+    no width, so the model predicts its label for X of any width (as psvm-predict does),
+    unless n_features fixes one."""
+    path = tmp_path / "one.model"
+    path.write_text(
+        "svm_type c_svc\nkernel_type rbf\ngamma 0.5\nnr_class 1\ntotal_sv 0\nrho\n"
+        "label 7\nnr_sv 0\nSV\n"
+    )
+    est = psvm.SVC.from_libsvm_model(path)
+    assert not hasattr(est, "n_features_in_")
+    for width in (1, 3):
+        np.testing.assert_array_equal(est.predict(np.ones((2, width))), [7, 7])
+    fixed = psvm.SVC.from_libsvm_model(path, n_features=2)
+    assert fixed.n_features_in_ == 2 and fixed.predict(np.ones((1, 2))) == [7]
+    with pytest.raises(ValueError, match="expecting 2 features"):
+        fixed.predict(np.ones((1, 3)))
+
+
+@pytest.mark.parametrize(
+    "labels, match",
+    [
+        (("no", "yes"), "integer labels only, got label 'no'"),
+        # svm_load_model would read 2**31 as -2**31: another label
+        ((-1, 2**31), "32-bit integer labels only \\(read with %d\\), got label 2147483648"),
+    ],
+)
+def test_labels_libsvm_cannot_read_back_stay_out_of_model_files(
+    tmp_path, breast_cancer, labels, match
+):
     X, y = breast_cancer
-    est = psvm.SVC().fit(X, np.where(y == 1, "yes", "no"))
-    with pytest.raises(ValueError, match="integer labels"):
+    est = psvm.SVC().fit(X, np.where(y == 1, labels[1], labels[0]))
+    with pytest.raises(ValueError, match=match):
         est.to_libsvm_model(tmp_path / "m.model")
     assert not (tmp_path / "m.model").exists()
+    psvm.SVC().fit(X, np.where(y == 1, -(2**31), 2**31 - 1)).to_libsvm_model(tmp_path / "m.model")
+    assert "label -2147483648 2147483647" in (tmp_path / "m.model").read_text()
 
 
 # -- agreement with sklearn.svm.SVC ---------------------------------------------------------------

@@ -190,7 +190,6 @@ def test_read_libsvm_error_names_file_and_line(content, seed):
         (["-h", "2"], "shrinking must be 0 or 1"),
         (["-h", "0", "--heuristic", "lazy"], "contradicts"),
         (["-b", "2"], "probability_estimates must be 0 or 1"),
-        (["-v", "5", "-b", "1"], "-b 1 with -v"),
         (["--solver", "qp"], "--solver qp"),
         (["-v", "5", "--seed", "-1"], "--seed -1: must be >= 0"),
         (["--solver", "sgd", "--seed", "-1"], "--seed -1: must be >= 0"),

@@ -264,3 +264,32 @@ def test_estimator_model_files(shared_data, tmp_path, libsvm_tools):
     )
     expected = np.loadtxt(lines[1:])[:, [2, 1]]
     np.testing.assert_allclose(lib.predict_proba(X), expected, atol=2e-6)
+
+
+def test_loaded_multiclass_model_couples_in_its_file_order(tmp_path):
+    """LIBSVM couples the pairs' probabilities by an iteration over its classes in order; a
+    -b 1 model whose labels are not sorted (first appearance 2, 1, 0) is sorted on reading,
+    and its probabilities are still coupled in the file's order: svm_predict's, not the
+    sorted order's (1e-3 apart)."""
+    from libsvm.svmutil import svm_predict, svm_save_model, svm_train
+    from sklearn.datasets import load_iris
+
+    import psvm
+
+    X, y = load_iris(return_X_y=True)
+    order = np.argsort(-y, kind="stable")
+    X, y = X[order][::3], y[order][::3]  # labels 2, then 1, then 0
+    rows = [{j + 1: float(v) for j, v in enumerate(x)} for x in X]
+    model = svm_train(y.tolist(), rows, "-b 1 -c 2 -q")
+    svm_save_model(str(tmp_path / "m"), model)
+    _, _, expected = svm_predict(y.tolist(), rows, model, "-b 1 -q")
+    est = psvm.SVC.from_libsvm_model(tmp_path / "m")
+    assert est.classes_.tolist() == [0, 1, 2]
+    prob = est.predict_proba(X)
+    np.testing.assert_allclose(prob[:, ::-1], expected, rtol=0, atol=1e-9)
+    sorted_order = psvm.SVC.from_libsvm_model(tmp_path / "m")
+    sorted_order._model.meta.pop("coupling_order")  # (what the model gave before)
+    assert np.abs(sorted_order.predict_proba(X) - prob).max() > 1e-5
+    est.to_libsvm_model(tmp_path / "sorted")  # a file of its own order: coupled in it
+    again = psvm.SVC.from_libsvm_model(tmp_path / "sorted").predict_proba(X)
+    np.testing.assert_array_equal(again, sorted_order.predict_proba(X))

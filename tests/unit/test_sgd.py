@@ -580,9 +580,10 @@ def test_bad_linear_models_name_the_line(tmp_path, text, line, match):
     assert e.value.line == line and str(path) in str(e.value)
 
 
-def test_non_integer_labels_are_refused(tmp_path):
+@pytest.mark.parametrize("labels", [[0.5, 1.5], [1.0, 2.0**31], [-(2.0**31) - 1, 1.0]])
+def test_labels_liblinear_cannot_read_back_are_refused(tmp_path, labels):
     with pytest.raises(ValueError, match="integer labels"):
-        write_linear_model(tmp_path / "m", LinearModel(np.ones((1, 2)), [0.0], [0.5, 1.5]))
+        write_linear_model(tmp_path / "m", LinearModel(np.ones((1, 2)), [0.0], labels))
     assert not os.listdir(tmp_path)
 
 
@@ -632,3 +633,26 @@ def test_cli_train_sgd_and_predict(tmp_path, capsys):
     assert "max_iter must be >= 1" in err and "--solver cg" in err
     assert train.solver_of(["-q", "-c", "1", "--solver", "sgd", "f"]) == "sgd"
     assert train.solver_of(["-c", "--solver", "f"]) == "smo"  # '--solver' is -c's value
+
+
+def test_cli_validation_file_wider_or_narrower_than_the_training_file(tmp_path, capsys):
+    """--validation scores its rows as psvm-predict (LIBLINEAR) does: features the training
+    file lacks are ignored, not an error; the last epoch's accuracy is psvm-predict's."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from psvm.cli import predict, train
+
+    X, y = blobs(300)
+    y = y * 2 - 1
+    data, model = tmp_path / "train.txt", tmp_path / "m.model"
+    dump_svmlight_file(X[:200] + 10, y[:200], str(data), zero_based=False)
+    for extra in (1, -1):  # the validation rows reach one feature further, or one less far
+        X_val = np.hstack([X[200:] + 10, np.ones((100, 1))]) if extra > 0 else X[200:, :-1] + 10
+        val = tmp_path / f"val{extra}.txt"
+        dump_svmlight_file(X_val, y[200:], str(val), zero_based=False)
+        argv = ["--solver", "sgd", "--epochs", "3", "--validation", str(val), str(data), str(model)]
+        assert train.main(argv) == 0, capsys.readouterr().err
+        last = [ln for ln in capsys.readouterr().out.splitlines() if "validation accuracy" in ln]
+        scored = float(last[-1].split("validation accuracy ")[1].split("%")[0])
+        assert predict.main([str(val), str(model), str(tmp_path / "out")]) == 0
+        assert f"Accuracy = {scored:g}%" in capsys.readouterr().out
