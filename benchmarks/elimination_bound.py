@@ -85,7 +85,8 @@ def main(argv=None) -> None:
         if other:
             t = float(np.median([r["seconds_max"]["train"] for r in timed]))
             saving = 1 - t / seconds
-            line += f" {t:12.2f} {100 * saving:6.0f}% {100 * saving / (1 - before):5.0f}%"
+            share = f"{100 * saving / (1 - before):5.0f}%" if before < 1 else "     -"  # (no bound)
+            line += f" {t:12.2f} {100 * saving:6.0f}% {share}"
         print(line)
 
 

@@ -95,6 +95,7 @@ def _worker(opts: dict) -> int:
     from psvm._params import validate_sgd_params
     from psvm.comm import world
     from psvm.io.shard import labels_in_order, load_shard
+    from psvm.sgd.model import to_width
     from psvm.sgd.msf import FixedPeriod
     from psvm.sgd.problem import SGDState, make_problem
     from psvm.sgd.trainer import SGDTrainer
@@ -106,10 +107,10 @@ def _worker(opts: dict) -> int:
     codes = np.searchsorted(classes, shard.y)
     validation = None
     if "validation" in opts:
-        vs = load_shard(comm, opts["validation"], n_features=shard.n_features, min_classes=0)
+        vs = load_shard(comm, opts["validation"], min_classes=0)  # any width, as psvm-train's
         vcodes = np.searchsorted(classes, vs.y)
         vcodes[classes[np.minimum(vcodes, classes.size - 1)] != vs.y] = -1
-        validation = (vs.X, vcodes, None)
+        validation = (to_width(vs.X, shard.n_features), vcodes, None)
     prob = make_problem(comm, shard.X, codes, classes.size, validation=validation)
     cfg = validate_sgd_params(
         alpha=opts.get("alpha", 1.0 / shard.n_samples),

@@ -183,7 +183,7 @@ def svc_fit_predict(
 
     A fold's classes keep ``classes``' order; a training set of one class predicts it, as
     LIBSVM's one-class model does. ``log`` gets LIBSVM's lines of each fold. With
-    ``probability`` (``-b 1``: :func:`psvm.svc.platt.fit_probability`, its seed bound) each
+    ``probability`` (``-b 1``: :func:`psvm.svc.platt.add_probability`, its seed bound) each
     fold's model also fits its pairwise sigmoids and a row's prediction is its most probable
     class, as LIBSVM's ``svm_cross_validation`` predicts by ``svm_predict_probability`` then.
     """
@@ -197,11 +197,10 @@ def svc_fit_predict(
             return np.full(np.count_nonzero(test), present[0], dtype=np.float64)
         fold = training_shard(comm, shard, train, classes=present)
         model, _ = fit_ovo(comm, fold, params, present, stats=stats, log=log, fold=True)
-        if log is not None:
-            log(f"Total nSV = {model.support_vectors.shape[0]}")
         if probability is not None:
-            A, B = probability(comm, fold, params, present, model.gamma, stats=stats, log=log)
-            model.meta.update(probA=A.tolist(), probB=B.tolist())
+            probability(comm, fold, params, present, model, stats=stats, log=log)
+        if log is not None:  # (last, as svm_train prints it)
+            log(f"Total nSV = {model.support_vectors.shape[0]}")
         X_test = shard.X[np.flatnonzero(test)]
         if not X_test.shape[0]:
             return np.empty(0)

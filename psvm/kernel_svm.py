@@ -258,13 +258,17 @@ class KernelSVM(BaseEstimator):
         Raises
         ------
         ValueError
-            If the labels are not integers (LIBSVM stores them as ints).
+            If a label is not a 32-bit integer (LIBSVM reads labels as C ints).
         """
         from psvm.io.model_file import write_model
+        from psvm.model import COUPLING_ORDER
 
         check_is_fitted(self)
         meta = {**self._model.meta, "support": self.support_, "n_samples": self.shape_fit_[0]}
-        write_model(path, dataclasses.replace(self._model, meta=meta))
+        model = dataclasses.replace(self._model, meta=meta)
+        if COUPLING_ORDER in meta:  # a LIBSVM -b 1 model's classes: in the order of its file,
+            model = model.with_class_order(meta[COUPLING_ORDER])  # where they are coupled
+        write_model(path, model)
 
     @classmethod
     def _read_libsvm_model(

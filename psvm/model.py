@@ -19,6 +19,7 @@ from psvm.kernels import canonical_csr, columns_right, decision_values
 # meta key: the class order of the file a reordered model came from (:meth:`SVCModel.
 # with_class_order`), in which its probabilities are coupled, as LIBSVM couples them there
 COUPLING_ORDER = "coupling_order"
+
 # the svm_types with labels; the others have one decision value and no labels
 
 
@@ -327,14 +328,17 @@ class SVCModel:
         if order == self.classes.tolist():
             prob = pairwise_coupling(dec, A, B, self.n_classes)
         else:  # LIBSVM's coupling iterates over the classes in order: couple in the file's
-            where = {c: i for i, c in enumerate(self.classes.tolist())}
-            perm = [where[c] for c in order]  # coupling order -> class index
-            pairs, flipped = _pairs_in_order(perm)
-            sign = np.where(flipped, -1.0, 1.0)
-            A, B = np.asarray(A, float)[pairs], sign * np.asarray(B, float)[pairs]
+            perm = self._permutation(order)  # coupling order -> class index
+            pairs, sign = _pairs_in_order(perm)
+            A, B = _sigmoids_in_order(A, B, pairs, sign)
             prob = np.empty((dec.shape[0], self.n_classes))
             prob[:, perm] = pairwise_coupling(dec[:, pairs] * sign, A, B, self.n_classes)
         return self.classes[np.argmax(prob, axis=1)], prob
+
+    def _permutation(self, classes: list) -> list[int]:
+        """Each of ``classes``' position in ``self.classes`` (-1: not a class)."""
+        where = {c: i for i, c in enumerate(self.classes.tolist())}
+        return [where.get(c, -1) for c in classes]
 
     def with_class_order(self, classes: Any) -> SVCModel:
         """The same classifier with its classes listed in the order ``classes``.
@@ -342,7 +346,9 @@ class SVCModel:
         LIBSVM keeps labels in order of first appearance, scikit-learn sorts them.
         Pair (a, b) of the new order is the old pair of the same two classes; when
         their order flips, its ``rho`` and its coefficients change sign (the decision
-        value of a pair is positive for its first class).
+        value of a pair is positive for its first class). A ``-b 1`` model keeps the
+        order it was first in (:data:`COUPLING_ORDER`); ``meta["support"]`` follows
+        the support vectors.
 
         Parameters
         ----------
@@ -355,8 +361,7 @@ class SVCModel:
             A new model; ``self`` is unchanged.
         """
         classes = np.asarray(classes)
-        where = {c: i for i, c in enumerate(self.classes.tolist())}
-        perm = [where.get(c, -1) for c in classes.tolist()]  # new class index -> old
+        perm = self._permutation(classes.tolist())  # new class index -> old
         k = self.n_classes
         if classes.shape != (k,) or sorted(perm) != list(range(k)):
             raise ValueError(
@@ -374,15 +379,16 @@ class SVCModel:
                     dual_coef[_coef_row(a, b), dst] = (
                         sign * self.dual_coef[_coef_row(perm[a], perm[b]), src]
                     )
-        pairs, flipped = _pairs_in_order(perm)
-        sign = np.where(flipped, -1.0, 1.0)
+        pairs, sign = _pairs_in_order(perm)
         rho = sign * self.rho[pairs]
         rows = np.concatenate([np.arange(old[c], old[c + 1]) for c in perm])
         meta = dict(self.meta)
-        if "probA" in meta and "probB" in meta:  # a flipped pair: A the same, B negated
-            A, B = np.asarray(meta["probA"], float), np.asarray(meta["probB"], float)
-            meta["probA"], meta["probB"] = A[pairs].tolist(), (sign * B[pairs]).tolist()
+        if "probA" in meta and "probB" in meta:
+            A, B = _sigmoids_in_order(meta["probA"], meta["probB"], pairs, sign)
+            meta["probA"], meta["probB"] = A.tolist(), B.tolist()
             meta.setdefault(COUPLING_ORDER, self.classes.tolist())  # (the first order)
+        if "support" in meta:  # (a model on its way to a file: its rows' global indices)
+            meta["support"] = np.asarray(meta["support"])[rows]
         return SVCModel(
             kernel=self.kernel,
             gamma=self.gamma,
@@ -454,15 +460,21 @@ def _coef_row(c: int, other: int) -> int:
 
 def _pairs_in_order(perm: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """For each class pair (a, b) of the order ``perm`` (new class -> old), the old pair of
-    the same classes and whether its order flipped (then its values change sign)."""
+    the same classes and its sign: -1 where its order flipped (its values change sign)."""
     k = len(perm)
-    pairs, flipped = [], []
+    pairs, sign = [], []
     for a in range(k):
         for b in range(a + 1, k):
             i, j = perm[a], perm[b]
             pairs.append(_pair_index(min(i, j), max(i, j), k))
-            flipped.append(i > j)
-    return np.array(pairs, dtype=np.intp), np.array(flipped, dtype=bool)
+            sign.append(-1.0 if i > j else 1.0)
+    return np.array(pairs, dtype=np.intp), np.array(sign)
+
+
+def _sigmoids_in_order(probA, probB, pairs: np.ndarray, sign: np.ndarray) -> tuple:
+    """The pairs' sigmoids (A, B) in the order :func:`_pairs_in_order` gives: a flipped
+    pair's decision values change sign, so its A stays and its B changes sign."""
+    return np.asarray(probA, float)[pairs], sign * np.asarray(probB, float)[pairs]
 
 
 def _pair_index(i: int, j: int, k: int) -> int:

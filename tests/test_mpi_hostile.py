@@ -84,6 +84,7 @@ LABELS = {
         2,
         "3000000000 is not a 32-bit integer",
     ),
+    "two lines": (b"1 1:1\n-2147483649 2:1\n", 2, "-2147483649 is not a 32-bit integer"),
 }
 
 
@@ -99,15 +100,17 @@ def test_mutated_file_under_mpiexec(tmp_path, name):
     _check_outcome(case, content, False, r.stderr)
 
 
+@pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("solver", ["smo", "sgd"])
 @pytest.mark.parametrize("name", sorted(LABELS))
-def test_labels_no_model_file_holds(tmp_path, name, solver):
-    """psvm.SVC writes such a model file (LIBSVM would read another label), so psvm-train
-    refuses the training file at once, naming the line, on every rank."""
+def test_labels_no_model_file_holds(tmp_path, name, solver, n):
+    """Such a model file would load in LIBSVM with another label, so psvm-train refuses the
+    training file at once, naming the line, on every rank (at P = 3 on two lines, one rank
+    holds none)."""
     content, line, words = LABELS[name]
     data = tmp_path / "data.txt"
     data.write_bytes(content)
-    r = run_cli(TRAIN, ["-q", "--solver", solver, data, tmp_path / "m.model"], 2, timeout=60)
+    r = run_cli(TRAIN, ["-q", "--solver", solver, data, tmp_path / "m.model"], n, timeout=60)
     assert r.returncode == 1 and r.stdout == "", r.stderr
     assert r.stderr.count("psvm-train: error:") == 1, r.stderr
     assert f"psvm-train: error: {data}:{line}: label {words}" in r.stderr

@@ -259,12 +259,9 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
             comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
         )
         if probability:  # LIBSVM's pairwise sigmoids, 5-fold internal CV
-            from psvm.svc.platt import fit_probability
+            from psvm.svc.platt import add_probability
 
-            probA, probB = fit_probability(
-                comm, shard, params, classes, model.gamma, seed=seed, stats=stats, log=log
-            )
-            model.meta.update(probA=probA.tolist(), probB=probB.tolist())
+            add_probability(comm, shard, params, classes, model, seed=seed, stats=stats, log=log)
         return model
     sigma = None
     if probability and opts["svm_type"] in REGRESSORS:  # svm_svr_probability: a Laplace sigma
@@ -368,9 +365,9 @@ def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]
     svm_type = params["svm_type"]
     seed = opts.get("seed", 0)
     if svm_type in CLASSIFIERS:  # -b 1: each fold's model predicts its most probable class
-        from psvm.svc.platt import fit_probability
+        from psvm.svc.platt import add_probability
 
-        sigmoids = partial(fit_probability, seed=seed) if opts.get("probability") else None
+        sigmoids = partial(add_probability, seed=seed) if opts.get("probability") else None
         make = partial(
             svc_fit_predict, params=params, classes=classes, stats=stats, probability=sigmoids
         )

@@ -374,7 +374,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     def to_liblinear_model(self, path: str | os.PathLike) -> None:
         """Write the model in LIBLINEAR's text format (psvm-predict and LIBLINEAR's predict
         read it), atomically; as :meth:`psvm.SVC.to_libsvm_model`, not collective: call it
-        on one rank under ``mpiexec``. Labels must be integers (LIBLINEAR's ``%d``)."""
+        on one rank under ``mpiexec``. Labels must be 32-bit integers (LIBLINEAR's ``%d``)."""
         from psvm.io.linear_model_file import write_linear_model
 
         write_linear_model(path, self.to_linear_model())

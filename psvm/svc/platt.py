@@ -164,6 +164,17 @@ def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats
     return dec
 
 
+def add_probability(
+    comm, shard, params: dict, classes, model, *, seed=0, stats=None, log=None
+) -> None:
+    """``-b 1`` for a C-SVC or nu-SVC ``model`` trained on ``shard``: its pairs' sigmoids
+    (:func:`fit_probability`, at the model's gamma) into its meta (collective)."""
+    probA, probB = fit_probability(
+        comm, shard, params, classes, model.gamma, seed=seed, stats=stats, log=log
+    )
+    model.meta.update(probA=probA.tolist(), probB=probB.tolist())
+
+
 def fit_svr_sigma(comm, shard, params: dict, gamma: float, *, seed: int = 0, stats=None) -> float:
     """LIBSVM's ``svm_svr_probability``: sigma of the Laplace noise model of a regressor, the
     mean absolute residual of a 5-fold cross-validation after dropping residuals beyond 5

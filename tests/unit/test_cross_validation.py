@@ -68,7 +68,7 @@ def test_probability_folds_predict_the_most_probable_class(shared_data, tmp_path
     from the vote on some rows."""
     from psvm._params import validate_svc_params
     from psvm.svc.multiclass import fit_ovo
-    from psvm.svc.platt import fit_probability
+    from psvm.svc.platt import add_probability
 
     X, y = load_head(write_head(shared_data / "usps.t.xz", tmp_path / "u", 300))
     shard = Shard(
@@ -76,19 +76,36 @@ def test_probability_folds_predict_the_most_probable_class(shared_data, tmp_path
     )
     params, classes = validate_svc_params(gamma=1 / 256), np.unique(y)
     test = np.arange(300) % 5 == 0
-    sigmoids = partial(fit_probability, seed=3)
+    sigmoids = partial(add_probability, seed=3)
     got = svc_fit_predict(Comm(), shard, params=params, classes=classes, probability=sigmoids)
     proba = got(~test, test)
     fold = training_shard(Comm(), shard, ~test, classes=classes)
     model, _ = fit_ovo(Comm(), fold, params, classes, fold=True)
-    A, B = fit_probability(Comm(), fold, params, classes, model.gamma, seed=3)
-    model.meta.update(probA=A.tolist(), probB=B.tolist())
+    add_probability(Comm(), fold, params, classes, model, seed=3)
     expected, prob = model.predict_proba(X[test])
     np.testing.assert_array_equal(proba, expected)
     np.testing.assert_array_equal(expected, classes[np.argmax(prob, axis=1)])
     votes = svc_fit_predict(Comm(), shard, params=params, classes=classes)(~test, test)
     np.testing.assert_array_equal(votes, model.predict(X[test]))
     assert np.any(votes != proba)
+
+
+@pytest.mark.parametrize("svm_type", ["1", "2", "3", "4"])
+def test_probability_folds_of_every_type(shared_data, tmp_path, capsys, svm_type):
+    """-v 5 -b 1 runs for every type: nu-SVC predicts by its probability model (a result of
+    its own), the others' predictions do not change with -b 1, as in LIBSVM."""
+    from psvm.cli import train
+
+    data = write_head(shared_data / "heart_scale.xz", tmp_path / "h", 120)
+    out = {}
+    for b in ("0", "1"):
+        assert train.main(["-q", "-s", svm_type, "-v", "5", "-b", b, data]) == 0
+        out[b] = capsys.readouterr().out.strip().splitlines()
+    assert out["0"][0].startswith("Cross Validation")
+    if svm_type == "1":
+        assert out["1"][0].startswith("Cross Validation Accuracy = ")
+    else:
+        assert out["1"] == out["0"]
 
 
 @pytest.mark.parametrize(

@@ -138,6 +138,26 @@ def test_load_shard_names_the_line_of_a_row_too_large(tmp_path):
         load_shard(Comm(), path)
 
 
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ("2147483648", "2147483648 is not a 32-bit integer"),
+        ("-2147483649", "-2147483649 is not a 32-bit integer"),
+        ("1e10", "10000000000 is not a 32-bit integer"),
+        ("-1.5", "-1.5 is not an integer"),
+    ],
+)
+def test_load_shard_names_the_line_of_a_label_no_model_file_holds(tmp_path, bad, words):
+    """A classifier's labels: 32-bit integers, the C ints LIBSVM reads (the bounds pass)."""
+    path = tmp_path / "labels.txt"
+    path.write_text(f"2147483647 1:1\n# c\n-2147483648 2:1\n{bad} 1:2\n")
+    with pytest.raises(LibsvmFormatError, match=rf"labels.txt:4: label {words} \("):
+        load_shard(Comm(), path, model_labels=True)
+    assert load_shard(Comm(), path).n_samples == 3  # (regression targets: any number)
+    path.write_text("2147483647 1:1\n-2147483648 2:1\n")
+    assert load_shard(Comm(), path, model_labels=True).classes.tolist() == [2**31 - 1, -(2**31)]
+
+
 def test_first_overflowing_row():
     from psvm.io.shard import MAX_SQUARED_NORM, first_overflowing_row
 
