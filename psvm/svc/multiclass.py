@@ -314,8 +314,8 @@ def fit_ovo(
         solved = solved_pairs(n_pairs, prepare, solve, stats, pair_workers(comm, ck, n_pairs))
     else:
         workers = pair_workers(run, None, int(np.count_nonzero(owner == comm.rank)))
-        shows = comm.bcast_obj(log is not None)  # (rank 0 logs)
-        solved = dealt_pairs(comm, owner, prepare, solve, stats, workers, shows)
+        shows = comm.bcast_obj(log is not None)  # (rank 0 logs: its pairs' progress live)
+        solved = dealt_pairs(comm, owner, prepare, solve, stats, workers, shows, live=log)
     # closed on any error here too (Ctrl-C included): the pairs still running stop now
     with closing(solved):
         for pair, (res, lines) in solved:

@@ -170,21 +170,23 @@ def dealt_pairs(
     stats: Stats,
     workers: int,
     shows: bool,
+    live: Callable[[str], None] | None = None,
 ) -> Iterator[tuple[int, tuple[object, list[str]]]]:
     """(pair, (its result, its log lines)) for each pair, in pair order, on every rank
     (collective). Rank ``owner[pair]`` solves the pair alone (:func:`solved_pairs`, on
     ``workers`` threads): ``solve(pair, problem, stats, cancel, workers, log)`` gives the
     result and the lines after it, ``log`` collecting the pair's progress lines before them
-    where ``shows`` (whether rank 0 logs: the same on every rank). Then the ranks exchange
-    results and statistics once; each rank adds every pair's statistics to ``stats``,
-    another rank's as :meth:`~psvm.stats.Stats.merge` says (``values["pairs_dealt"]``). The
-    first error in pair order is raised on every rank (a rank stops at its first error; the
-    lowest of those is the first of all)."""
+    where ``shows`` (whether rank 0 logs: the same on every rank), or, given ``live`` (rank
+    0's log, for lines that may come out of order: progress), writing them as they come.
+    Then the ranks exchange results and statistics once; each rank adds every pair's
+    statistics to ``stats``, another rank's as :meth:`~psvm.stats.Stats.merge` says
+    (``values["pairs_dealt"]``). The first error in pair order is raised on every rank (a
+    rank stops at its first error; the lowest of those is the first of all)."""
     mine = np.flatnonzero(owner == comm.rank)
 
     def solve_mine(i: int, problem, _, cancel, workers: int) -> tuple:
         pair_stats, lines = Stats(), []
-        log = lines.append if shows else None
+        log = live if live is not None else lines.append if shows else None
         res, after = solve(int(mine[i]), problem, pair_stats, cancel, workers, log)
         return (res, lines + after), pair_stats
 

@@ -232,8 +232,9 @@ class _Sent(Exception):
     """Stops a stub rank at its exchange, its part kept (:func:`_dealt`)."""
 
 
-def _parts(owner, solve, shows=True, workers=2) -> list:
-    """Each stub rank's part of dealt_pairs' exchange: its pairs solved, stopped there."""
+def _parts(owner, solve, shows=True, workers=2, live=None) -> list:
+    """Each stub rank's part of dealt_pairs' exchange: its pairs solved, stopped there
+    (``live``: rank 0's live log)."""
     parts = []
 
     def sent(obj):
@@ -242,20 +243,34 @@ def _parts(owner, solve, shows=True, workers=2) -> list:
 
     for rank in range(int(owner.max()) + 1):
         comm = SimpleNamespace(size=int(owner.max()) + 1, rank=rank, allgather_obj=sent)
+        now = live if rank == 0 else None
         with pytest.raises(_Sent):
-            list(pairs.dealt_pairs(comm, owner, lambda p: p, solve, Stats(), workers, shows))
+            list(pairs.dealt_pairs(comm, owner, lambda p: p, solve, Stats(), workers, shows, now))
     return parts
 
 
-def _dealt(owner, solve, shows=True, workers=2) -> list:
+def _dealt(owner, solve, shows=True, workers=2, live=None) -> list:
     """Every stub rank's (yielded pairs, Stats) from dealt_pairs, given all ranks' parts."""
-    parts, out = _parts(owner, solve, shows, workers), []
+    parts, out = _parts(owner, solve, shows, workers, live), []
     for rank in range(len(parts)):
         comm = SimpleNamespace(size=len(parts), rank=rank, allgather_obj=lambda obj: parts)
         stats = Stats()
         got = list(pairs.dealt_pairs(comm, owner, lambda p: p, solve, stats, workers, shows))
         out.append((got, stats))
     return out
+
+
+def test_rank_0_writes_its_dealt_pairs_progress_as_it_comes():
+    """A long multi-class fit under mpiexec shows rank 0's pairs' progress lines while they
+    run; the other ranks' come with the results, and the lines after each pair (LIBSVM's)
+    stay in pair order."""
+    owner, live = np.array([0, 1, 0, 1, 0]), []
+    ranks = _dealt(owner, _solve(), workers=1, live=live.append)
+    assert live == ["progress 0", "progress 2", "progress 4"]
+    expected = [
+        (p, (f"res {p}", ([f"progress {p}"] if p % 2 else []) + [f"after {p}"])) for p in range(5)
+    ]
+    assert all(got == expected for got, _ in ranks)
 
 
 def _solve(fail=()):
