@@ -164,4 +164,18 @@ def test_estimator_agrees_on_input_errors_and_frees_its_comm(n):
     assert early["same_model"] and early["n_samples"] == n_train < 300
     weighted = out["weighted early stopping"]  # the ranks' held-out weights, summed
     assert weighted["traced"] == pytest.approx(weighted["weighted"])
+    # the same rows held out as in one process, stratified (30% of each class)
+    noisy = np.where(np.random.default_rng(1).random(300) < 0.2, 1 - y, y)
+    w = np.random.default_rng(2).uniform(0.1, 5.0, 300)
+    masks, held_out = [], psvm.SGDSVC._held_out
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            psvm.SGDSVC,
+            "_held_out",
+            staticmethod(lambda *a: masks.append(held_out(*a)) or masks[-1]),
+        )
+        params = dict(early_stopping=True, validation_fraction=0.3, max_iter=2, tol=None)
+        psvm.SGDSVC(alpha=1e-3, random_state=0, **params).fit(X, noisy, sample_weight=w)
+    assert out["held-out rows"] == np.flatnonzero(masks[0]).tolist()
+    assert np.bincount(noisy[masks[0]]).tolist() == [round(0.3 * c) for c in np.bincount(noisy)]
     assert out["freed"] == [n] * 13  # one duplicate per fit, each freed

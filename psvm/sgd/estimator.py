@@ -64,9 +64,10 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     early_stopping : bool, default=False
         :meth:`fit` holds out ``validation_fraction`` of the rows and stops when their
         accuracy has not improved by ``tol`` for ``n_iter_no_change`` epochs, as
-        :class:`~sklearn.linear_model.SGDClassifier`. The rows are drawn by a hash of
-        their global index (not stratified), so they are the same for every P; their
-        accuracy is weighted by ``sample_weight``. :meth:`partial_fit` ignores it.
+        :class:`~sklearn.linear_model.SGDClassifier`. The split is stratified, as its
+        StratifiedShuffleSplit's, its rows drawn by a hash of their global index, so they
+        are the same for every P; their accuracy is weighted by ``sample_weight``.
+        :meth:`partial_fit` ignores it.
     validation_fraction : float, default=0.1
         The share of rows held out with ``early_stopping``, in (0, 1).
     shuffle : bool, default=True
@@ -301,14 +302,16 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
 
     @staticmethod
     def _held_out(comm, data: FitInput, cfg, seed: int) -> np.ndarray:
-        """early_stopping's validation rows among this rank's (a mask; collective): the same
-        rows for every P, by their global index. Refused when none or all are held out."""
-        held = held_out(seed, data.offset, data.codes.size, cfg.validation_fraction)
+        """early_stopping's validation rows among this rank's (a mask; collective), stratified,
+        the same rows for every P (:func:`psvm.sgd.problem.held_out`). Refused, as
+        StratifiedShuffleSplit refuses it, when either part has fewer rows than classes."""
+        k = data.classes.size
+        held = held_out(comm, seed, data.offset, data.codes, k, cfg.validation_fraction)
         n_held = comm.sum_(int(np.count_nonzero(held)))
-        if not 0 < n_held < data.n_samples:
+        if min(n_held, data.n_samples - n_held) < k:
             raise InputError(
                 f"early_stopping: validation_fraction={cfg.validation_fraction} holds out "
-                f"{n_held} of {data.n_samples} rows; it needs at least one of each"
+                f"{n_held} of {data.n_samples} rows; each part needs at least {k} (the classes)"
             )
         return held
 

@@ -21,15 +21,44 @@ from psvm.sgd import steps
 SPARSE_INTERCEPT_DECAY = 0.01
 
 
-def held_out(seed: int, offset: int, n: int, fraction: float) -> np.ndarray:
-    """Whether each of the global rows offset..offset+n-1 is held out: a hash of (seed, row)
-    (splitmix64's mix) below ``fraction``, so a row's fate does not depend on P."""
+def row_hash(seed: int, offset: int, n: int) -> np.ndarray:
+    """A uint64 for each of the global rows offset..offset+n-1 from (seed, row): splitmix64's
+    finaliser, a bijection, so the rows' values are distinct and do not depend on P."""
     z = (np.uint64(seed) << np.uint64(32)) ^ np.arange(offset, offset + n, dtype=np.uint64)
     z = z + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53 < fraction
+    return z ^ (z >> np.uint64(31))
+
+
+def class_shares(counts: np.ndarray, n_test: int) -> np.ndarray:
+    """How many of ``n_test`` rows each class gives, in proportion to its ``counts``: the
+    floors, then one more to the largest remainders (ties: the lower class), as scikit-learn's
+    StratifiedShuffleSplit allots them (which breaks its ties at random)."""
+    exact = n_test * counts / max(int(counts.sum()), 1)
+    share = np.floor(exact).astype(np.int64)
+    extra = np.argsort(-(exact - share), kind="stable")[: n_test - int(share.sum())]
+    share[extra] += 1
+    return np.minimum(share, counts)
+
+
+def held_out(comm, seed: int, offset: int, codes: np.ndarray, k: int, fraction: float):
+    """early_stopping's validation rows among this rank's (a mask; collective), stratified as
+    scikit-learn's StratifiedShuffleSplit: ceil(fraction n) rows, each class its share
+    (:func:`class_shares`), of each class the rows with the smallest :func:`row_hash`. The
+    global k smallest of a class are among every rank's own k smallest, so only those
+    travel: the same rows for every P."""
+    codes = np.asarray(codes, dtype=np.int64)
+    z = row_hash(seed, offset, codes.size)
+    counts = np.asarray(comm.sum_(np.bincount(codes, minlength=k)), dtype=np.int64)
+    share = class_shares(counts, int(np.ceil(fraction * counts.sum())))
+    mine = [np.sort(z[codes == c])[: share[c]] for c in range(k)]
+    held = np.zeros(codes.size, dtype=bool)
+    for c, part in enumerate(zip(*comm.allgather_obj(mine), strict=True)):
+        if share[c]:
+            last = np.sort(np.concatenate(part))[share[c] - 1]  # the class's k-th smallest
+            held |= (codes == c) & (z <= last)
+    return held
 
 
 @dataclass

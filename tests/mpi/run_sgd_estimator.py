@@ -87,6 +87,7 @@ def main():
     weighted = sgd().set_params(early_stopping=True, validation_fraction=0.3, max_iter=2, tol=None)
     weighted.fit(X, noisy, sample_weight=w)
     psvm.SGDSVC._held_out = staticmethod(held_out)
+    out["held-out rows"] = sorted(sum(comm.allgather_obj(rows[masks[0]].tolist()), []))
     right = weighted.predict(X[masks[0]]) == noisy[masks[0]]
     sums = comm.allgather_obj([float(w[masks[0]][right].sum()), float(w[masks[0]].sum())])
     out["weighted early stopping"] = {

@@ -328,12 +328,17 @@ def test_early_stopping_holds_out_rows_and_stops_on_their_accuracy():
     assert plain.fit_stats_["traces"]["val_accuracy"][0] is None
     with pytest.raises(ParameterError, match="validation_fraction must be < 1"):
         SGDSVC(early_stopping=True, validation_fraction=1.0).fit(X, y)
-    with pytest.raises(ValueError, match="holds out 0 of 4 rows; it needs at least one"):
+    with pytest.raises(ValueError, match="holds out 1 of 4 rows; each part needs at least 2"):
         SGDSVC(early_stopping=True, validation_fraction=1e-9).fit(X[:4], y[:4])
-    held = held_out(7, 0, 10_000, 0.1)  # the split: about the fraction, the same in pieces
-    assert 0.09 < held.mean() < 0.11
-    pieces = [held_out(7, a, b - a, 0.1) for a, b in [(0, 3333), (3333, 7000), (7000, 10_000)]]
-    np.testing.assert_array_equal(np.concatenate(pieces), held)
+    # the split: StratifiedShuffleSplit's counts, each class its share (P: test_mpi_sgd.py)
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    y = np.repeat([0, 1, 2], [900, 100, 7])
+    held = held_out(Comm(), 7, 0, y, 3, 0.2)
+    split = StratifiedShuffleSplit(test_size=0.2, random_state=0)
+    _, test = next(split.split(np.zeros((y.size, 1)), y))
+    assert np.bincount(y[held]).tolist() == np.bincount(y[test]).tolist() == [181, 20, 1]
+    assert not np.array_equal(held, held_out(Comm(), 8, 0, y, 3, 0.2))  # the seed's rows
 
 
 def test_early_stopping_scores_held_out_rows_by_their_weight(monkeypatch):
