@@ -20,7 +20,13 @@ from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input, refus
 from psvm.faces.params import check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
-from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, held_out, make_problem
+from psvm.sgd.problem import (
+    SPARSE_INTERCEPT_DECAY,
+    SGDState,
+    class_shares,
+    held_out,
+    make_problem,
+)
 from psvm.sgd.trainer import SGDTrainer
 from psvm.stats import Stats, progress_log, reduce_stats
 from psvm.threads import check_threads, rank_threads
@@ -302,18 +308,26 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
 
     @staticmethod
     def _held_out(comm, data: FitInput, cfg, seed: int) -> np.ndarray:
-        """early_stopping's validation rows among this rank's (a mask; collective), stratified,
-        the same rows for every P (:func:`psvm.sgd.problem.held_out`). Refused, as
-        StratifiedShuffleSplit refuses it, when either part has fewer rows than classes."""
-        k = data.classes.size
-        held = held_out(comm, seed, data.offset, data.codes, k, cfg.validation_fraction)
-        n_held = comm.sum_(int(np.count_nonzero(held)))
+        """early_stopping's validation rows among this rank's (a mask; collective), stratified
+        as StratifiedShuffleSplit's: ceil(fraction n) rows, each class its share
+        (:func:`psvm.sgd.problem.class_shares`), the same rows for every P
+        (:func:`psvm.sgd.problem.held_out`). Refused as there: a class of one row, or a part
+        with fewer rows than classes."""
+        counts, k = data.class_counts.astype(np.int64), data.classes.size
+        fraction = cfg.validation_fraction
+        if counts.min() < 2:
+            raise InputError(
+                f"early_stopping: class {data.classes.tolist()[int(np.argmin(counts))]!r} "
+                "has only 1 row; each class needs 2 to be split"
+            )
+        n_held = int(np.ceil(fraction * data.n_samples))
         if min(n_held, data.n_samples - n_held) < k:
             raise InputError(
-                f"early_stopping: validation_fraction={cfg.validation_fraction} holds out "
-                f"{n_held} of {data.n_samples} rows; each part needs at least {k} (the classes)"
+                f"early_stopping: validation_fraction={fraction} holds out {n_held} of "
+                f"{data.n_samples} rows; each part needs at least {k} (the classes)"
             )
-        return held
+        share = class_shares(counts, n_held)
+        return held_out(comm, seed, data.offset, data.codes, share)
 
     def _setup(self, comm, data: FitInput, seed: int, start: tuple | None = None) -> None:
         """Start a model (zero, or ``start``'s weights and biases) and a fresh MSF policy

@@ -42,23 +42,21 @@ def class_shares(counts: np.ndarray, n_test: int) -> np.ndarray:
     return np.minimum(share, counts)
 
 
-def held_out(comm, seed: int, offset: int, codes: np.ndarray, k: int, fraction: float):
-    """early_stopping's validation rows among this rank's (a mask; collective), stratified as
-    scikit-learn's StratifiedShuffleSplit: ceil(fraction n) rows, each class its share
-    (:func:`class_shares`), of each class the rows with the smallest :func:`row_hash`. The
-    global k smallest of a class are among every rank's own k smallest, so only those
-    travel: the same rows for every P."""
+def held_out(comm, seed: int, offset: int, codes: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """early_stopping's validation rows among this rank's (a mask; collective): of class c,
+    the ``share[c]`` rows of every rank with the smallest :func:`row_hash`, the same rows for
+    every P. Each class's threshold is found by bisection over the hashes' 64 bits, a small
+    sum of counts over the ranks a step: no rank gathers the others' hashes."""
     codes = np.asarray(codes, dtype=np.int64)
     z = row_hash(seed, offset, codes.size)
-    counts = np.asarray(comm.sum_(np.bincount(codes, minlength=k)), dtype=np.int64)
-    share = class_shares(counts, int(np.ceil(fraction * counts.sum())))
-    mine = [np.sort(z[codes == c])[: share[c]] for c in range(k)]
-    held = np.zeros(codes.size, dtype=bool)
-    for c, part in enumerate(zip(*comm.allgather_obj(mine), strict=True)):
-        if share[c]:
-            last = np.sort(np.concatenate(part))[share[c] - 1]  # the class's k-th smallest
-            held |= (codes == c) & (z <= last)
-    return held
+    k = share.size
+    lo, hi = np.zeros(k, dtype=np.uint64), np.full(k, np.iinfo(np.uint64).max, dtype=np.uint64)
+    while np.any(lo < hi):  # (lo and hi agreed: every rank loops alike)
+        mid = lo + (hi - lo) // np.uint64(2)
+        below = comm.sum_(np.bincount(codes[z <= mid[codes]], minlength=k).astype(np.int64))
+        enough = np.asarray(below) >= share
+        hi, lo = np.where(enough, mid, hi), np.where(enough, lo, mid + np.uint64(1))
+    return (z <= lo[codes]) & (share[codes] > 0)  # (hashes are distinct: share[c] rows)
 
 
 @dataclass

@@ -315,7 +315,8 @@ def fit_ovo(
     else:
         workers = pair_workers(run, None, int(np.count_nonzero(owner == comm.rank)))
         shows = comm.bcast_obj(log is not None)  # (rank 0 logs: its pairs' progress live)
-        solved = dealt_pairs(comm, owner, prepare, solve, stats, workers, shows, live=log)
+        live = log if comm.rank == 0 else None  # (the others' lines go to rank 0)
+        solved = dealt_pairs(comm, owner, prepare, solve, stats, workers, shows, live)
     # closed on any error here too (Ctrl-C included): the pairs still running stop now
     with closing(solved):
         for pair, (res, lines) in solved:

@@ -186,7 +186,7 @@ def dealt_pairs(
 
     def solve_mine(i: int, problem, _, cancel, workers: int) -> tuple:
         pair_stats, lines = Stats(), []
-        log = live if live is not None else lines.append if shows else None
+        log = live or (lines.append if shows else None)
         res, after = solve(int(mine[i]), problem, pair_stats, cancel, workers, log)
         return (res, lines + after), pair_stats
 

@@ -15,7 +15,7 @@ from psvm.sgd import steps
 from psvm.sgd.estimator import SGDSVC
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import AutoMSF, FixedPeriod, make_policy
-from psvm.sgd.problem import SGDState, held_out
+from psvm.sgd.problem import SGDState, class_shares, held_out, row_hash
 from psvm.sgd.trainer import block_order
 
 # -- a plain numpy reference of the SGD steps ------------------------------------------
@@ -317,7 +317,7 @@ def test_early_stopping_holds_out_rows_and_stops_on_their_accuracy():
     X, y = blobs(1000, seed=3)
     kw = dict(alpha=1e-4, random_state=0, max_iter=300, n_iter_no_change=3)
     est = SGDSVC(early_stopping=True, validation_fraction=0.2, **kw).fit(X, y)
-    assert 750 < est.fit_stats_["values"]["n_samples"] < 850  # about 200 rows held out
+    assert est.fit_stats_["values"]["n_samples"] == 800  # ceil(0.2 n) rows held out
     accuracy = est.fit_stats_["traces"]["val_accuracy"]
     assert est.fit_status_ == 0 and est.n_iter_ == len(accuracy) < 300
     error = 1.0 - np.array(accuracy)
@@ -330,15 +330,48 @@ def test_early_stopping_holds_out_rows_and_stops_on_their_accuracy():
         SGDSVC(early_stopping=True, validation_fraction=1.0).fit(X, y)
     with pytest.raises(ValueError, match="holds out 1 of 4 rows; each part needs at least 2"):
         SGDSVC(early_stopping=True, validation_fraction=1e-9).fit(X[:4], y[:4])
-    # the split: StratifiedShuffleSplit's counts, each class its share (P: test_mpi_sgd.py)
+    with pytest.raises(ValueError, match="class 2 has only 1 row; each class needs 2"):
+        SGDSVC(early_stopping=True).fit(X[:40], np.r_[y[:39], 2])
+
+
+def test_early_stopping_split_is_stratified_and_the_same_for_every_p():
+    """StratifiedShuffleSplit's counts, each class's rows those of the smallest hashes; ranks
+    holding pieces of the rows (one none) find the same rows by their sums alone."""
+    import threading
+    from types import SimpleNamespace
+
     from sklearn.model_selection import StratifiedShuffleSplit
 
     y = np.repeat([0, 1, 2], [900, 100, 7])
-    held = held_out(Comm(), 7, 0, y, 3, 0.2)
+    share = class_shares(np.bincount(y), int(np.ceil(0.2 * y.size)))
+    held = held_out(Comm(), 7, 0, y, share)
     split = StratifiedShuffleSplit(test_size=0.2, random_state=0)
     _, test = next(split.split(np.zeros((y.size, 1)), y))
     assert np.bincount(y[held]).tolist() == np.bincount(y[test]).tolist() == [181, 20, 1]
-    assert not np.array_equal(held, held_out(Comm(), 8, 0, y, 3, 0.2))  # the seed's rows
+    z = row_hash(7, 0, y.size)
+    for c in range(3):  # of each class, the rows with the smallest hashes
+        assert z[(y == c) & held].max() < z[(y == c) & ~held].min()
+    assert not np.array_equal(held, held_out(Comm(), 8, 0, y, share))  # the seed's rows
+    cuts = [0, 0, 400, 950, y.size]  # four ranks, the first with no rows
+    barrier, slots, parts = threading.Barrier(4), [None] * 4, [None] * 4
+
+    def rank(r):
+        def sum_(x):
+            slots[r] = np.asarray(x)
+            barrier.wait()
+            total = sum(slots)
+            barrier.wait()
+            return total
+
+        a, b = cuts[r], cuts[r + 1]
+        parts[r] = held_out(SimpleNamespace(sum_=sum_), 7, a, y[a:b], share)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    np.testing.assert_array_equal(np.concatenate(parts), held)
 
 
 def test_early_stopping_scores_held_out_rows_by_their_weight(monkeypatch):
