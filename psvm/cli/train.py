@@ -88,6 +88,8 @@ FLAGS = {
 ADVICE = {
     "-u": "that is ThunderSVM's GPU id; psvm runs on CPU cores: more ranks with mpiexec -n P, "
     "threads per rank with -o",
+    # the linear solver's own flags: the kernel solver (the default) has none of them
+    **{flag: "it is an option of --solver sgd" for flag in SGD_FLAGS if flag not in FLAGS},
 }
 USAGE = (
     usage("Usage: psvm-train [options] training_set_file [model_file]", FLAGS) + "\n\n" + SGD_USAGE

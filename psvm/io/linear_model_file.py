@@ -18,7 +18,8 @@ of ``nr_w`` numbers, each followed by a space: ``nr_w = 1`` for two classes
 (positive: ``label[0]``), else one column per class in ``label`` order (one-vs-rest, argmax). The
 decision value of class c is ``w_c . x + bias * w_c[nr_feature]``. psvm's SGD
 solves LIBLINEAR's ``-s 3`` problem (L2-regularised hinge loss), though its
-bias is not regularised; the model is written with ``bias 1``.
+bias is not regularised; the model is written with ``bias 1``, or ``bias -1`` and no bias
+row when every intercept is zero (``fit_intercept=False``: LIBLINEAR's model without a bias).
 """
 
 from __future__ import annotations
@@ -56,13 +57,14 @@ def write_linear_model(path: str | os.PathLike, model: LinearModel) -> None:
         nothing is written then.
     """
     labels = [file_label(c, "LIBLINEAR") for c in model.classes.tolist()]
-    W = np.vstack([model.coef.T, model.intercept[None, :]])  # (n_features + 1, nr_w)
+    bias = bool(np.any(model.intercept != 0))  # (no intercept: LIBLINEAR's bias -1)
+    W = np.vstack([model.coef.T, model.intercept[None, :]]) if bias else model.coef.T
     lines = [
         f"solver_type {model.solver_type}",
         f"nr_class {len(labels)}",
         "label " + " ".join(labels),
         f"nr_feature {model.n_features}",
-        "bias 1",
+        f"bias {1 if bias else -1}",
         "w",
     ]
     lines += ["".join(_g(v) + " " for v in row) for row in W.tolist()]

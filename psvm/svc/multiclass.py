@@ -143,6 +143,8 @@ OVERFLOW = (
 )
 # nu-SVC's rho is infinite when every variable of a class sits at a bound (no free one)
 NU_BOUND = "nu leaves a class no free variable (lower nu), or " + OVERFLOW
+# one-class SVM: nu = 1 puts every alpha at its bound, and rho (LIBSVM's too) is then infinite
+NU_ALL_BOUND = "nu leaves no free variable (nu = 1 bounds every alpha: lower nu), or " + OVERFLOW
 
 
 def check_finite(res: BinaryResult, where: str, cause: str = OVERFLOW) -> None:

@@ -25,6 +25,8 @@ from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import CheckpointConfig
 from psvm.svc.multiclass import (
+    NU_ALL_BOUND,
+    OVERFLOW,
     TrainingError,
     check_finite,
     gathered_model,
@@ -100,7 +102,8 @@ def fit_single(
     C_row = problem.C[:n]  # an SVR row's two variables share its bound
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, [], params["gamma"])
     res = Solver(comm, problem, cfg, stats, log, ck).solve()
-    check_finite(res, f"in the {cfg.svm_type} problem")
+    cause = NU_ALL_BOUND if cfg.svm_type == "one_class" else OVERFLOW
+    check_finite(res, f"in the {cfg.svm_type} problem", cause)
     coef = res.alpha[:n] - res.alpha[n:] if problem.per_row == 2 else res.alpha
     note = f"epsilon = {-res.r:f}" if cfg.svm_type == "nu_svr" else None  # as solve_nu_svr
     with_nu = cfg.svm_type == "epsilon_svr"

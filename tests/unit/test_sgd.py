@@ -587,6 +587,13 @@ def test_liblinear_round_trip(tmp_path):
     write_linear_model(path, bin_est.to_linear_model())
     assert path.read_text().splitlines()[2] == "label 1 0"  # positive class first
     np.testing.assert_array_equal(read_linear_model(path).predict(Xb), bin_est.predict(Xb))
+    no_bias = SGDSVC(alpha=1e-3, random_state=0, fit_intercept=False).fit(X, y)
+    no_bias.to_liblinear_model(path)  # LIBLINEAR's model without a bias: bias -1, no bias row
+    text = path.read_text().splitlines()
+    assert text[4] == "bias -1" and len(text) == 6 + 5
+    np.testing.assert_array_equal(
+        read_linear_model(path).decision_function(X), no_bias.decision_function(X)
+    )
 
 
 def test_reads_liblinear_written_models(tmp_path):

@@ -226,6 +226,17 @@ def test_nu_svc_infeasible_nu_is_refused():
         psvm.NuSVC(nu=0.9).fit(X, y)
 
 
+def test_one_class_nu_of_one_says_nu_not_the_kernel():
+    """nu = 1 puts every alpha at its bound: rho is infinite (LIBSVM's too), and the error
+    names nu as the cause before the kernel's overflow."""
+    from psvm.svc.multiclass import TrainingError
+
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    with pytest.raises(TrainingError, match=r"rho inf.*nu = 1 bounds every alpha: lower nu"):
+        psvm.OneClassSVM(nu=1.0).fit(X)
+    assert psvm.OneClassSVM(nu=0.999).fit(X).offset_.size == 1
+
+
 @pytest.mark.filterwarnings("ignore:The `probability` parameter:FutureWarning")
 def test_nu_svc_errors_say_where_nu_fails():
     """A nu feasible on the whole set but not on a fold of the probability model's cross
