@@ -99,6 +99,8 @@ USAGE = (
 def parse_args(argv: list[str]) -> dict:
     """Strict LIBSVM-style parsing by FLAGS, then the checks of the smo path."""
     opts = parse_train_args(argv, FLAGS, advice=ADVICE)
+    if opts.get("solver", "smo") == "sgd":  # (the first --solver chose this path, a later one not)
+        raise UsageError("--solver smo, then --solver sgd: give it once")
     if opts.get("solver", "smo") != "smo":
         raise UsageError(f"--solver {opts['solver']}: must be smo or sgd")
     s = opts.get("svm_type", 0)

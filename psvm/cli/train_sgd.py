@@ -58,8 +58,8 @@ def parse_args(argv: list[str]) -> dict:
         "-c": "the SGD solver's regularisation is --lambda (LIBLINEAR's C = 1/(n lambda))",
     }
     opts = parse_train_args(argv, FLAGS, context=" for --solver sgd", advice=advice)
-    if opts.get("solver") != "sgd":
-        raise UsageError(f"--solver {opts.get('solver')!r}: this path trains sgd only")
+    if opts.get("solver") != "sgd":  # (the first --solver chose this path, a later one not)
+        raise UsageError(f"--solver sgd, then --solver {opts.get('solver')}: give it once")
     se = opts.get("sync_every", "auto")
     try:
         opts["sync_every"] = se if se == "auto" else number("--sync-every", se, int)

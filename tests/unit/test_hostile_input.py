@@ -192,6 +192,8 @@ def test_read_libsvm_error_names_file_and_line(content, seed):
         (["-b", "2"], "probability_estimates must be 0 or 1"),
         (["--solver", "qp"], "--solver qp"),
         (["--epochs", "3"], "unknown option --epochs: it is an option of --solver sgd"),
+        (["--solver", "sgd", "--solver", "smo"], "--solver sgd, then --solver smo: give it once"),
+        (["--solver", "smo", "--solver", "sgd"], "--solver smo, then --solver sgd: give it once"),
         (["-v", "5", "--seed", "-1"], "--seed -1: must be >= 0"),
         (["--solver", "sgd", "--seed", "-1"], "--seed -1: must be >= 0"),
         (["--solver", "sgd", "-w1", "nan"], "option -w1: class_weight[1.0] must be finite"),
