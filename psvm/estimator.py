@@ -252,21 +252,13 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
             checkpoint=checkpoint,
         )
         if self._probability():
-            from psvm.svc.platt import fit_probability
+            from psvm.svc.platt import add_probability
 
             seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
-            probA, probB = fit_probability(
-                comm,
-                shard,
-                params,
-                codes,
-                model.gamma,
-                seed=seed,
-                sample_weight=data.sample_weight,
-                stats=stats,
-                log=log,
-            )
-            model.meta.update(probA=probA.tolist(), probB=probB.tolist())
+            add_probability(
+                comm, shard, params, codes, model, seed=seed, sample_weight=data.sample_weight,
+                stats=stats, log=log,
+            )  # fmt: skip
         model.classes = data.classes
         return model, support
 

@@ -87,12 +87,18 @@ def _json_default(obj: Any) -> Any:
 LABEL_RANGE = (-(2**31), 2**31 - 1)
 
 
+def unwritable_labels(y: np.ndarray) -> np.ndarray:
+    """Where ``y`` (float labels) holds a label no model file holds: not an integer, or
+    outside :data:`LABEL_RANGE` (the rule of :func:`file_label`, over an array)."""
+    return (y != np.floor(y)) | (y < LABEL_RANGE[0]) | (y > LABEL_RANGE[1])
+
+
 def file_label(c, kind: str = "LIBSVM") -> str:
     """Label ``c`` as a model file writes it; a ValueError when LIBSVM (``kind``: or LIBLINEAR)
     would not read it back as ``c``: not an integer, or outside :data:`LABEL_RANGE`."""
     if isinstance(c, bool) or not isinstance(c, numbers.Real) or not float(c).is_integer():
         raise ValueError(f"{kind} model files hold integer labels only, got label {c!r}")
-    if not LABEL_RANGE[0] <= c <= LABEL_RANGE[1]:
+    if unwritable_labels(np.array([float(c)]))[0]:
         raise ValueError(
             f"{kind} model files hold 32-bit integer labels only (read with %d), got label {int(c)}"
         )

@@ -357,13 +357,12 @@ def _classes(comm: Comm, path: str, y: np.ndarray, min_classes: int) -> np.ndarr
 
 def _label_error(path: str, parsed, block: bytes, lines_before: int):
     """The error naming the first line whose label no model file holds, else None."""
-    from psvm.io.model_file import LABEL_RANGE
+    from psvm.io.model_file import unwritable_labels
 
-    y = parsed.y
-    bad = np.flatnonzero((y != np.floor(y)) | (y < LABEL_RANGE[0]) | (y > LABEL_RANGE[1]))
+    bad = np.flatnonzero(unwritable_labels(parsed.y))
     if not bad.size:
         return None
-    v = float(y[bad[0]])
+    v = float(parsed.y[bad[0]])
     kind = "not an integer" if not v.is_integer() else "not a 32-bit integer"
     line = lines_before + data_line_number(block, int(bad[0]))
     reason = f"label {_format_label(v)} is {kind} (model files hold labels as C ints)"

@@ -165,13 +165,14 @@ def _cv_decision_values(comm, shard, rows, y, mine, params, sample_weight, stats
 
 
 def add_probability(
-    comm, shard, params: dict, classes, model, *, seed=0, stats=None, log=None
+    comm, shard, params: dict, classes, model, *, seed=0, sample_weight=None, stats=None, log=None
 ) -> None:
     """``-b 1`` for a C-SVC or nu-SVC ``model`` trained on ``shard``: its pairs' sigmoids
     (:func:`fit_probability`, at the model's gamma) into its meta (collective)."""
     probA, probB = fit_probability(
-        comm, shard, params, classes, model.gamma, seed=seed, stats=stats, log=log
-    )
+        comm, shard, params, classes, model.gamma, seed=seed, sample_weight=sample_weight,
+        stats=stats, log=log,
+    )  # fmt: skip
     model.meta.update(probA=probA.tolist(), probB=probB.tolist())
 
 
