@@ -32,3 +32,4 @@ def test_heuristics_do_not_depend_on_ranks(tmp_path, shared_data, train, test, r
             assert got["pred"] == ref["pred"], combo
             np.testing.assert_allclose(got["rho"], ref["rho"], rtol=1e-9, atol=1e-12)
     assert results[2]["earliest/single"]["eliminated"] > 0
+    print({n: {c: r["lent"] for c, r in results[n].items()} for n in (2, 3)})

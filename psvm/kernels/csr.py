@@ -116,6 +116,14 @@ def take_rows(
     return out_ptr, out_idx, out_val
 
 
+def stack_rows(blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR arrays of the row blocks ``blocks`` ((indptr, indices, data) each), in order."""
+    indptrs, indices, data = zip(*blocks, strict=True)
+    ends = np.cumsum([0] + [int(p[-1]) for p in indptrs])
+    indptr = np.concatenate([[0]] + [p[1:] + e for p, e in zip(indptrs, ends, strict=False)])
+    return indptr.astype(np.int64), np.concatenate(indices), np.concatenate(data)
+
+
 @njit(cache=True, nogil=True)
 def _row_offsets(indptr, rows, out_ptr):
     """out_ptr: the indptr of ``rows``; their number of entries."""

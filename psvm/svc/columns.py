@@ -174,14 +174,22 @@ class LocalKernel:
         goes to the start of ``dense_memory`` when that has its type and room (the parent's
         own: pages touched already, where new ones cost the first cuts of a w8a fit 60 ms
         of page faults on the Xeon VM)."""
+        csr = take_rows(parent.indptr, parent.indices, parent.data, rows)
+        return cls.of_csr(parent, csr, parent.sq[rows], parent.diag[rows], dense_memory)
+
+    @classmethod
+    def of_csr(
+        cls, parent: LocalKernel, csr: tuple, sq, diag, dense_memory: np.ndarray | None = None
+    ) -> LocalKernel:
+        """The kernel over the rows ``csr`` (with their norms and diagonal) by ``parent``'s
+        settings: :meth:`of_rows`, or a window with rows lent by other ranks."""
         self = cls.__new__(cls)
-        arrays = take_rows(parent.indptr, parent.indices, parent.data, rows)
         self._build(
-            *arrays,
+            *csr,
             parent.n_features,
             parent.kparams,
-            parent.sq[rows],
-            parent.diag[rows],
+            sq,
+            diag,
             parent.exact32,
             parent.integral,
             parent.table,

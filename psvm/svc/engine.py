@@ -78,9 +78,9 @@ from psvm.svc.update import two_variable_step, update_gradient
 BUDGET, GAP, MAX_ITER, NO_PAIR, CUT, CLOCK, ALL_BACK, MPI_ERROR = range(8)
 NONE = -1  # no event: the iteration goes on
 # integer controls (``ctl_i``)
-(MAX_ITER_, ITER_BUDGET, FIRST_ORDER, PERIOD, NEED, READY, OFFSET, N_SAMPLES, N_ITER, N_ACTIVE,
+(MAX_ITER_, ITER_BUDGET, FIRST_ORDER, PERIOD, NEED, READY, N_SAMPLES, N_ITER, N_ACTIVE,
  ROW_WIDTH, CK_ITERS, CLOCK_DONE, HAS_DEPARTURES, TRACE_EVERY, LAST_TRACE, RANK, CLOCK_FN,
- START, PER_ROW, N_KEEP, N_CTL_I) = range(22)  # fmt: skip
+ START, PER_ROW, N_KEEP, N_CTL_I) = range(21)  # fmt: skip
 # N_KEEP: the window's variables a cut keeps (SVR: both variables of a row with an active one)
 # float controls (``ctl_f``)
 TOL, NEXT_GAP, DEADLINE, PROGRESS_AT, GAP0, THETA, RELAYOUT, N_CTL_F = range(8)
@@ -186,7 +186,7 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     their state, and their global indices and local rows (``all_pos``: the window
     kernel's rows; with two variables per row, the window holds both variables of
     its rows: the first ones, then the second ones, in ``all_pos``'s order);
-    ``loc``: the local rows (sq, indptr, indices, data) for packets;
+    ``loc``: the local rows (global row, sq, indptr, indices, data) for packets;
     ``ker``, ``kp``: the window's kernel arrays and parameters
     (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s
     arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,
@@ -279,7 +279,7 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     with_row = ctl_i[FIRST_ORDER] != 0  # first order: the best of I_low is j, row and all
     m, i, minus_M, j = best(up, low, with_row)  # else only -M: j is any of I_low
-    pack(send1[:size], m, i, True, width, gid, vrow, ctl_i[OFFSET], y, alpha, G, C, QD, *loc)
+    pack(send1[:size], m, i, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
     pack(
         send1[size : 2 * size],
         minus_M,
@@ -288,7 +288,6 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
         width,
         gid,
         vrow,
-        ctl_i[OFFSET],
         y,
         alpha,
         G,
@@ -462,7 +461,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     _, recv1, send2, recv2, idx, part = bufs
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     gkeys, gtable = cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE]
-    size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    size, width = send2.size, ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_i = recv1[r_i, :size]
     # the cache's arrays one by one: the tuple's would cost a look-up each, every iteration
@@ -477,7 +476,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
         p_j = recv1[r_j, size : 2 * size]
     else:  # r_j becomes the rank of round 2's winner
         key, q = second_order_inlined(low, QD, col_i, out[M_OUT], p_i[DIAG], obj)
-        pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
+        pack(send2, key, q, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         counts[C_ROUND2] += 1
         code, t = _gather(mpi, send2, recv2, ctl_i, ts, timers)
@@ -573,14 +572,14 @@ def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, ke
     (packed then only, into ``send2``)."""
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     _, _, y, alpha, C, G, QD, _, _, _, _, _, all_pos, gid, vrow = win
-    width, offset = ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    width = ctl_i[ROW_WIDTH]
     s, hit = cc.get_slot(
         keys, prev, nxt, table, complete, meta, cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE],
-        np.int64(offset + vrow[q]), keep,
+        loc[0][vrow[q]], keep,
     )  # fmt: skip
     if not (hit and complete[s]):
         packet, idx, part = bufs[2], bufs[4], bufs[5]
-        pack(packet, 0.0, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
+        pack(packet, 0.0, q, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
         _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit, ctl_i, ts, timers, timed)
     return s
 
@@ -594,14 +593,14 @@ def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, tra
     rows, _, y, alpha, C, G, QD, act, _, up, low = win[:11]
     gid, vrow = win[13], win[14]
     send1, recv1, size = bufs[0], bufs[1], bufs[2].size
-    width, off = ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    width = ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     for k, sign in ((0, 1.0), (2, -1.0)):
         m, i, minus_M, j = _best_of_sign(up, low, y, sign, ctl_i[PER_ROW])
         part = send1[k * size : (k + 1) * size]
-        pack(part, m, i, True, width, gid, vrow, off, y, alpha, G, C, QD, *loc)
+        pack(part, m, i, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
         part = send1[(k + 1) * size : (k + 2) * size]
-        pack(part, minus_M, j, False, width, gid, vrow, off, y, alpha, G, C, QD, *loc)
+        pack(part, minus_M, j, False, width, gid, vrow, y, alpha, G, C, QD, *loc)
     event, t = _exchange(
         send1, recv1, 4 * size, rows.size, mpi, ctl_i, ctl_f, counts, timers, ts, timed, t
     )
@@ -655,7 +654,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
     _, recv1, send2, recv2, idx, part = bufs
     pool, width_c = cache[cc.POOL], cache[cc.META][cc.WIDTH]
-    size, width, offset = send2.size, ctl_i[ROW_WIDTH], ctl_i[OFFSET]
+    size, width = send2.size, ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     p_p = recv1[max(r_p, 0), :size]
     p_n = recv1[max(r_n, 0), 2 * size : 3 * size]
@@ -670,7 +669,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     key, q = second_order_nu(
         y, low, QD, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
     )
-    pack(send2, key, q, True, width, gid, vrow, offset, y, alpha, G, C, QD, *loc)
+    pack(send2, key, q, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     counts[C_ROUND2] += 1
     code, t = _gather(mpi, send2, recv2, ctl_i, ts, timers)

@@ -21,17 +21,18 @@ KEY, GIDX, RKEY, POS, Y, ALPHA, GRAD, BOUND, DIAG, SQ, NNZ, ROW = range(12)
 
 @njit(cache=True, nogil=True, _nrt=False)
 def pack(
-    buf, key, q, with_row, width, gid, vrow, offset, y, alpha, G, C, QD, sq, indptr, indices, data
+    buf, key, q, with_row, width, gid, vrow, y, alpha, G, C, QD, rkey, sq, indptr, indices, data
 ):
     """Window position ``q``'s candidate (q < 0: none) with its state, and its row if asked.
 
-    ``gid``: the window's global variable indices; ``vrow``: their local rows."""
+    ``gid``: the window's global variable indices; ``vrow``: their local rows; ``rkey``: the
+    local rows' global rows (the cache's keys; a lent row's is not offset + its local row)."""
     buf[KEY] = key
     if q < 0:
         buf[GIDX] = -1.0
         return
     t = vrow[q]
-    buf[GIDX], buf[RKEY], buf[POS] = gid[q], offset + t, q
+    buf[GIDX], buf[RKEY], buf[POS] = gid[q], rkey[t], q
     buf[Y], buf[ALPHA], buf[GRAD] = y[q], alpha[q], G[q]
     buf[BOUND], buf[DIAG], buf[SQ] = C[q], QD[q], sq[t]
     if with_row:

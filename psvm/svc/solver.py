@@ -31,6 +31,8 @@ When the active rows fall to ``RELAYOUT`` of the window (counted over all
 ranks, so the same iteration for every P) the window is cut to them; the rows
 that leave go *stale* with an exact G, and reconstruction brings them up to
 date with the variables that changed since (:mod:`psvm.svc.reconstruct`).
+At a cut, ranks whose windows are uneven lend rows to each other; the lent rows
+go home before anything needs their owner's state (:mod:`psvm.svc.balance`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ from psvm.comm.compiled import CLOCK_FN
 from psvm.gram import PRECOMPUTED
 from psvm.jit import compile_first_on_one_rank
 from psvm.kernels import take_rows
+from psvm.kernels.csr import stack_rows
 from psvm.stats import Stats
+from psvm.svc import balance
 from psvm.svc import engine as E
 from psvm.svc.cache import ColumnCache
 from psvm.svc.checkpoint import Checkpoint
@@ -184,6 +188,15 @@ class Solver:
         self.active = np.ones(n, dtype=bool)
         self.streak = np.zeros(n, dtype=np.int64)
         self.in_window = np.ones(n, dtype=bool)
+        self.grow = self.offset + np.arange(self.K.n)  # local row -> global row (cache key)
+        # rows lent across ranks (:mod:`psvm.svc.balance`): the ranks' deal while rows are
+        # lent, the own variables lent out (in global order), the rows borrowed (sparse rows,
+        # norms, diagonal; local rows past the own ones), memory for the state of both
+        self.n_own = n
+        self._parts: np.ndarray | None = None
+        self._lent = np.zeros(0, dtype=np.int64)
+        self._borrowed: tuple | None = None
+        self._store: dict | None = None
 
     def _init_elimination(self, config: SVCConfig) -> None:
         """The policy, the stale rows' departures, and the gaps that trigger a reconstruction."""
@@ -272,7 +285,7 @@ class Solver:
         ci[E.FIRST_ORDER] = cfg.selection_id == FIRST_ORDER and not self.nu  # NU: second only
         ci[E.PERIOD], ci[E.NEED], ci[E.READY] = policy.period(n), policy.need, policy.readiness
         ci[E.START], ci[E.PER_ROW] = policy.start(n), self.per_row
-        ci[E.OFFSET], ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = self.offset, n, self.row_width
+        ci[E.N_SAMPLES], ci[E.ROW_WIDTH] = n, self.row_width
         ci[E.CK_ITERS] = 0 if self.checkpoint is None else self.checkpoint.cfg.iters
         ci[E.CLOCK_DONE], ci[E.LAST_TRACE] = 0, -1  # no checkpoint at the starting iteration
         ci[E.TRACE_EVERY] = max(1, min(100, n // 20))
@@ -295,7 +308,8 @@ class Solver:
         window is its rows' first variables, then their second ones, in the same order,
         and both halves read one column (as LIBSVM's ``SVR_Q``)."""
         self.win = rows
-        full = rows.size == self.y.size  # then the window arrays are the local ones
+        # every own variable, in order: the window arrays are the local ones
+        full = rows.size == self.y.size and self._borrowed is None
         if full:  # every variable, in order
             self.pos = np.arange(rows.size, dtype=np.int64)  # local variable -> window position
             self.in_window[:] = True
@@ -308,18 +322,21 @@ class Solver:
         self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.QD)
         self.walpha, self.wG = take(self.alpha), take(self.G)
         self.wact, self.wstreak = take(self.active), take(self.streak)
-        # the kernel over the window's rows alone: columns cost O(window), contiguously
-        vrow = self.row_of[rows]
-        k_rows = vrow[: rows.size // self.per_row]
+        # the kernel over the window's rows alone: columns cost O(window), contiguously;
+        # packets read rows from it (``vrow``: each variable's row in it)
         if full:
             if self._dense_lent:
                 self.K.rebuild_dense()
                 self._dense_lent = False
             self.window_kernel = self.K
+            vrow, keys = self.row_of, self.grow
         else:  # the shard's dense copy is only read through a full window: lend its memory
+            k_rows = self.row_of[rows[: rows.size // self.per_row]]
             memory = None if self.K.XT is None else self.K.XT.reshape(-1)
-            self.window_kernel = LocalKernel.of_rows(self.K, k_rows, memory)
+            self.window_kernel = LocalKernel.of_csr(self.K, *self._rows(k_rows), memory)
             self._dense_lent = memory is not None
+            vrow, keys = np.tile(np.arange(k_rows.size), self.per_row), self.grow[k_rows]
+        self.loc = (keys, *self.window_kernel.packet_arrays())
         self._count_active()
         w = rows.size
         self.window_arrays = (
@@ -342,6 +359,21 @@ class Solver:
             vrow,
         )
         self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
+
+    def _rows(self, k_rows: np.ndarray) -> tuple[tuple, np.ndarray, np.ndarray]:
+        """The sparse rows, norms and diagonal of local rows ``k_rows``: own rows, and
+        borrowed ones (past the own: a block before them and one after, in global order)."""
+        K, b = self.K, self._borrowed
+        if b is None:
+            return take_rows(K.indptr, K.indices, K.data, k_rows), K.sq[k_rows], K.diag[k_rows]
+        sq, diag = np.concatenate((K.sq, b[1])), np.concatenate((K.diag, b[2]))
+        mine = k_rows < K.n
+        cuts = np.flatnonzero(mine[1:] != mine[:-1]) + 1
+        blocks = [
+            take_rows(K.indptr, K.indices, K.data, m) if m[0] < K.n else take_rows(*b[0], m - K.n)
+            for m in np.split(k_rows, cuts)
+        ]
+        return stack_rows(blocks), sq[k_rows], diag[k_rows]
 
     def _pairs(self, mask: np.ndarray) -> np.ndarray:
         """``mask`` (over local variables or window positions) closed over rows: with two
@@ -368,24 +400,107 @@ class Solver:
             self.alpha[w], self.G[w] = self.walpha, self.wG
             self.active[w], self.streak[w] = self.wact, self.wstreak
 
-    def _relayout(self, rows: np.ndarray) -> None:
-        """Make ``rows`` the window (state synced first); cached columns move with it."""
-        old = self.pos
+    def _relayout(self, rows: np.ndarray, old: np.ndarray | None = None) -> None:
+        """Make ``rows`` the window (state synced first); cached columns move with it.
+        ``old``: each new variable's position in the window before (default: ``pos``'s)."""
+        old = self.pos[rows] if old is None else old
         self._set_window(rows)
-        self.cache.relayout(old[rows[: rows.size // self.per_row]])  # by kernel row
+        self.cache.relayout(old[: rows.size // self.per_row])  # by kernel row
         self.stats.add("n_relayout")
 
     def _shrink_window(self) -> None:
-        """Cut the window to its active rows; the others go stale with an exact G (collective)."""
+        """Cut the window to its active rows; the others go stale with an exact G. Then the
+        ranks deal their windows' rows out again if they are uneven (collective)."""
         self._sync()
-        keep = self._pairs(self.wact)
+        old = self._home(relayout=False)  # lent rows are cut or kept by their owners
+        members = np.flatnonzero(self.in_window)
+        keep = self._pairs(self.active[members])
         if self.exact:
             if len(self.departures) >= MAX_DEPARTURES:  # bounds the snapshots' memory
                 with self.stats.timer("reconstruct"):
                     self._refresh_stale()
-            self.departures.leave(self.win[~keep], self.alpha)
+            self.departures.leave(members[~keep], self.alpha)
         with self.stats.timer("cut"):  # the new window's arrays and kernel, the cache's layout
-            self._relayout(self.win[keep])
+            self._relayout(*self._lend(members[keep], old))
+
+    # -- lent rows: windows balanced across ranks (:mod:`psvm.svc.balance`) -----------
+    def _lend(self, rows: np.ndarray, old: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Deal the ranks' new windows (``rows``: own, active, in global order) out again if
+        they are uneven (collective). Returns the rows this rank works on, its own and those
+        it borrows, in global order, and their positions in its window before (-1: none)."""
+        if self.comm.size == 1 or self.per_row > 1:  # (SVR's two variables a row: not lent)
+            return rows, old[rows]
+        K = self.K
+        mine = np.array([rows.size, K.exact32, K.integral, K.table.size and not K.whole_table])
+        every = self.comm.allgatherv(mine).reshape(-1, mine.size)
+        # a lent row must fit its borrower's column copies (float32; int8 with the rbf table)
+        parts = None if (every[:, 1:] != every[0, 1:]).any() else balance.deal(every[:, 0])
+        if parts is None:
+            return rows, old[rows]
+        rank = self.comm.rank
+        dest = balance.destinations(parts, rank)
+        out = dest != rank
+        lent = rows[out]
+        records = np.column_stack(
+            (self.gid[lent], self.y[lent], self.C[lent], self.p[lent], self.QD[lent], K.sq[lent],
+             self.alpha[lent], self.G[lent], self.streak[lent], K.row_nnz[lent])
+        )  # fmt: skip
+        csr = take_rows(K.indptr, K.indices, K.data, lent)
+        got, g_csr = balance.lend(self.comm, dest[out], records, csr)
+        self._adopt(got)
+        self._borrowed = (g_csr, got[:, balance.SQ], got[:, balance.DIAG])
+        self._parts, self._lent = parts, lent
+        self.stats.add("rows_lent", int(lent.size))
+        guests = self.n_own + np.arange(got.shape[0])
+        lower, kept = int(parts[:rank, rank].sum()), rows[~out]  # from lower ranks: before
+        none = np.full(guests.size, -1)
+        new = np.concatenate((guests[:lower], kept, guests[lower:]))
+        return new, np.concatenate((none[:lower], old[kept], none[lower:]))
+
+    def _adopt(self, got: np.ndarray) -> None:
+        """The borrowed rows' state joins the local arrays after the own. The arrays keep
+        room for it across cuts (new pages cost this VM 2.4 ms a MB)."""
+        B, n, k = balance, self.n_own, got.shape[0]
+        g = got[:, B.GID].astype(np.int64)
+        fields = {
+            "y": got[:, B.Y], "C": got[:, B.BOUND], "p": got[:, B.P], "QD": got[:, B.DIAG],
+            "gid": g, "grow": g, "row_of": np.arange(n, n + k), "alpha": got[:, B.ALPHA],
+            "G": got[:, B.GRAD], "active": np.ones(k), "streak": got[:, B.STREAK],
+            "in_window": np.zeros(k),
+        }  # fmt: skip
+        store = self._store
+        if store is None or store["y"].size < n + k:
+            store = self._store = {f: np.empty(n + 2 * k, getattr(self, f).dtype) for f in fields}
+            for f, a in store.items():
+                a[:n] = getattr(self, f)[:n]
+        for f, v in fields.items():
+            store[f][n : n + k] = v
+            setattr(self, f, store[f][: n + k])
+        if self._up.size < n + k:  # the selection passes' scratch, a column's rejoined rows
+            self._up, self._low, self._obj = (np.empty(n + 2 * k) for _ in range(3))
+            self.bufs = (*self.bufs[:5], np.empty(n + 2 * k))
+
+    def _home(self, relayout: bool = True) -> np.ndarray:
+        """Lent rows go home: the borrowed rows' state goes back to their owners, which put
+        them in their windows again (collective; state synced). Returns the window position
+        each own variable had (-1: none)."""
+        if self._parts is None:
+            return self.pos
+        n = self.n_own
+        state = np.column_stack((self.alpha[n:], self.G[n:], self.active[n:], self.streak[n:]))
+        back = balance.send_home(self.comm, self._parts, state)
+        old = self.pos[:n]
+        for f in self._store:
+            setattr(self, f, getattr(self, f)[:n])
+        lent = self._lent
+        self.alpha[lent], self.G[lent] = back[:, 0], back[:, 1]
+        self.active[lent], self.streak[lent] = back[:, 2] != 0, back[:, 3]
+        self.in_window[lent] = True
+        self._parts, self._borrowed, self._lent = None, None, self._lent[:0]
+        if relayout:
+            rows = np.flatnonzero(self.in_window)
+            self._relayout(rows, old[rows])
+        return old
 
     def _refresh_stale(self) -> None:
         """Bring G of the stale rows up to date with the variables changed since they left
@@ -445,6 +560,7 @@ class Solver:
                     status = 1
                     if self.exact:
                         self._sync()
+                        self._home()
                         with self.stats.timer("reconstruct"):
                             self._refresh_stale()
                     break
@@ -480,7 +596,7 @@ class Solver:
         engine = E.run_nu if self.nu else E.run_serial if self.comm.size == 1 else E.run
         args = (
             self.window_arrays,
-            self.K.packet_arrays(),
+            self.loc,
             self.kernel_arrays,
             self.kernel_params,
             self.cache.arrays,
@@ -565,6 +681,7 @@ class Solver:
             for trace, x in zip(traces, final, strict=True):
                 trace.append(x)
         self._sync()
+        self._home()
         st = self.stats
         st.add("n_iter", n_iter)
         st.add("cache_hits", self.cache.hits)
@@ -590,6 +707,7 @@ class Solver:
         """Write the state between two iterations (collective)."""
         with self.stats.timer("checkpoint"):
             self._sync()  # (stale rows keep their G and departures: a save changes no value)
+            self._home()
             gap0 = float(self.ctl_f[E.GAP0])
             dep = self.departures
             arrays = {
@@ -642,7 +760,8 @@ class Solver:
         return hit and self.eliminated_any_global()
 
     def eliminated_any_global(self) -> bool:
-        return bool(self.comm.max_(int(self.n_active < self.y.size)))
+        # (rows out of the window are stale, eliminated, or lent)
+        return bool(self.comm.max_(int(self.n_active < self.y.size - self._lent.size)))
 
     def _unshrink_due(self, gap: float) -> bool:
         u = self.policy.unshrink_gap
@@ -661,12 +780,14 @@ class Solver:
         with st.timer("reconstruct"):
             st.add("n_reconstruct")
             self._sync()
+            self._home()
             self._refresh_stale()
             everyone = np.ones(self.y.size, dtype=bool)
-            args = (self.y, self.alpha, self.C, self.G, everyone, self._up, self._low)
+            up, low = self._up[: everyone.size], self._low[: everyone.size]  # (may be longer)
+            args = (self.y, self.alpha, self.C, self.G, everyone, up, low)
             if self.nu:
                 bids(*args)
-                ext = [best_of_sign(self._up, self._low, self.y, s) for s in (1.0, -1.0)]
+                ext = [best_of_sign(up, low, self.y, s) for s in (1.0, -1.0)]
                 local = [ext[0][0], ext[0][2], ext[1][0], ext[1][2]]
             else:
                 m, _, minus_M, _ = candidates(*args)

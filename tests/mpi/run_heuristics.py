@@ -37,6 +37,7 @@ for h in HEURISTICS:
             "support": support.tolist(),
             "pred": model.predict(Xt).tolist(),
             "eliminated": comm.sum_(stats.counts.get("n_eliminated", 0)),
+            "lent": comm.sum_(stats.counts.get("rows_lent", 0)),
         }
 if comm.rank == 0:
     with open(out, "w") as f:

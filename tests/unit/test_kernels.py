@@ -59,12 +59,12 @@ def packet(K, i):
         W,
         rows,  # global variable indices
         rows,  # their local rows
-        0,
         ones,
         ones,
         ones,
         ones,
         ones,
+        rows,  # the rows' global rows
         K.sq,
         K.indptr,
         K.indices,
