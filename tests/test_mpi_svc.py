@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import lzma
 import shutil
 from pathlib import Path
 
@@ -114,6 +115,45 @@ def test_rows_lent_between_ranks_leave_the_model_unchanged(tmp_path, shared_data
         assert r.returncode == 0, r.stderr
         assert json.loads(stats.read_text())["values"]["resumed_at_iter"] > 0
         assert model.read_bytes() == ref.read_bytes()
+
+
+def test_ranks_without_rows_of_a_pair_borrow_rows(tmp_path, shared_data):
+    """usps.t's classes 1-3 sorted by class, with a checkpoint (the pairs then run together):
+    at P = 3 a pair's rows sit on one or two ranks, and the others' windows are borrowed rows
+    only. The model is one process's, byte for byte."""
+    with lzma.open(shared_data / "usps.t.xz", "rb") as f:
+        rows = [line for line in f if line.split()[0] in (b"1", b"2", b"3")]
+    data = tmp_path / "sorted.txt"
+    data.write_bytes(b"".join(sorted(rows, key=lambda line: int(line.split()[0]))))
+    flags = ["-q", "-c", "10", "-g", "0.01", "--heuristic", "earliest"]
+    ref = tmp_path / "ref.model"
+    assert run_cli(TRAIN, [*flags, data, ref], 1).returncode == 0
+    for n in (2, 3):
+        model, stats, ckpt = (tmp_path / f"{n}.{ext}" for ext in ("model", "json", "ckpt"))
+        r = run_cli(TRAIN, [*flags, "--checkpoint", ckpt, "--stats", stats, data, model], n)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(stats.read_text())["counts"]["rows_lent"] > 0
+        assert model.read_bytes() == ref.read_bytes()
+
+
+def test_rows_are_not_lent_past_a_ranks_rbf_table(tmp_path):
+    """One-class on 0/1 features: each rank's rbf table covers its own rows' norms only (30
+    ones a row on the first ranks, 3 on the last), so no rank lends: a borrower's table would
+    not cover the rows it got."""
+    rng = np.random.default_rng(0)
+    counts = [30] * 1000 + [3] * 2000
+    lines = [" ".join(["1"] + [f"{j + 1}:1" for j in np.sort(rng.choice(100, k, False))])
+             for k in counts]  # fmt: skip
+    data = tmp_path / "ones.txt"
+    data.write_text("\n".join(lines) + "\n")
+    flags = ["-q", "-s", "2", "-n", "0.3", "-g", "0.05", "--heuristic", "earliest"]
+    ref = tmp_path / "ref.model"
+    assert run_cli(TRAIN, [*flags, data, ref], 1).returncode == 0
+    model, stats = tmp_path / "2.model", tmp_path / "2.json"
+    r = run_cli(TRAIN, [*flags, "--stats", stats, data, model], 2)
+    assert r.returncode == 0, r.stderr
+    assert "rows_lent" not in json.loads(stats.read_text())["counts"]
+    assert model.read_bytes() == ref.read_bytes()
 
 
 def test_predict_under_mpiexec_matches_libsvm(tmp_path, shared_data):

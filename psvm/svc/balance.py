@@ -18,21 +18,22 @@ from __future__ import annotations
 import numpy as np
 
 BALANCE = 1.1  # deal the rows out again when the largest window exceeds the mean by this
-# a lent row's record: global index, y, C, p, K_tt, |x_t|^2 (a precomputed kernel: its serial
-# number), alpha, G, elimination streak, non-zeros
-GID, Y, BOUND, P, DIAG, SQ, ALPHA, GRAD, STREAK, NNZ, FIELDS = range(11)
+# a lent row's record: global index, y, C, K_tt, |x_t|^2 (a precomputed kernel: its serial
+# number), alpha, G, elimination streak, non-zeros (its p stays home: only the objective reads it)
+GID, Y, BOUND, DIAG, SQ, ALPHA, GRAD, STREAK, NNZ, FIELDS = range(10)
 # what goes home: alpha, G, whether active, streak
 HOME = 4
 
 
 def deal(sizes: np.ndarray, balance: float = BALANCE) -> np.ndarray | None:
     """``parts[r, q]``: how many of rank r's window rows rank q works on, when the windows of
-    ``sizes`` rows are uneven; None when they are even enough. Rank q's part is rows
+    ``sizes`` rows are uneven; None when they are even enough, or fewer than the ranks (a part
+    of none would gain nothing). Rank q's part is rows
     [q T / P, (q + 1) T / P) of the T rows in global order, so each rank lends its first rows
     to lower ranks and its last ones to higher ranks, and keeps the middle."""
     sizes = np.asarray(sizes, dtype=np.int64)
     n_ranks, total = sizes.size, int(sizes.sum())
-    if n_ranks < 2 or sizes.max() * n_ranks <= balance * total:
+    if total < n_ranks or sizes.max() * n_ranks <= balance * total:
         return None
     start = np.concatenate(([0], np.cumsum(sizes)))
     bound = np.arange(n_ranks + 1) * total // n_ranks

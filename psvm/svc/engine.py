@@ -183,10 +183,10 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
 
     ``win``: the window's (variables, pos, y, alpha, C, G, QD, active, streak, up,
     low, obj, all_pos, gid, vrow): its local variables, then per window position
-    their state, and their global indices and local rows (``all_pos``: the window
+    their state, and their global indices and rows in ``loc`` (``all_pos``: the window
     kernel's rows; with two variables per row, the window holds both variables of
     its rows: the first ones, then the second ones, in ``all_pos``'s order);
-    ``loc``: the local rows (global row, sq, indptr, indices, data) for packets;
+    ``loc``: the window kernel's rows (global row, sq, indptr, indices, data) for packets;
     ``ker``, ``kp``: the window's kernel arrays and parameters
     (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s
     arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,

@@ -25,8 +25,9 @@ def pack(
 ):
     """Window position ``q``'s candidate (q < 0: none) with its state, and its row if asked.
 
-    ``gid``: the window's global variable indices; ``vrow``: their local rows; ``rkey``: the
-    local rows' global rows (the cache's keys; a lent row's is not offset + its local row)."""
+    ``gid``: the window's global variable indices; ``vrow``: their rows in the row arrays
+    (``rkey`` and the CSR: the window kernel's); ``rkey``: those rows' global indices, the
+    cache's keys."""
     buf[KEY] = key
     if q < 0:
         buf[GIDX] = -1.0

@@ -31,8 +31,9 @@ When the active rows fall to ``RELAYOUT`` of the window (counted over all
 ranks, so the same iteration for every P) the window is cut to them; the rows
 that leave go *stale* with an exact G, and reconstruction brings them up to
 date with the variables that changed since (:mod:`psvm.svc.reconstruct`).
-At a cut, ranks whose windows are uneven lend rows to each other; the lent rows
-go home before anything needs their owner's state (:mod:`psvm.svc.balance`).
+At a cut, when the ranks' new windows are uneven, the ranks deal their rows out
+again and lend rows to each other; the lent rows go home before anything needs
+their owner's state (:mod:`psvm.svc.balance`).
 """
 
 from __future__ import annotations
@@ -309,7 +310,7 @@ class Solver:
         and both halves read one column (as LIBSVM's ``SVR_Q``)."""
         self.win = rows
         # every own variable, in order: the window arrays are the local ones
-        full = rows.size == self.y.size and self._borrowed is None
+        full = self._full = rows.size == self.y.size and self._borrowed is None
         if full:  # every variable, in order
             self.pos = np.arange(rows.size, dtype=np.int64)  # local variable -> window position
             self.in_window[:] = True
@@ -334,7 +335,10 @@ class Solver:
             k_rows = self.row_of[rows[: rows.size // self.per_row]]
             memory = None if self.K.XT is None else self.K.XT.reshape(-1)
             self.window_kernel = LocalKernel.of_csr(self.K, *self._rows(k_rows), memory)
-            self._dense_lent = memory is not None
+            xt = self.window_kernel.XT  # (a window larger than the shard's copy: new memory)
+            self._dense_lent = (
+                xt is not None and memory is not None and np.may_share_memory(xt, memory)
+            )
             vrow, keys = np.tile(np.arange(k_rows.size), self.per_row), self.grow[k_rows]
         self.loc = (keys, *self.window_kernel.packet_arrays())
         self._count_active()
@@ -364,16 +368,15 @@ class Solver:
         """The sparse rows, norms and diagonal of local rows ``k_rows``: own rows, and
         borrowed ones (past the own: a block before them and one after, in global order)."""
         K, b = self.K, self._borrowed
-        if b is None:
-            return take_rows(K.indptr, K.indices, K.data, k_rows), K.sq[k_rows], K.diag[k_rows]
-        sq, diag = np.concatenate((K.sq, b[1])), np.concatenate((K.diag, b[2]))
-        mine = k_rows < K.n
-        cuts = np.flatnonzero(mine[1:] != mine[:-1]) + 1
-        blocks = [
-            take_rows(K.indptr, K.indices, K.data, m) if m[0] < K.n else take_rows(*b[0], m - K.n)
-            for m in np.split(k_rows, cuts)
-        ]
-        return stack_rows(blocks), sq[k_rows], diag[k_rows]
+        own = (K.indptr, K.indices, K.data), K.sq, K.diag
+        if b is None or not k_rows.size:
+            return take_rows(*own[0], k_rows), K.sq[k_rows], K.diag[k_rows]
+        blocks = []
+        for m in np.split(k_rows, np.flatnonzero(np.diff(k_rows < K.n)) + 1):
+            (csr, sq, diag), m = (own, m) if m[0] < K.n else (b, m - K.n)
+            blocks.append((take_rows(*csr, m), sq[m], diag[m]))
+        csr, sq, diag = zip(*blocks, strict=True)
+        return stack_rows(csr), np.concatenate(sq), np.concatenate(diag)
 
     def _pairs(self, mask: np.ndarray) -> np.ndarray:
         """``mask`` (over local variables or window positions) closed over rows: with two
@@ -395,7 +398,7 @@ class Solver:
 
     def _sync(self) -> None:
         """Write the window's live state back to local order."""
-        if self.win.size < self.y.size:
+        if not self._full:  # (else the window's arrays are the local ones)
             w = self.win
             self.alpha[w], self.G[w] = self.walpha, self.wG
             self.active[w], self.streak[w] = self.wact, self.wstreak
@@ -433,8 +436,10 @@ class Solver:
         K = self.K
         mine = np.array([rows.size, K.exact32, K.integral, K.table.size and not K.whole_table])
         every = self.comm.allgatherv(mine).reshape(-1, mine.size)
-        # a lent row must fit its borrower's column copies (float32; int8 with the rbf table)
-        parts = None if (every[:, 1:] != every[0, 1:]).any() else balance.deal(every[:, 0])
+        # a lent row must fit its borrower's column copies (float32; int8 and an rbf table,
+        # which covers only the rank's own rows unless it covers every rank's)
+        fits = (every[:, 1:3] == every[0, 1:3]).all() and not every[:, 3].any()
+        parts = balance.deal(every[:, 0]) if fits else None
         if parts is None:
             return rows, old[rows]
         rank = self.comm.rank
@@ -442,7 +447,7 @@ class Solver:
         out = dest != rank
         lent = rows[out]
         records = np.column_stack(
-            (self.gid[lent], self.y[lent], self.C[lent], self.p[lent], self.QD[lent], K.sq[lent],
+            (self.gid[lent], self.y[lent], self.C[lent], self.QD[lent], K.sq[lent],
              self.alpha[lent], self.G[lent], self.streak[lent], K.row_nnz[lent])
         )  # fmt: skip
         csr = take_rows(K.indptr, K.indices, K.data, lent)
@@ -463,7 +468,7 @@ class Solver:
         B, n, k = balance, self.n_own, got.shape[0]
         g = got[:, B.GID].astype(np.int64)
         fields = {
-            "y": got[:, B.Y], "C": got[:, B.BOUND], "p": got[:, B.P], "QD": got[:, B.DIAG],
+            "y": got[:, B.Y], "C": got[:, B.BOUND], "QD": got[:, B.DIAG],
             "gid": g, "grow": g, "row_of": np.arange(n, n + k), "alpha": got[:, B.ALPHA],
             "G": got[:, B.GRAD], "active": np.ones(k), "streak": got[:, B.STREAK],
             "in_window": np.zeros(k),
@@ -780,7 +785,8 @@ class Solver:
         with st.timer("reconstruct"):
             st.add("n_reconstruct")
             self._sync()
-            self._home()
+            lent = self._parts is not None
+            old = self._home(relayout=False)  # (the window is set below: once)
             self._refresh_stale()
             everyone = np.ones(self.y.size, dtype=bool)
             up, low = self._up[: everyone.size], self._low[: everyone.size]  # (may be longer)
@@ -802,9 +808,10 @@ class Solver:
             back = out if all_rows else scratch[:n_bad]
             self.active[back] = True
             self.streak[back] = 0
-            if not self.in_window[back].all():
+            if lent or not self.in_window[back].all():
                 self.in_window[back] = True
-                self._relayout(np.flatnonzero(self._pairs(self.in_window)))
+                rows = np.flatnonzero(self._pairs(self.in_window))
+                self._relayout(rows, old[rows])
             else:  # all in the window already: just the flags
                 self.wact[self.pos[back]] = True
                 self.wstreak[self.pos[back]] = 0

@@ -21,6 +21,7 @@ def test_even_windows_stay():
     assert deal([100, 100]) is None
     assert deal([int(100 * BALANCE), 100]) is None  # within the tolerance
     assert deal([0, 0, 0]) is None
+    assert deal([1, 0]) is None and deal([3, 0, 0, 0]) is None  # fewer rows than ranks
     assert deal([5]) is None
 
 
