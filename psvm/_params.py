@@ -188,10 +188,11 @@ def validate_svc_params(
     return out
 
 
-def check_class_weights(weights: dict) -> None:
-    """Every class weight finite and positive (the kernel and SGD faces, estimator and CLI)."""
+def check_class_weights(weights: dict, zero_ok: bool = False) -> None:
+    """Every class weight finite and positive (the kernel and SGD faces, estimator and CLI);
+    ``zero_ok``: 0 too (the SGD faces, as SGDClassifier: the class's rows then weigh nothing)."""
     for label, w in weights.items():
-        check_number(f"class_weight[{label!r}]", w, low=0, low_open=True)
+        check_number(f"class_weight[{label!r}]", w, low=0, low_open=not zero_ok)
 
 
 def unknown_weight_labels(class_weight: dict, classes) -> list[str]:

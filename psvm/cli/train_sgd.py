@@ -97,7 +97,7 @@ def body(argv: list[str]) -> int:
     cfg_args["intercept_decay"] = SPARSE_INTERCEPT_DECAY
     with flag_named(FLAGS):  # parameter errors before any file is read
         validate_sgd_params(**cfg_args)
-        check_class_weights(opts["class_weight"])
+        check_class_weights(opts["class_weight"], zero_ok=True)
     agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats")})
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = progress_log(comm.rank == 0 and not opts["quiet"])

@@ -154,7 +154,9 @@ def as_csr(X) -> sp.csr_matrix:
     return Xc
 
 
-def class_weight_vector(class_weight, classes: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
+def class_weight_vector(
+    class_weight, classes: np.ndarray, counts: np.ndarray | None, zero_ok: bool = False
+) -> np.ndarray:
     """Weight of each class (scikit-learn's rule for 'balanced': n / (k * count)).
 
     A dict label that is no class is ignored with LIBSVM's warning (scikit-learn
@@ -173,7 +175,7 @@ def class_weight_vector(class_weight, classes: np.ndarray, counts: np.ndarray | 
         warnings.warn(message, UserWarning, stacklevel=3)
     w = np.ones(classes.size)
     position = {c: k for k, c in enumerate(classes.tolist())}
-    check_class_weights(class_weight)
+    check_class_weights(class_weight, zero_ok)
     for label, value in class_weight.items():
         if label in position:
             w[position[label]] = value

@@ -279,7 +279,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
             intercept_decay=SPARSE_INTERCEPT_DECAY if data.sparse else 1.0,
             verbose=self.verbose,
         )
-        return cfg, class_weight_vector(self.class_weight, classes, data.class_counts)
+        return cfg, class_weight_vector(self.class_weight, classes, data.class_counts, zero_ok=True)
 
     def _warm_start(self, data: FitInput) -> tuple | None:
         """The last fit's (coef_, intercept_) to start from, checked against ``data`` (the

@@ -197,7 +197,7 @@ def test_read_libsvm_error_names_file_and_line(content, seed):
         (["-v", "5", "--seed", "-1"], "--seed -1: must be >= 0"),
         (["--solver", "sgd", "--seed", "-1"], "--seed -1: must be >= 0"),
         (["--solver", "sgd", "-w1", "nan"], "option -w1: class_weight[1.0] must be finite"),
-        (["--solver", "sgd", "-w1", "-2"], "option -w1: class_weight[1.0] must be > 0"),
+        (["--solver", "sgd", "-w1", "-2"], "option -w1: class_weight[1.0] must be >= 0"),
         (["--solver", "sgd", "--tol", "-1"], "option --tol: tol must be >= 0"),
     ],
 )

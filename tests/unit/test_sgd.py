@@ -422,7 +422,7 @@ def test_a_refused_fit_leaves_the_estimator_as_it_was():
     est = SGDSVC(random_state=0).fit(X, y)
     before = est.predict(X)
     y3 = np.where(np.arange(y.size) % 3 == 0, 2, y)
-    for cw in ("heavy", {1: -2.0}, {0: np.nan}, {1: 0.0}):
+    for cw in ("heavy", {1: -2.0}, {0: np.nan}, {1: np.inf}):
         est.set_params(class_weight=cw)
         with pytest.raises(ParameterError, match="class_weight"):
             est.fit(X[:, :4], y3)  # (validating X had set n_features_in_ = 4)
@@ -434,6 +434,17 @@ def test_a_refused_fit_leaves_the_estimator_as_it_was():
             fresh.fit(X, y)
         with pytest.raises(NotFittedError):
             fresh.predict(X)
+
+
+def test_a_class_weight_of_zero_weighs_its_rows_nothing():
+    """As SGDClassifier, a class weight may be 0 (the kernel face refuses it). With two classes
+    the model is then the one whose rows of that class have sample weight 0 (with more, a class
+    weight weighs the class's rows in its own one-vs-rest problem only, as there)."""
+    X, y = blobs()
+    got = SGDSVC(random_state=0, class_weight={1: 0.0}).fit(X, y)
+    ref = SGDSVC(random_state=0).fit(X, y, sample_weight=(y != 1).astype(float))
+    np.testing.assert_array_equal(got.coef_, ref.coef_)
+    np.testing.assert_array_equal(got.intercept_, ref.intercept_)
 
 
 def test_parameter_errors_name_the_parameter():
