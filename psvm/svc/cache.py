@@ -274,7 +274,8 @@ class ColumnCache:
     def __init__(self, n_local: int, n_global: int, cache_mb: float):
         self.n_global = n_global
         n = max(n_local, 1)
-        self.budget = max(2 * n, min(int(cache_mb * 2**20 // 8), n * max(n_global, 1)))
+        self._cap = int(cache_mb * 2**20 // 8)
+        self.budget = max(2 * n, min(self._cap, n * max(n_global, 1)))
         self._memory = [np.empty(self.budget)]  # the pools' memory: two, used in turn
         slots = _slots(self.budget, n_local, n_global)
         ghosts = (_minus_ones(slots), _minus_ones(_table_size(slots)))
@@ -314,6 +315,10 @@ class ColumnCache:
     def relayout(self, pos: np.ndarray) -> None:
         """The window changes: new row q was at position ``pos[q]`` of the old one (-1: new)."""
         pos = np.ascontiguousarray(pos, dtype=np.int64)
+        # rows borrowed from other ranks (psvm.svc.balance) can widen a window past the rank's
+        # own rows, whose kernel matrix bounded the budget: a rank owning few rows would cache
+        # two of its borrowed window's columns
+        self.budget = max(self.budget, min(self._cap, pos.size * max(self.n_global, 1)))
         # the new pool takes the memory of the one dropped now (two windows ago): its pages
         # are touched already, where fresh ones cost a page fault and zeroing each (cadata
         # epsilon-SVR, 20 cuts, -m 200: 1.16 -> 0.92 s of system time; 0.40 s without cuts)
@@ -321,6 +326,8 @@ class ColumnCache:
             self._memory.append(np.empty(self.budget))
         else:
             self._memory.reverse()
+            if self._memory[1].size < self.budget:  # (the budget grew)
+                self._memory[1] = np.empty(self.budget)
         old = self.arrays
         o = old[META]
         limit = o[LIMIT] * max(o[WIDTH], 1) // max(pos.size, 1)  # the same memory

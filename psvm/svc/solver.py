@@ -335,10 +335,7 @@ class Solver:
             k_rows = self.row_of[rows[: rows.size // self.per_row]]
             memory = None if self.K.XT is None else self.K.XT.reshape(-1)
             self.window_kernel = LocalKernel.of_csr(self.K, *self._rows(k_rows), memory)
-            xt = self.window_kernel.XT  # (a window larger than the shard's copy: new memory)
-            self._dense_lent = (
-                xt is not None and memory is not None and np.may_share_memory(xt, memory)
-            )
+            self._dense_lent = memory is not None
             vrow, keys = np.tile(np.arange(k_rows.size), self.per_row), self.grow[k_rows]
         self.loc = (keys, *self.window_kernel.packet_arrays())
         self._count_active()

@@ -1,6 +1,6 @@
 import numpy as np
 
-from psvm.svc.cache import GHOSTS_PER_SLOT, LIMIT, META, START_BYTES, ColumnCache
+from psvm.svc.cache import GHOSTS_PER_SLOT, LIMIT, META, SLOTS, START_BYTES, ColumnCache
 
 
 def test_lru_evicts_least_recently_used_and_counts():
@@ -44,6 +44,20 @@ def test_a_smaller_window_fits_more_columns():
         assert not cache.get(g)[1]
     assert all(cache.get(g)[1] for g in range(16))  # 16 columns of 250 rows fit
     assert cache.used <= cache.budget
+
+
+def test_a_window_of_borrowed_rows_gets_the_budget():
+    """A rank that owns 10 rows can borrow 600 from other ranks (psvm.svc.balance): its
+    cache, sized by its own 10 rows' kernel matrix (16 columns of 600), may grow to the
+    budget, 218 columns, not to 16."""
+    cache = ColumnCache(n_local=10, n_global=1000, cache_mb=1)  # 131,072 floats
+    assert cache.budget == 10 * 1000
+    cache.relayout(np.full(600, -1))
+    assert cache.budget == 2**20 // 8 and cache.arrays[META][SLOTS] == 218
+    cache.get(0)[0][:] = 1.0
+    cache.relayout(np.arange(600))  # the next window: a pool of that size again
+    assert cache.arrays[META][SLOTS] == 218 and cache.arrays[0].size >= 218 * 600
+    assert cache.get(0)[1]
 
 
 def test_at_least_two_columns():
