@@ -37,7 +37,6 @@ from psvm.kernels import (
     rbf_table,
     row_sq_norms,
     table_column_threads,
-    take_rows,
     transpose_csr,
 )
 
@@ -166,23 +165,15 @@ class LocalKernel:
         return self
 
     @classmethod
-    def of_rows(
-        cls, parent: LocalKernel, rows: np.ndarray, dense_memory: np.ndarray | None = None
-    ) -> LocalKernel:
-        """The kernel over ``rows`` (sorted) of ``parent``'s rows: a window's, built without
-        scipy (a window cut costs tens of microseconds on small problems). Its dense copy
-        goes to the start of ``dense_memory`` when that has its type and room (the parent's
-        own: pages touched already, where new ones cost the first cuts of a w8a fit 60 ms
-        of page faults on the Xeon VM)."""
-        csr = take_rows(parent.indptr, parent.indices, parent.data, rows)
-        return cls.of_csr(parent, csr, parent.sq[rows], parent.diag[rows], dense_memory)
-
-    @classmethod
     def of_csr(
         cls, parent: LocalKernel, csr: tuple, sq, diag, dense_memory: np.ndarray | None = None
     ) -> LocalKernel:
         """The kernel over the rows ``csr`` (with their norms and diagonal) by ``parent``'s
-        settings: :meth:`of_rows`, or a window with rows lent by other ranks."""
+        settings: a window's (some of the parent's rows, and rows lent by other ranks), built
+        without scipy (a window cut costs tens of microseconds on small problems). Its dense
+        copy goes to the start of ``dense_memory`` when that has its type and room (the
+        parent's own: pages touched already, where new ones cost the first cuts of a w8a fit
+        60 ms of page faults on the Xeon VM)."""
         self = cls.__new__(cls)
         self._build(
             *csr,
