@@ -386,22 +386,31 @@ def _row_bounds(comm, cfg, classes, cls, sample_weight, fold: bool) -> np.ndarra
     return weight[cls] if sample_weight is None else weight[cls] * sample_weight
 
 
+def kernel_facts(comm, cfg: SVCConfig, arrays: tuple) -> dict:
+    """This rank's rows' norms and kernel diagonal, whether their values are float32s and
+    integers, and, when every rank's are integers (rbf), the largest norm of any rank's rows:
+    the rbf table then covers every row, which rows lent across ranks need
+    (:mod:`psvm.svc.balance`). None for a precomputed kernel, whose serial numbers and
+    diagonal are each problem's. Collective for rbf."""
+    if cfg.kernel == "precomputed":
+        return dict(sq=None, diag=None, exact32=None, integral=None, sq_max=None)
+    indptr, _, data = arrays
+    sq = row_sq_norms(indptr, data, np.empty(indptr.size - 1))
+    diag = kernel_diag(sq, cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree, np.empty(sq.size))
+    exact32 = fits_float32(data)
+    integral = cfg.kernel == "rbf" and exact32 and is_integral(data)
+    sq_max = None
+    if cfg.kernel == "rbf" and comm.min_(int(integral)):
+        sq_max = comm.max_(float(sq.max(initial=0.0)))
+    return dict(sq=sq, diag=diag, exact32=exact32, integral=integral, sq_max=sq_max)
+
+
 def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
     """Two functions: of a class pair (a, b), its rows (those with C_t > 0) and which of them
     are class a; of those, the pair's :class:`BinaryProblem` (collective)."""
     Xc_arrays = csr_arrays(Xc)
-    kp = (cfg.kernel_id, cfg.gamma, cfg.coef0, cfg.degree)
-    # a precomputed kernel's serials and diagonal: each pair's kernel; norms, diagonal and the
-    # float32 and integer tests once for every pair
-    sq = diag = exact32 = integral = sq_max = None
-    if cfg.kernel != "precomputed":
-        sq = row_sq_norms(Xc_arrays[0], Xc_arrays[2], np.empty(cls.size))
-        diag = kernel_diag(sq, *kp, np.empty(cls.size))
-        exact32 = fits_float32(Xc_arrays[2])
-        integral = cfg.kernel == "rbf" and exact32 and is_integral(Xc_arrays[2])
-        # every rank's rows integers: the rbf table then covers any row's column (collective)
-        if cfg.kernel == "rbf" and comm.min_(int(integral)):
-            sq_max = comm.max_(float(sq.max(initial=0.0)))
+    facts = kernel_facts(comm, cfg, Xc_arrays)  # once for every pair
+    sq, diag = facts["sq"], facts["diag"]
 
     bounded = C_row > 0  # rows of zero weight are left out
 
@@ -421,9 +430,9 @@ def _pair_rows(comm, shard, cfg, Xc, cls, C_row):
             max_row_nnz=shard.max_row_nnz,
             sq=sq if every or sq is None else sq[rows],
             diag=diag if every or diag is None else diag[rows],
-            exact32=exact32,
-            integral=integral,
-            sq_max=sq_max,
+            exact32=facts["exact32"],
+            integral=facts["integral"],
+            sq_max=facts["sq_max"],
         )
 
     return members, problem_of

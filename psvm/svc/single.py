@@ -30,6 +30,7 @@ from psvm.svc.multiclass import (
     TrainingError,
     check_finite,
     gathered_model,
+    kernel_facts,
     open_checkpoint,
     pair_summary,
     solver_config,
@@ -44,13 +45,14 @@ def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool
     """The general problem of ``cfg.svm_type`` over this rank's rows."""
     if cfg.svm_type in CLASSIFIERS:
         raise ValueError(f"fit_single trains one_class, epsilon_svr and nu_svr, not {cfg.svm_type}")
-    n = shard.y.size
+    n, arrays = shard.y.size, csr_arrays(Xc)
     common = dict(
-        X=csr_arrays(Xc),
+        X=arrays,
         n_features=Xc.shape[1],
         offset=shard.offset,
         n_samples=shard.n_samples,
         max_row_nnz=shard.max_row_nnz,
+        **kernel_facts(comm, cfg, arrays),
     )
     if cfg.svm_type == "one_class":
         C = weight
