@@ -28,9 +28,9 @@ HOME = 4
 def deal(sizes: np.ndarray, balance: float = BALANCE) -> np.ndarray | None:
     """``parts[r, q]``: how many of rank r's window rows rank q works on, when the windows of
     ``sizes`` rows are uneven; None when they are even enough, or fewer than the ranks (a part
-    of none would gain nothing). Rank q's part is rows
-    [q T / P, (q + 1) T / P) of the T rows in global order, so each rank lends its first rows
-    to lower ranks and its last ones to higher ranks, and keeps the middle."""
+    of none would gain nothing). Rank q's part is rows [q T / P, (q + 1) T / P) of the T rows
+    in global order, so each rank lends its first rows to lower ranks and its last ones to
+    higher ranks, and keeps the middle."""
     sizes = np.asarray(sizes, dtype=np.int64)
     n_ranks, total = sizes.size, int(sizes.sum())
     if total < n_ranks or sizes.max() * n_ranks <= balance * total:

@@ -682,8 +682,10 @@ class Solver:
             final = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
             for trace, x in zip(traces, final, strict=True):
                 trace.append(x)
+        # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
+        approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         self._sync()
-        self._home()
+        self._home(relayout=False)  # (no window after the loop: the rows' state only)
         st = self.stats
         st.add("n_iter", n_iter)
         st.add("cache_hits", self.cache.hits)
@@ -696,8 +698,6 @@ class Solver:
         rounds = self.counts[E.C_ROUND1], self.counts[E.C_ROUND2]
         nbytes = rounds[0] * self.bufs[0].nbytes + rounds[1] * self.bufs[2].nbytes
         self.comm.record("allgather", int(sum(rounds)), int(nbytes), seconds["comm"])
-        # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
-        approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         rows = np.flatnonzero(self.active) if approximate else np.arange(self.y.size)
         rho, r = rho_and_r(self.comm, rows, self.y, self.alpha, self.C, self.G, self.nu)
         sv = self.alpha != 0  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
