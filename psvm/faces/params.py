@@ -68,7 +68,8 @@ def fit_comm(comm, distributed: str = "replicated") -> Iterator[Comm]:
     Replicated data is the whole set there; sharded data would be one rank's
     rows only, so it is refused.
     """
-    if mpi_worker():
+    # (a worker given no comm fits alone anyway: mpi_worker reads the environment, 4 µs)
+    if (comm is not None or distributed == "sharded") and mpi_worker():
         if distributed == "sharded":
             raise ParameterError(
                 "distributed='sharded' in a worker process of an MPI job (joblib n_jobs, "

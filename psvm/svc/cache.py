@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from psvm.jit import inner, njit
+from psvm.svc.state import filled
 
 # meta fields; LIMIT: the slots in use at most now (grows with ghost hits up to SLOTS);
 # GHEAD: the next ghost to overwrite; GHOST_HITS: ghost hits since LIMIT last grew
@@ -49,13 +50,6 @@ def _table_size(n: int) -> int:
     return 1 << (2 * max(n, 1) - 1).bit_length()
 
 
-def _minus_ones(shape) -> np.ndarray:
-    """int64 -1s (``np.full``'s Python costs more than its work on a window's few slots)."""
-    a = np.empty(shape, dtype=np.int64)
-    a.fill(-1)
-    return a
-
-
 _NO_POSITIONS = np.zeros(0, dtype=np.int64)  # (the engine never writes to it)
 
 
@@ -79,13 +73,13 @@ def new_cache(
     meta[LIMIT] = max(2, min(limit, n_slots))
     need = n_slots * max(width, 1)
     pool = memory[:need] if memory is not None and memory.size >= need else np.empty(need)
-    links = _minus_ones((3, n_slots))
+    links = filled((3, n_slots), -1, np.int64)
     return (
         pool,  # untouched pages cost no memory
         links[0],  # keys
         links[1],  # prev (towards the most recent)
         links[2],  # next (towards the least recent)
-        _minus_ones(size),  # table: hash -> slot
+        filled(size, -1, np.int64),  # table: hash -> slot
         np.zeros(n_slots, dtype=np.bool_),  # complete
         missing,  # the positions incomplete columns lack
         meta,
@@ -278,7 +272,7 @@ class ColumnCache:
         self.budget = max(2 * n, min(self._cap, n * max(n_global, 1)))
         self._memory = [np.empty(self.budget)]  # the pools' memory: two, used in turn
         slots = _slots(self.budget, n_local, n_global)
-        ghosts = (_minus_ones(slots), _minus_ones(_table_size(slots)))
+        ghosts = (filled(slots, -1, np.int64), filled(_table_size(slots), -1, np.int64))
         self.arrays = new_cache(n_local, slots, self._memory[0]) + _NO_OLD + ghosts
 
     @property

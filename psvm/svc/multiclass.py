@@ -280,7 +280,7 @@ def fit_ovo(
     pairs = list(itertools.combinations(range(k), 2))
     n_pairs = len(pairs)
     owner = None
-    if checkpoint is None and alpha0 is None and n_pairs > 1:
+    if checkpoint is None and alpha0 is None and n_pairs > 1 and comm.size > 1:
         owner = deal(comm, pair_sizes(comm, cls, C_row > 0, pairs), shard)
     run = comm  # the pairs' communicator: each rank alone when they are dealt out
     if owner is not None:  # every rank gets all rows (the bits of one process)
@@ -289,10 +289,11 @@ def fit_ovo(
     members, problem_of = _pair_rows(run, shard, cfg, Xc, cls, C_row)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     results = _PairResults(cls.size, k, nu)
+    rows_of = {}  # a prepared pair's (rows, first), for its result
 
     def prepare(pair: int) -> BinaryProblem:
         a, b = pairs[pair]
-        rows, first = members(a, b)
+        rows, first = rows_of[pair] = members(a, b)
         problem = problem_of(rows, first)
         if nu:
             nu_start(run, problem, cfg.nu, sample_weight is not None)
@@ -323,7 +324,7 @@ def fit_ovo(
     with closing(solved):
         for pair, (res, lines) in solved:
             a, b = pairs[pair]
-            results.add(res, *members(a, b), a, b)
+            results.add(res, *(rows_of.pop(pair, None) or members(a, b)), a, b)
             for line in lines if log is not None else ():
                 log(line)
     meta = {**results.meta(), "heuristic": cfg.heuristic, "reconstruction": cfg.reconstruction}
@@ -354,10 +355,10 @@ class _PairResults:
         """Record pair (a, b)'s result over its ``rows`` (``first``: of class a), scaled for
         nu-SVC (:func:`_scale`)."""
         scale = _scale(res, self.nu)
+        alpha = res.alpha if scale == 1.0 else res.alpha * scale
         self.is_sv[rows[res.alpha > 0]] = True
-        ya = np.where(first, res.alpha, -res.alpha) * scale
-        self.coef[b - 1, rows[first]] = ya[first]
-        self.coef[a, rows[~first]] = ya[~first]
+        self.coef[b - 1, rows[first]] = alpha[first]
+        self.coef[a, rows[~first]] = -alpha[~first]
         self.rho.append(res.rho * scale)
         self.r.append(res.r)
         self.n_iter.append(res.n_iter)

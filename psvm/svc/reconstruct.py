@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from psvm.jit import njit
+from psvm.svc.state import filled
 
 
 @njit(cache=True, nogil=True)
@@ -45,7 +46,7 @@ class Departures:
     """
 
     def __init__(self, n: int) -> None:
-        self.epoch = np.full(n, -1, dtype=np.int64)  # snapshot of each stale row
+        self.epoch = filled(n, -1, np.int64)  # snapshot of each stale row
         self.alphas: list[np.ndarray] = []
 
     def __len__(self) -> int:

@@ -62,7 +62,7 @@ from psvm.svc.packets import ROW
 from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import best_of_sign, bids, candidates
-from psvm.svc.state import gather_csr, rho_and_r
+from psvm.svc.state import filled, gather_csr, rho_and_r
 
 # up to this many kernel values (stale variables x changed rows), one compiled call brings the
 # stale rows up to date; past it, the blocked and threaded sums of each departure pay
@@ -91,9 +91,10 @@ def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds:
     call. A stall of the machine in a timed iteration counts ``TIMED_EVERY`` times (a w8a fit
     once read 1.55 s of kernel in 0.89 s of training): the sampled sum is then cut, in
     proportion, to the rest of the engine calls' own time."""
+    t = timers.tolist()  # (Python floats: cheaper than numpy scalars on a small solve)
     scale = max(n_iter, 1) / max(timed, 1)
-    seconds = {name: float(timers[k]) * scale for name, k in ENGINE_TIMERS}
-    comm, fills = float(timers[E.T_COMM]), float(timers[E.T_FILLS])
+    seconds = {name: t[k] * scale for name, k in ENGINE_TIMERS}
+    comm, fills = t[E.T_COMM], t[E.T_FILLS]
     rest, total = max(engine_seconds - comm - fills, 0.0), sum(seconds.values())
     if total > rest:
         seconds = {name: v * rest / total for name, v in seconds.items()}
@@ -102,12 +103,15 @@ def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds:
     return seconds
 
 
+NO_LIMIT = np.iinfo(np.int64).max  # (np.iinfo costs microseconds a call)
+
+
 def max_iterations(max_iter: int | None, n: int) -> int:
     """The iteration limit of a problem of n variables: ``max_iter``; none for -1
     (scikit-learn's); svm-train's max(10^7, 100 n) for None (psvm-train's default)."""
     if max_iter is None:
         return max(10_000_000, 100 * n)
-    return max_iter if max_iter >= 0 else np.iinfo(np.int64).max
+    return max_iter if max_iter >= 0 else NO_LIMIT
 
 
 def first_budget(n: int) -> int:
@@ -183,12 +187,12 @@ class Solver:
             self.row_of %= max(self.K.n, 1)
         self.gid = problem.global_index()
         self.QD = self.K.diag[self.row_of]
-        self.p = np.full(n, -1.0) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
+        self.p = filled(n, -1.0) if problem.p is None else np.asarray(problem.p, dtype=np.float64)
         self.alpha = np.zeros(n) if problem.alpha0 is None else np.array(problem.alpha0, float)
         self.G = self.p.copy()
-        self.active = np.ones(n, dtype=bool)
+        self.active = filled(n, True, bool)
         self.streak = np.zeros(n, dtype=np.int64)
-        self.in_window = np.ones(n, dtype=bool)
+        self.in_window = filled(n, True, bool)
         self.grow = self.offset + np.arange(self.K.n)  # local row -> global row (cache key)
         # rows lent across ranks (:mod:`psvm.svc.balance`): the ranks' deal while rows are
         # lent, the own variables lent out (in global order), the rows borrowed (sparse rows,
@@ -315,7 +319,7 @@ class Solver:
             self.pos = np.arange(rows.size, dtype=np.int64)  # local variable -> window position
             self.in_window[:] = True
         else:
-            self.pos = np.full(self.y.size, -1, dtype=np.int64)
+            self.pos = filled(self.y.size, -1, np.int64)
             self.pos[rows] = np.arange(rows.size)
             self.in_window[:] = False
             self.in_window[rows] = True
@@ -674,19 +678,29 @@ class Solver:
     def _result(self, status: int, gap: float) -> BinaryResult:
         """Statistics, rho and the objective at the end of the loop."""
         n_iter = int(self.ctl_i[E.N_ITER])
-        traces = [self.stats.traces[name] for name in TRACES]
-        for trace, v in zip(traces, self._trace, strict=True):
-            trace.extend(v.tolist())
-        if not self._trace[0].size or self._trace[0][-1] != n_iter:  # the final state, always
-            seconds = time.perf_counter() - self._t_start
-            final = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
-            for trace, x in zip(traces, final, strict=True):
-                trace.append(x)
+        self._record(n_iter, gap)
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         self._sync()
         self._home(relayout=False)  # (no window after the loop: the rows' state only)
+        rows = np.flatnonzero(self.active) if approximate else np.arange(self.y.size)
+        rho, r = rho_and_r(self.comm, rows, self.y, self.alpha, self.C, self.G, self.nu)
+        sv = np.flatnonzero(self.alpha)  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
+        obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] + self.p[sv]))
+        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate, r)
+
+    def _record(self, n_iter: int, gap: float) -> None:
+        """The solve's trace, its final state included, its counts and its phase times."""
         st = self.stats
+        final = self._trace[0].size and self._trace[0][-1] == n_iter
+        if not final:
+            state = (n_iter, float(gap), self.n_active, self.cache.misses)
+            state += (time.perf_counter() - self._t_start,)
+        for k, name in enumerate(TRACES):
+            trace = st.traces[name]
+            trace.extend(self._trace[k].tolist())
+            if not final:
+                trace.append(state[k])
         st.add("n_iter", n_iter)
         st.add("cache_hits", self.cache.hits)
         st.add("cache_misses", self.cache.misses)
@@ -695,14 +709,10 @@ class Solver:
         seconds = sampled_seconds(self.timers, n_iter, timed, self._engine_seconds)
         for name, v in seconds.items():
             st.seconds[name] += v
-        rounds = self.counts[E.C_ROUND1], self.counts[E.C_ROUND2]
-        nbytes = rounds[0] * self.bufs[0].nbytes + rounds[1] * self.bufs[2].nbytes
-        self.comm.record("allgather", int(sum(rounds)), int(nbytes), seconds["comm"])
-        rows = np.flatnonzero(self.active) if approximate else np.arange(self.y.size)
-        rho, r = rho_and_r(self.comm, rows, self.y, self.alpha, self.C, self.G, self.nu)
-        sv = self.alpha != 0  # 1/2 a'Qa + p'a = 1/2 sum_t a_t (G_t + p_t)
-        obj = 0.5 * self.comm.exact_sum(self.alpha[sv] * (self.G[sv] + self.p[sv]))
-        return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate, r)
+        if self.comm.size > 1:
+            rounds = int(self.counts[E.C_ROUND1]), int(self.counts[E.C_ROUND2])
+            nbytes = rounds[0] * self.bufs[0].nbytes + rounds[1] * self.bufs[2].nbytes
+            self.comm.record("allgather", sum(rounds), nbytes, seconds["comm"])
 
     # -- checkpoints -------------------------------------------------------
     def _save(self, n_iter: int) -> None:
