@@ -289,11 +289,13 @@ def fit_ovo(
     members, problem_of = _pair_rows(run, shard, cfg, Xc, cls, C_row)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
     results = _PairResults(cls.size, k, nu)
-    rows_of = {}  # a prepared pair's (rows, first), for its result
+    rows_of = {}  # a prepared pair's (rows, first), for its result (not dealt: a few at once)
 
     def prepare(pair: int) -> BinaryProblem:
         a, b = pairs[pair]
-        rows, first = rows_of[pair] = members(a, b)
+        rows, first = members(a, b)
+        if owner is None:  # (dealt out, a rank prepares all its pairs before their results)
+            rows_of[pair] = rows, first
         problem = problem_of(rows, first)
         if nu:
             nu_start(run, problem, cfg.nu, sample_weight is not None)

@@ -692,15 +692,15 @@ class Solver:
     def _record(self, n_iter: int, gap: float) -> None:
         """The solve's trace, its final state included, its counts and its phase times."""
         st = self.stats
-        final = self._trace[0].size and self._trace[0][-1] == n_iter
-        if not final:
-            state = (n_iter, float(gap), self.n_active, self.cache.misses)
-            state += (time.perf_counter() - self._t_start,)
+        end = None  # the final state, unless the engine's last sample is it
+        if not (self._trace[0].size and self._trace[0][-1] == n_iter):
+            seconds = time.perf_counter() - self._t_start
+            end = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
         for k, name in enumerate(TRACES):
             trace = st.traces[name]
             trace.extend(self._trace[k].tolist())
-            if not final:
-                trace.append(state[k])
+            if end is not None:
+                trace.append(end[k])
         st.add("n_iter", n_iter)
         st.add("cache_hits", self.cache.hits)
         st.add("cache_misses", self.cache.misses)

@@ -1,4 +1,5 @@
-"""Whole-shard helpers: numba reductions over the dual state, row gathering, dense X to CSR.
+"""Whole-shard helpers: numba reductions over the dual state, row gathering, dense X to CSR,
+filled arrays.
 
 The compiled functions allocate no array (their callers pass them in), so that a run loads
 them without numba's allocator (:mod:`psvm.jit`)."""
