@@ -22,6 +22,13 @@ worker, its runs alternating with ``none``'s, and prints what H saves against ``
 (medians) and that saving's share of the bound (#14's target: 70%). Timed in one process
 and in the same minutes, ``none`` and H see the same machine: on a VM whose speed drifts by
 10-20% within an hour, a share from two scripts' runs can move by as much (session 37).
+
+Two more columns say what the rest of H's time is made of. ``overhead s``: the median of
+H's reconstruction and window-cut seconds, work that ``none`` never does and the bound
+counts as free; ``share w/o`` is the share H would reach if that work cost nothing.
+``rows/earliest``: H's active rows over ``earliest``'s after the half-way iteration
+(iterations weighted alike); near 1, H's windows are as small as the rule allows, so
+its iterations there cannot get much cheaper by eliminating earlier.
 """
 
 from __future__ import annotations
@@ -52,6 +59,23 @@ def traces(name: str, heuristics: list[str]) -> list[dict]:
         return [rec["stats"] for rec in run_worker(1, plan, work)]
 
 
+def overhead(stats: dict) -> float:
+    """A run's seconds in work only elimination does: reconstructions and window cuts."""
+    sec = stats["seconds_max"]
+    return sec.get("reconstruct", 0.0) + sec.get("cut", 0.0)
+
+
+def rows_ratio(trace: dict, earliest: dict, half: int) -> float:
+    """The run's active rows over ``earliest``'s from iteration ``half`` on, summed over
+    ``earliest``'s trace points there (the run's read where they fall)."""
+    it = np.asarray(earliest["iter"], float)
+    after = it >= half
+    theirs = np.asarray(earliest["active"], float)[after]
+    at = np.asarray(trace["iter"], float)
+    mine = np.interp(it[after], at, np.asarray(trace["active"], float))
+    return float(mine.sum() / theirs.sum()) if theirs.sum() > 0 else float("nan")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default="a9a,w8a,ijcnn1,skin_nonskin")
@@ -66,7 +90,12 @@ def main(argv=None) -> None:
     print(
         f"{'data':13s} {'rows':>7s} {'iter':>6s} {'half out at':>11s} {'none s':>7s} "
         f"{'before':>7s} {'best saving':>11s} {'range':>9s}"
-        + (f" {other + ' s':>12s} {'saving':>7s} {'share':>6s}" if other else "")
+        + (
+            f" {other + ' s':>12s} {'saving':>7s} {'share':>6s} {'overhead s':>10s} "
+            f"{'share w/o':>9s} {'rows/earliest':>13s}"
+            if other
+            else ""
+        )
     )
     for name in a.data.split(","):
         (early,) = traces(name, ["earliest"])
@@ -85,8 +114,14 @@ def main(argv=None) -> None:
         if other:
             t = float(np.median([r["seconds_max"]["train"] for r in timed]))
             saving = 1 - t / seconds
-            share = f"{100 * saving / (1 - before):5.0f}%" if before < 1 else "     -"  # (no bound)
-            line += f" {t:12.2f} {100 * saving:6.0f}% {share}"
+            extra = float(np.median([overhead(r) for r in timed]))
+            if before < 1:
+                share = f"{100 * saving / (1 - before):5.0f}%"
+                free = f"{100 * (saving + extra / seconds) / (1 - before):8.0f}%"
+            else:  # (no bound)
+                share, free = "     -", "        -"
+            ratio = np.median([rows_ratio(r["traces"], early["traces"], half) for r in timed])
+            line += f" {t:12.2f} {100 * saving:6.0f}% {share} {extra:10.3f} {free} {ratio:13.2f}"
         print(line)
 
 

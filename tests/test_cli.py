@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from psvm.cli._common import SWITCH, WEIGHTS, UsageError, parse_options, usage
 from psvm.cli.train import parse_args
-from tests._helpers import run_mpi
+from tests._helpers import mpiexec, run_mpi
 from tests._svm import run_cli
 
 TRAIN = "psvm.cli.train"
@@ -548,3 +548,103 @@ def test_verbose_estimators_flush_each_line(monkeypatch, make):
     getattr(psvm, make)(verbose=True).fit(X, y)
     assert out.getvalue().count("\n") >= 1
     assert out.unflushed == [] and out.pending == ""
+
+
+@pytest.mark.parametrize("n", [None, 2, 3])
+def test_a_pipe_is_read_as_its_file(tmp_path, n):
+    """``psvm-train <(xz -dc f.xz)``, ``cat f | psvm-predict /dev/stdin``: a pipe has no size
+    and cannot seek, so rank 0 reads it whole and deals its lines out. The model and the
+    predictions are those of the file, byte for byte; before, psvm-predict predicted nothing.
+    Under mpiexec the pipe is a named one, as bash's ``<(...)`` makes: MPICH's mpiexec stops
+    the job when rank 0 has not read its stdin before the pipe's buffer fills."""
+    data = Path(__file__).parents[1] / "data" / "breast_cancer.train"
+    test = data.with_name("breast_cancer.test")
+    launch = [] if n is None else [mpiexec(), "-n", str(n)]
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    writers = []
+
+    def fed(path: Path) -> Path:
+        fifo = tmp_path / f"fifo{len(writers)}"
+        os.mkfifo(fifo)
+        writers.append(subprocess.Popen(["sh", "-c", 'exec cat "$0" > "$1"', path, fifo]))
+        return fifo
+
+    def run(module, args, stdin=None):
+        cmd = [*launch, sys.executable, "-m", module, *map(str, args)]
+        r = subprocess.run(cmd, input=stdin, capture_output=True, timeout=120, env=env)
+        assert r.returncode == 0, r.stderr.decode()
+        return r.stdout.decode()
+
+    run(TRAIN, ["-q", data, tmp_path / "file.model"])
+    said = run(PREDICT, [test, tmp_path / "file.model", tmp_path / "file.out"])
+    assert said.startswith("Accuracy = 9"), said
+    runs = [(fed(data), None, fed(test), None)]
+    if n is None:
+        runs.append(("/dev/stdin", data.read_bytes(), "/dev/stdin", test.read_bytes()))
+    for train, train_in, predict, predict_in in runs:
+        run(TRAIN, ["-q", train, tmp_path / "pipe.model"], train_in)
+        assert (tmp_path / "pipe.model").read_bytes() == (tmp_path / "file.model").read_bytes()
+        out = tmp_path / "pipe.out"
+        assert run(PREDICT, [predict, tmp_path / "file.model", out], predict_in) == said
+        assert out.read_bytes() == (tmp_path / "file.out").read_bytes()
+    assert [w.wait(timeout=60) for w in writers] == [0] * len(writers)
+
+
+def test_output_to_dev_stdout_follows_what_stdout_holds(tmp_path):
+    """``psvm-predict t m /dev/stdout >> log``: the predictions go through the descriptor,
+    after what it holds. Opened by name, /dev/stdout is the log file itself, which a
+    replacement deleted (the log kept only the predictions) and LIBSVM truncates."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD)
+    assert run_cli(TRAIN, ["-q", data, tmp_path / "m"], None).returncode == 0
+    log = tmp_path / "log.txt"
+    log.write_text("old\n")
+    for target, opened in (("/dev/stdout", "a"), ("/dev/fd/1", "w")):
+        with open(log, opened) as out:
+            out.write("before\n")
+            out.flush()
+            cmd = [sys.executable, "-m", PREDICT, data, tmp_path / "m", target]
+            r = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE, timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+        head = "old\nbefore\n" if opened == "a" else "before\n"
+        assert log.read_text() == head + "1\n-1\n1\n-1\nAccuracy = 100% (4/4) (classification)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.txt", "log.txt", "m"]
+
+
+def test_liblinear_logistic_models_give_probabilities(tmp_path):
+    """``psvm-predict -b 1`` on a LIBLINEAR logistic regression model: LIBLINEAR's
+    predict_probability (a sigmoid per model; with more than two classes divided by their
+    sum), which scikit-learn's liblinear solver and its one-vs-rest share. LIBLINEAR's other
+    models are refused in its words."""
+    from sklearn.datasets import dump_svmlight_file, load_iris
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+
+    from psvm.io.linear_model_file import write_linear_model
+    from psvm.sgd.model import LinearModel
+
+    X, y = load_iris(return_X_y=True)
+    model, test, out = tmp_path / "lr.model", tmp_path / "t", tmp_path / "out"
+    for classes in ([1, 2], [0, 1, 2]):
+        keep = np.isin(y, classes)
+        lr = OneVsRestClassifier(LogisticRegression(solver="liblinear")).fit(X[keep], y[keep])
+        parts = lr.estimators_
+        coef = np.vstack([e.coef_ for e in parts])
+        b = np.concatenate([e.intercept_ for e in parts])
+        # two classes: one model, which scores LIBLINEAR's first label (scikit-learn's second)
+        labels = lr.classes_ if len(classes) > 2 else lr.classes_[::-1]
+        write_linear_model(model, LinearModel(coef, b, labels, solver_type="L2R_LR"))
+        dump_svmlight_file(X[keep], y[keep], str(test), zero_based=False)
+        r = run_cli(PREDICT, ["-b", "1", test, model, out], None)
+        assert r.returncode == 0 and r.stdout.startswith("Accuracy = "), r.stderr
+        head, *rows = out.read_text().splitlines()
+        assert head == "labels " + " ".join(map(str, labels))
+        got = np.array([row.split() for row in rows], dtype=float)
+        want = lr.predict_proba(X[keep])[:, np.searchsorted(lr.classes_, labels)]
+        np.testing.assert_allclose(got[:, 1:], want, rtol=1e-5, atol=1e-6)  # (%g: 6 digits)
+        assert got[:, 0].tolist() == lr.predict(X[keep]).tolist()
+    write_linear_model(model, LinearModel(coef, b, labels, solver_type="L2R_L2LOSS_SVC_DUAL"))
+    out.unlink()
+    r = run_cli(PREDICT, ["-b", "1", test, model, out], None)
+    assert r.returncode == 1 and not out.exists()
+    assert "probability output is only supported for logistic regression" in r.stderr

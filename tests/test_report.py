@@ -342,18 +342,22 @@ def test_summary_and_bound_from_the_committed_records(tmp_path):
 
 def test_elimination_bound_script_prints_the_share(shared_data):
     """benchmarks/elimination_bound.py on heart_scale: the bound, then the default's saving
-    against `none` (alternated in one worker) and that saving's share of the bound."""
+    against `none` (alternated in one worker), that saving's share of the bound, the share
+    without reconstructions and cuts, and the active rows against `earliest`'s."""
     from tests._svm import run_cli
 
     r = run_cli("benchmarks/elimination_bound.py", ["--data", "heart_scale", "--repeat", "2"], None)
     assert r.returncode == 0, r.stderr[-3000:]
     header, line = r.stdout.strip().splitlines()[-2:]
-    assert header.split()[-4:] == ["frequent", "s", "saving", "share"]
+    assert header.split()[-9:] == [
+        "frequent", "s", "saving", "share", "overhead", "s", "share", "w/o", "rows/earliest"
+    ]  # fmt: skip
     cells = line.split()
     assert cells[:2] == ["heart_scale", "270"]
-    best, saving, share = (int(cells[i].rstrip("%")) for i in (6, -2, -1))
-    assert 0 < best <= 100 and float(cells[-3]) >= 0
+    best, saving, share, free = (int(cells[i].rstrip("%")) for i in (6, -5, -4, -2))
+    assert 0 < best <= 100 and float(cells[-6]) >= 0
     assert abs(share - 100 * saving / best) <= 100 / best + 1  # (each printed rounded)
+    assert float(cells[-3]) >= 0 and free >= share and float(cells[-1]) > 0
 
 
 def test_elimination_bound_without_usable_traces():

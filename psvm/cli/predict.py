@@ -68,15 +68,17 @@ def _body(argv: list[str]) -> int:
         model = read_any_model(opts["model"])
     except (OSError, ValueError) as e:
         error = e
-    if error is None and opts["probability"] and not getattr(model, "has_probability", False):
-        error = ValueError("Model does not support probabiliy estimates")  # svm-predict's words
+    svm_type = getattr(model, "svm_type", None)  # (None: LIBLINEAR's)
+    if error is None and opts["probability"] and not model.has_probability:
+        error = ValueError(  # svm-predict's words, or LIBLINEAR's predict's
+            "Model does not support probabiliy estimates"
+            if svm_type
+            else "probability output is only supported for logistic regression"
+        )
     comm.agree(error)
-    if (
-        comm.rank == 0
-        and not (opts["probability"] or opts["quiet"])
-        and getattr(model, "has_probability", False)
-    ):
-        print("Model supports probability estimates, but disabled in prediction.")  # as LIBSVM
+    if comm.rank == 0 and not (opts["probability"] or opts["quiet"]) and svm_type:
+        if model.has_probability:  # as svm-predict (LIBLINEAR's predict says nothing)
+            print("Model supports probability estimates, but disabled in prediction.")
     # by default, as LIBSVM: a feature the model never saw adds to an RBF row's norm
     width = model.n_features if opts["strict"] else None
     gram, need = None, 0
@@ -105,7 +107,7 @@ def _body(argv: list[str]) -> int:
             reason = "holds feature index 0, which the model has not seen (--strict-features)"
             comm.agree(LibsvmFormatError(opts["test"], None, reason))
         model, shard = model.zero_based(), shard.zero_based()
-    regression = getattr(model, "svm_type", "c_svc") in REGRESSORS
+    regression = svm_type in REGRESSORS
     if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line
         if comm.rank == 0 and not opts["quiet"]:
             print(f"{LAPLACE}={float(model.meta['probA'][0]):g}")
@@ -114,7 +116,7 @@ def _body(argv: list[str]) -> int:
         prob = comm.gatherv(prob.ravel())
         head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
         n_cols = model.classes.size
-        if model.svm_type == "one_class":  # svm-predict 3.3x: P(normal), P(outlier)
+        if svm_type == "one_class":  # svm-predict 3.3x: P(normal), P(outlier)
             head, n_cols = "label normal outlier\n", 2
     else:
         pred = np.asarray(model.predict(shard.X) if shard.n_local else [], dtype=np.float64)

@@ -135,6 +135,8 @@ def parse_args(argv: list[str]) -> dict:
         if opts.get("heuristic", "none") != "none":
             raise UsageError(f"-h 0 contradicts --heuristic {opts['heuristic']}")
         opts["heuristic"] = "none"
+    elif "shrinking" in opts and opts.get("heuristic") == "none":
+        raise UsageError("-h 1 contradicts --heuristic none")
     return opts
 
 

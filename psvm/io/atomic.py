@@ -7,16 +7,20 @@ is done, rather than after a whole training.
 
 Only a regular file is replaced: a symbolic link's target is (the link stays),
 with its permission bits, and an existing path that is not a regular file
-(``/dev/null``, ``/dev/stdout``, a named pipe) is written in place, as
-LIBSVM's commands write every path.
+(``/dev/null``, a named pipe) is written in place, as LIBSVM's commands write every
+path. A path that names one of the process's open descriptors (``/dev/stdout``,
+``/dev/fd/N``) is written through that descriptor, after what it holds already: the
+file a shell sent stdout to is neither replaced nor truncated.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import secrets
 import stat
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
@@ -52,6 +56,14 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
+    fd = _descriptor(path)
+    if fd is not None:  # what Python buffered for it goes first
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        with os.fdopen(os.dup(fd), mode, **open_kwargs) as f:
+            yield f
+        return
     path, st = _target(path)
     if st is not None and not stat.S_ISREG(st.st_mode):  # a device or a pipe: no file to swap
         with open(path, mode, **open_kwargs) as f:
@@ -86,10 +98,17 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
     a folder are all found.
     """
     path = os.fspath(path)
+    fd = _descriptor(path)
     real, st = _target(path)
     directory, name = os.path.split(real)
     reason = None
-    if st is not None and stat.S_ISDIR(st.st_mode):
+    if fd is not None:
+        try:
+            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+                reason = "its descriptor is open for reading only"
+        except OSError as e:
+            reason = e.strerror or str(e)
+    elif st is not None and stat.S_ISDIR(st.st_mode):
         reason = "it is a folder"
     elif st is not None and not stat.S_ISREG(st.st_mode):  # written in place
         if not os.access(real, os.W_OK):
@@ -109,15 +128,37 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
 def agree_writable(comm, outputs: dict) -> None:
     """Raise on every rank if rank 0, which writes them, cannot write one of ``outputs``.
 
-    ``outputs`` maps a description (``"the model file"``) to a path or None.
-    Collective: one agreement (nothing with one process).
+    ``outputs`` maps a description (``"the model file"``) to a path or None; two that name
+    one file are refused. Collective: one agreement (nothing with one process).
     """
-    error = None
+    error, files = None, {}
     if comm.rank == 0:
         for what, path in outputs.items():
-            if path is not None and error is None:
-                error = writable_error(path, what)
+            if path is None or error is not None:
+                continue
+            error = writable_error(path, what)
+            real, st = _target(path)
+            if st is None or (stat.S_ISREG(st.st_mode) and _descriptor(path) is None):
+                if real in files:  # the later write would replace the first
+                    reason = f"it is {files[real]} too"
+                    error = OutputPathError(f"cannot write {what} {os.fspath(path)!r}: {reason}")
+                files[real] = what
     comm.agree(error)
+
+
+_STD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
+def _descriptor(path: str | os.PathLike) -> int | None:
+    """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``), else None. Opened by name, such a path would reach the file
+    behind the descriptor: replaced, the shell's redirection would write to a deleted file."""
+    path = os.path.abspath(os.fspath(path))
+    if path in _STD_STREAMS:
+        return _STD_STREAMS[path]
+    folder, _, n = path.rpartition("/")
+    own = ("/dev/fd", "/proc/self/fd", f"/proc/{os.getpid()}/fd")
+    return int(n) if n.isdigit() and folder in own else None
 
 
 def _target(path: str | os.PathLike) -> tuple[str, os.stat_result | None]:

@@ -9,7 +9,9 @@ global row order kept (rank r owns rows ``offsets[r]:offsets[r + 1]``).
 
 from __future__ import annotations
 
+import io
 import os
+import stat
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,7 @@ from psvm.io.gram_rows import (
 )
 from psvm.io.libsvm_format import (
     LibsvmFormatError,
+    _line_start_at_or_after,
     data_line_number,
     parse_block,
     read_byte_range,
@@ -267,10 +270,14 @@ def load_shard(
     if n_features is not None and (int(n_features) != n_features or n_features < 1):
         comm.agree(ValueError(f"n_features must be a positive integer, got {n_features!r}"))
 
-    comm.agree(_check_readable(path))
-    raw = _decompress_once_per_node(comm, path)
+    # a pipe or /dev/stdin: only rank 0 reads it (mpiexec gives stdin to rank 0 alone)
+    stream = comm.bcast_obj(comm.rank == 0 and _is_stream(path))
+    comm.agree(_check_readable(path) if comm.rank == 0 or not stream else None)
+    raw = path if stream else _decompress_once_per_node(comm, path)
 
-    parsed, block, lines_before = _parse_own_lines(comm, path, raw, n_features, gram, allow_zero)
+    parsed, block, lines_before = _parse_own_lines(
+        comm, path, raw, n_features, gram, allow_zero, stream
+    )
     if model_labels:
         comm.agree(_label_error(path, parsed, block, lines_before))
     base = 0 if allow_zero and comm.max_(int(parsed.has_zero)) else 1
@@ -321,13 +328,17 @@ def load_shard(
     )
 
 
-def _parse_own_lines(comm: Comm, path: str, raw: str, n_features, gram, allow_zero: bool):
-    """Parse this rank's byte range of ``raw``: (parsed, block, lines before it); a bad line
-    on any rank raises on every rank."""
-    err, parsed, block = None, None, b""
+def _parse_own_lines(
+    comm: Comm, path: str, raw: str, n_features, gram, allow_zero: bool, stream: bool = False
+):
+    """Parse this rank's byte range of ``raw`` (a ``stream``: the lines rank 0 deals out):
+    (parsed, block, lines before it); a bad line on any rank raises on every rank."""
+    err, parsed = None, None
+    block = _stream_block(comm, raw) if stream else b""
     try:
-        start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
-        block = read_byte_range(raw, start, end)
+        if not stream:
+            start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
+            block = read_byte_range(raw, start, end)
         parsed = parse_block(
             block,
             n_features_limit=n_features,
@@ -397,6 +408,35 @@ def _gram_error(path, parsed, block, lines_before, train, n_cols, need, serials=
     value = float(parsed.data[parsed.indptr[row]]) if code in (SERIAL_RANGE, SERIAL_FRACTION) else 0
     line = lines_before + data_line_number(block, row)
     return LibsvmFormatError(path, line, bad_row_reason(code, a, b, value, train))
+
+
+def _is_stream(path: str) -> bool:
+    """Whether ``path`` is read as a stream (a pipe, a terminal): no size, no seeking."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False  # (:func:`_check_readable` says why)
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _stream_block(comm: Comm, path: str) -> bytes:
+    """This rank's lines of a stream: rank 0 reads it whole and deals it out in byte ranges
+    that start lines, as :func:`split_byte_ranges` and :func:`read_byte_range` split a file
+    (collective)."""
+    data, err = b"", None
+    if comm.rank == 0:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            err = e
+    comm.agree(err)
+    counts = np.zeros(comm.size, dtype=np.int64)
+    if comm.rank == 0:
+        f, size = io.BytesIO(data), len(data)
+        ranges = split_byte_ranges(size, comm.size)
+        counts = np.diff([*(_line_start_at_or_after(f, s, size) for s, _ in ranges), size])
+    return comm.alltoallv(np.frombuffer(data, dtype=np.uint8), counts).tobytes()
 
 
 def _check_readable(path: str) -> OSError | None:

@@ -9,6 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 
 SOLVER_TYPE = "L2R_L1LOSS_SVC_DUAL"  # LIBLINEAR's -s 3: the problem psvm's SGD solves
+LOGISTIC = ("L2R_LR", "L1R_LR", "L2R_LR_DUAL")  # LIBLINEAR's models with probabilities
 
 
 def to_width(X, n_features: int):
@@ -58,7 +59,28 @@ class LinearModel:
         return np.asarray(to_width(X, self.n_features) @ self.coef.T) + self.intercept
 
     def predict(self, X) -> np.ndarray:
-        dec = self.decision_function(X)
+        return self._labels(self.decision_function(X))
+
+    def _labels(self, dec: np.ndarray) -> np.ndarray:
         if dec.shape[1] == 1:
             return np.where(dec[:, 0] > 0, self.classes[0], self.classes[1])
         return self.classes[np.argmax(dec, axis=1)]
+
+    @property
+    def has_probability(self) -> bool:
+        """Whether LIBLINEAR's ``predict -b 1`` gives probabilities: logistic regression."""
+        return self.solver_type in LOGISTIC
+
+    def predict_proba(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """LIBLINEAR's ``predict_probability``: (labels, probabilities), columns in ``classes``
+        order. Each model's sigmoid 1 / (1 + exp(-dec)); two classes take the second as 1
+        minus the first, more are divided by their sum (one-vs-rest)."""
+        if not self.has_probability:
+            raise ValueError("probability output is only supported for logistic regression")
+        dec = self.decision_function(X)
+        prob = 1.0 / (1.0 + np.exp(-dec))
+        if dec.shape[1] == 1:
+            prob = np.column_stack((prob[:, 0], 1.0 - prob[:, 0]))
+        else:
+            prob /= prob.sum(axis=1, keepdims=True)
+        return self._labels(dec), prob

@@ -83,3 +83,38 @@ def test_writable_error_names_what_cannot_be_written(tmp_path):
     assert "it is a folder" in str(writable_error(tmp_path))
     assert "does not exist" in str(writable_error(tmp_path / "no" / "m.model"))
     assert writable_error(tmp_path / "m.model") is None
+
+
+def test_a_descriptor_s_path_is_written_through_it(tmp_path):
+    """/dev/fd/N and /proc/self/fd/N name an open descriptor (/dev/stdout links to one):
+    written after what it holds, its file neither replaced (a shell's redirection would go
+    on into a deleted file) nor truncated."""
+    log = tmp_path / "log"
+    with open(log, "w") as f:
+        f.write("before\n")
+        f.flush()
+        for path in (f"/dev/fd/{f.fileno()}", f"/proc/self/fd/{f.fileno()}"):
+            assert writable_error(path) is None
+            with write_atomic(path) as out:
+                out.write("model\n")
+        f.write("after\n")
+    assert log.read_text() == "before\nmodel\nmodel\nafter\n"
+    with open(log) as f:
+        assert "open for reading only" in str(writable_error(f"/dev/fd/{f.fileno()}"))
+    assert "Bad file descriptor" in str(writable_error("/dev/fd/987654"))
+    assert os.listdir(tmp_path) == ["log"]
+
+
+def test_two_outputs_of_one_file_are_refused(tmp_path):
+    """``psvm-train --stats m data m``: the statistics would replace the model. A link to the
+    file is the file; /dev/null takes both."""
+    from psvm.comm import Comm
+    from psvm.io.atomic import OutputPathError, agree_writable
+
+    (tmp_path / "link").symlink_to("m")
+    comm = Comm()
+    for other in (tmp_path / "m", tmp_path / "link"):
+        with pytest.raises(OutputPathError, match="it is the model file too"):
+            agree_writable(comm, {"the model file": tmp_path / "m", "the --stats file": other})
+    agree_writable(comm, {"the model file": tmp_path / "m", "the --stats file": tmp_path / "s"})
+    agree_writable(comm, {"the model file": os.devnull, "the --stats file": os.devnull})

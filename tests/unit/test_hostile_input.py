@@ -189,6 +189,7 @@ def test_read_libsvm_error_names_file_and_line(content, seed):
         (["-w1", "-2"], "option -w1: class_weight[1.0] must be > 0"),
         (["-h", "2"], "shrinking must be 0 or 1"),
         (["-h", "0", "--heuristic", "lazy"], "contradicts"),
+        (["-h", "1", "--heuristic", "none"], "-h 1 contradicts --heuristic none"),
         (["-b", "2"], "probability_estimates must be 0 or 1"),
         (["--solver", "qp"], "--solver qp"),
         (["--epochs", "3"], "unknown option --epochs: it is an option of --solver sgd"),
