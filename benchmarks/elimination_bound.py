@@ -27,7 +27,7 @@ Two more columns say what the rest of H's time is made of. ``overhead s``: the m
 H's reconstruction and window-cut seconds, work that ``none`` never does and the bound
 counts as free; ``share w/o`` is the share H would reach if that work cost nothing.
 ``rows/earliest``: H's active rows over ``earliest``'s after the half-way iteration
-(iterations weighted alike); near 1, H's windows are as small as the rule allows, so
+(summed over ``earliest``'s trace points); near 1, H's windows are as small as the rule allows, so
 its iterations there cannot get much cheaper by eliminating earlier.
 """
 

@@ -569,9 +569,11 @@ def test_a_pipe_is_read_as_its_file(tmp_path, n):
         writers.append(subprocess.Popen(["sh", "-c", 'exec cat "$0" > "$1"', path, fifo]))
         return fifo
 
-    def run(module, args, stdin=None):
+    def run(module, args, stdin=None, fds=()):
         cmd = [*launch, sys.executable, "-m", module, *map(str, args)]
-        r = subprocess.run(cmd, input=stdin, capture_output=True, timeout=120, env=env)
+        r = subprocess.run(
+            cmd, input=stdin, capture_output=True, timeout=120, env=env, pass_fds=fds
+        )
         assert r.returncode == 0, r.stderr.decode()
         return r.stdout.decode()
 
@@ -588,6 +590,10 @@ def test_a_pipe_is_read_as_its_file(tmp_path, n):
         assert run(PREDICT, [predict, tmp_path / "file.model", out], predict_in) == said
         assert out.read_bytes() == (tmp_path / "file.out").read_bytes()
     assert [w.wait(timeout=60) for w in writers] == [0] * len(writers)
+    with open(data, "rb") as f:  # a file given as rank 0's descriptor: another in each rank
+        fd = f.fileno()
+        run(TRAIN, ["-q", f"/dev/fd/{fd}", tmp_path / "fd.model"], fds=(fd,))
+    assert (tmp_path / "fd.model").read_bytes() == (tmp_path / "file.model").read_bytes()
 
 
 def test_output_to_dev_stdout_follows_what_stdout_holds(tmp_path):

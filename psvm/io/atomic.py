@@ -9,8 +9,9 @@ Only a regular file is replaced: a symbolic link's target is (the link stays),
 with its permission bits, and an existing path that is not a regular file
 (``/dev/null``, a named pipe) is written in place, as LIBSVM's commands write every
 path. A path that names one of the process's open descriptors (``/dev/stdout``,
-``/dev/fd/N``) is written through that descriptor, after what it holds already: the
-file a shell sent stdout to is neither replaced nor truncated.
+``/dev/fd/N``) is written through that descriptor, at its position (after what a shell's
+``>`` or ``>>`` put there): the file a shell sent stdout to is neither replaced nor
+truncated.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     Yields
     ------
     file : file object
-        Write to it; it is flushed, fsynced and closed before the rename.
+        Write to it; it is flushed, fsynced and closed before the rename (a path naming a
+        descriptor of this process is written through it, without either).
 
     Examples
     --------
@@ -56,7 +58,7 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
-    fd = _descriptor(path)
+    fd = descriptor(path)
     if fd is not None:  # what Python buffered for it goes first
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
@@ -98,7 +100,7 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
     a folder are all found.
     """
     path = os.fspath(path)
-    fd = _descriptor(path)
+    fd = descriptor(path)
     real, st = _target(path)
     directory, name = os.path.split(real)
     reason = None
@@ -137,19 +139,31 @@ def agree_writable(comm, outputs: dict) -> None:
             if path is None or error is not None:
                 continue
             error = writable_error(path, what)
-            real, st = _target(path)
-            if st is None or (stat.S_ISREG(st.st_mode) and _descriptor(path) is None):
-                if real in files:  # the later write would replace the first
-                    reason = f"it is {files[real]} too"
-                    error = OutputPathError(f"cannot write {what} {os.fspath(path)!r}: {reason}")
-                files[real] = what
+            key = _file_key(path)
+            if key is not None and key in files:  # the later write would replace the first
+                reason = f"it is {files[key]} too"
+                error = OutputPathError(f"cannot write {what} {os.fspath(path)!r}: {reason}")
+            if key is not None:
+                files.setdefault(key, what)
     comm.agree(error)
+
+
+def _file_key(path) -> tuple | str | None:
+    """What names the file a write to ``path`` lands in: an existing regular file's device
+    and inode (links, hard links and descriptors alike), a new file's real path; None for
+    a device or pipe, which several outputs may share (``/dev/null``)."""
+    fd = descriptor(path)
+    try:
+        st = os.fstat(fd) if fd is not None else os.stat(path)
+    except OSError:
+        return None if fd is not None else _target(path)[0]
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
 
 
 _STD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 
-def _descriptor(path: str | os.PathLike) -> int | None:
+def descriptor(path: str | os.PathLike) -> int | None:
     """The descriptor of this process that ``path`` names (``/dev/stdout``, ``/dev/fd/N``,
     ``/proc/self/fd/N``), else None. Opened by name, such a path would reach the file
     behind the descriptor: replaced, the shell's redirection would write to a deleted file."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from psvm.io.atomic import descriptor
 from psvm.io.gram_rows import (
     SERIAL_FRACTION,
     SERIAL_RANGE,
@@ -271,7 +272,8 @@ def load_shard(
         comm.agree(ValueError(f"n_features must be a positive integer, got {n_features!r}"))
 
     # a pipe or /dev/stdin: only rank 0 reads it (mpiexec gives stdin to rank 0 alone)
-    stream = comm.bcast_obj(comm.rank == 0 and _is_stream(path))
+    # (a descriptor's path names another file in each process: rank 0's is read, as a stream)
+    stream = comm.bcast_obj(comm.rank == 0 and (_is_stream(path) or descriptor(path) is not None))
     comm.agree(_check_readable(path) if comm.rank == 0 or not stream else None)
     raw = path if stream else _decompress_once_per_node(comm, path)
 
@@ -411,7 +413,8 @@ def _gram_error(path, parsed, block, lines_before, train, n_cols, need, serials=
 
 
 def _is_stream(path: str) -> bool:
-    """Whether ``path`` is read as a stream (a pipe, a terminal): no size, no seeking."""
+    """Whether ``path`` is read as a stream (a pipe, a terminal, another device): no size,
+    no seeking."""
     try:
         mode = os.stat(path).st_mode
     except OSError:

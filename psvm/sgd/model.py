@@ -78,7 +78,8 @@ class LinearModel:
         if not self.has_probability:
             raise ValueError("probability output is only supported for logistic regression")
         dec = self.decision_function(X)
-        prob = 1.0 / (1.0 + np.exp(-dec))
+        with np.errstate(over="ignore"):  # exp(-dec) = inf: probability 0, as LIBLINEAR's
+            prob = 1.0 / (1.0 + np.exp(-dec))
         if dec.shape[1] == 1:
             prob = np.column_stack((prob[:, 0], 1.0 - prob[:, 0]))
         else:

@@ -106,15 +106,21 @@ def test_a_descriptor_s_path_is_written_through_it(tmp_path):
 
 
 def test_two_outputs_of_one_file_are_refused(tmp_path):
-    """``psvm-train --stats m data m``: the statistics would replace the model. A link to the
-    file is the file; /dev/null takes both."""
+    """``psvm-train --stats m data m``: the statistics would replace the model. A link, a
+    hard link or a descriptor of the file is the file; /dev/null takes both."""
     from psvm.comm import Comm
     from psvm.io.atomic import OutputPathError, agree_writable
 
-    (tmp_path / "link").symlink_to("m")
     comm = Comm()
-    for other in (tmp_path / "m", tmp_path / "link"):
-        with pytest.raises(OutputPathError, match="it is the model file too"):
-            agree_writable(comm, {"the model file": tmp_path / "m", "the --stats file": other})
+    with pytest.raises(OutputPathError, match="it is the model file too"):  # no file yet
+        agree_writable(comm, {"the model file": tmp_path / "m", "the --stats file": tmp_path / "m"})
+    (tmp_path / "m").write_text("old\n")
+    (tmp_path / "link").symlink_to("m")
+    os.link(tmp_path / "m", tmp_path / "hard")
+    with open(tmp_path / "m", "a") as f:
+        for other in ("m", "link", "hard", f"/dev/fd/{f.fileno()}"):
+            with pytest.raises(OutputPathError, match="it is the model file too"):
+                outputs = {"the model file": tmp_path / "m", "the --stats file": tmp_path / other}
+                agree_writable(comm, outputs)
     agree_writable(comm, {"the model file": tmp_path / "m", "the --stats file": tmp_path / "s"})
     agree_writable(comm, {"the model file": os.devnull, "the --stats file": os.devnull})
