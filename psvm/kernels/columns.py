@@ -194,8 +194,11 @@ def table_rows(x_idx, x_val, x_sq, XT8, sq_norms, table, acc, out, lo, hi):
         sq = sq_norms[b0 : b0 + m]
         for t in range(m):  # the table's positions n < table.size <= 4096, in int16: vector code
             d[t] = np.int16(b + np.int32(sq[t]) - 2 * np.int32(d[t]))
-        for t in range(m):  # then the look-ups alone (one loop of both was scalar: 20% slower)
-            o[t] = table[d[t]]
+        # then the look-ups alone (one loop of both was scalar: 20% slower), by unsigned
+        # positions (n >= 0), which skip numba's negative-index test: w8a 0.86 -> 0.73 ns a value
+        # (not by a view of d: a cached loop with one loads numba's array module at start)
+        for t in range(m):
+            o[t] = table[np.uint16(d[t])]
 
 
 # -- a whole column in threads: each thread its range of blocks, by the serial functions

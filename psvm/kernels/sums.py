@@ -199,7 +199,7 @@ def _table_row(r, indptr, indices, data, sq, fmap, FT8, f_n, at, acc, ks, vs):
     int_dots(acc[:n_f], FT8, ks, vs, m, 0)
     b = np.int64(sq[r])
     for s in range(n_f):
-        at[s] = f_n[s] + b - 2 * np.int64(acc[s])
+        at[s] = np.uint16(f_n[s] + b - 2 * np.int64(acc[s]))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -260,7 +260,7 @@ def _serial_scratch(n_used: int, n_f: int) -> tuple:
     predictions took 10% longer with the scratch passed in)."""
     return (
         np.empty((1, n_f)),
-        np.empty(n_f, dtype=np.int64),
+        np.empty(n_f, dtype=np.uint16),  # table positions n < 4096: unsigned, as in table_rows
         np.empty(n_f, dtype=np.int16),
         np.empty(n_used, dtype=np.int64),
         np.empty(n_used),
