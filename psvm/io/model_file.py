@@ -37,6 +37,13 @@ _FILE_KERNELS = {
     "precomputed": "precomputed",
 }
 _KERNEL_TO_FILE = {v: k for k, v in _FILE_KERNELS.items()}
+_KERNEL_FIELDS = {  # the header fields each kernel reads (svm_save_model writes them)
+    "linear": (),
+    "polynomial": ("degree", "gamma", "coef0"),
+    "rbf": ("gamma",),
+    "sigmoid": ("gamma", "coef0"),
+    "precomputed": (),
+}
 _HEADER_KEYS = (
     "svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class",
     "total_sv", "rho", "label", "probA", "probB", "prob_density_marks", "nr_sv",
@@ -109,14 +116,11 @@ def _header_lines(model: SVCModel) -> list[str]:
     """The header exactly as LIBSVM's svm_save_model orders and formats it (no ``label``
     and ``nr_sv`` lines for the types without classes)."""
     labels = [file_label(c) for c in model.classes.tolist()]
-    kernel = model.kernel
-    lines = [f"svm_type {model.svm_type}", f"kernel_type {_KERNEL_TO_FILE[kernel]}"]
-    if kernel == "poly":
-        lines.append(f"degree {model.degree}")
-    if kernel in ("poly", "rbf", "sigmoid"):
-        lines.append(f"gamma {_g(model.gamma)}")
-    if kernel in ("poly", "sigmoid"):
-        lines.append(f"coef0 {_g(model.coef0)}")
+    kernel = _KERNEL_TO_FILE[model.kernel]
+    lines = [f"svm_type {model.svm_type}", f"kernel_type {kernel}"]
+    for key in _KERNEL_FIELDS[kernel]:
+        v = getattr(model, key)
+        lines.append(f"{key} {v}" if key == "degree" else f"{key} {_g(v)}")
     lines += [
         f"nr_class {model.n_classes}",
         f"total_sv {model.support_vectors.shape[0]}",
@@ -324,7 +328,10 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
             f"unknown or unsupported kernel_type {kernel_type!r}; expected one "
             f"of {sorted(_FILE_KERNELS)}",
         )
-    # Defaults for fields LIBSVM omits for kernels that ignore them.
+    # Defaults for fields LIBSVM omits for kernels that ignore them; those a kernel reads,
+    # svm_save_model always writes (LIBSVM would read an unset value, e.g. rbf's gamma).
+    for key in _KERNEL_FIELDS[kernel_type]:
+        values(key, 1)
     out: dict[str, Any] = {
         "kernel": _FILE_KERNELS[kernel_type],
         "gamma": 0.0,
