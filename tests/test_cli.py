@@ -255,6 +255,8 @@ def test_option_table_kinds():
         "--every": "--every needs a value",
         "-w 1": "unknown option -w",
         "-wx 1": "-wx expects a number, got 'x'",
+        "-w1.5 2": "option -w1.5: class labels are integers, got '1.5'",
+        "-winf 2": "option -winf: class labels are integers, got 'inf'",
     }
     for argv, message in bad.items():
         with pytest.raises(UsageError, match=message):

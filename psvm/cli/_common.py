@@ -135,6 +135,8 @@ def parse_options(
             raise UsageError(f"option {flag} needs a value")
         elif kind in (None, WEIGHTS) and weights and flag.startswith("-w") and len(flag) > 2:
             label = number(flag, flag[2:])  # repeated: the weights multiply, as in LIBSVM
+            if not label.is_integer():  # (svm-train's atoi would weight class 1 for -w1.5)
+                raise UsageError(f"option {flag}: class labels are integers, got {flag[2:]!r}")
             opts[weights][label] = opts[weights].get(label, 1.0) * number(flag, value)
         elif kind in (int, float):
             opts[name] = number(flag, value, kind)
