@@ -619,6 +619,28 @@ def test_output_to_dev_stdout_follows_what_stdout_holds(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.txt", "log.txt", "m"]
 
 
+@pytest.mark.parametrize("n", [None, 2])
+def test_a_descriptor_psvm_did_not_inherit_is_refused(tmp_path, n):
+    """``/dev/fd/N`` names one of the process's descriptors; one the command was not started
+    with is psvm's own, here MPICH's PMI socket: refused as an output and as an input, on
+    every rank, before any work (written to, it would have broken the job)."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD)
+    assert run_cli(TRAIN, ["-q", data, tmp_path / "m"], None).returncode == 0
+    fd = "$PMI_FD" if n else "9"  # (one process: 9 is not open, so not the input's case)
+    argvs = {"output": f"{PREDICT} {data} {tmp_path / 'm'} /dev/fd/{fd}"}
+    if n:
+        argvs["input"] = f"{TRAIN} /dev/fd/{fd} {tmp_path / 'x'}"
+    for what, argv in argvs.items():
+        launch = f"exec {sys.executable} -m {argv}"
+        cmd = ["sh", "-c", launch] if n is None else [mpiexec(), "-n", str(n), "sh", "-c", launch]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode == 1, (what, r.stderr)
+        assert "was not open when the command started" in r.stderr, (what, r.stderr)
+        assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.txt", "m"]
+
+
 def test_liblinear_logistic_models_give_probabilities(tmp_path):
     """``psvm-predict -b 1`` on a LIBLINEAR logistic regression model: LIBLINEAR's
     predict_probability (a sigmoid per model; with more than two classes divided by their

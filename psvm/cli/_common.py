@@ -211,6 +211,10 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
     """
     if argv is not None:
         return _protocol(prog, usage, body, list(argv))
+    try:  # the descriptors it was started with, before MPI opens its own (and MPICH's PMI socket)
+        fds = frozenset(int(fd) for fd in os.listdir("/dev/fd")) - {int(os.getenv("PMI_FD", -1))}
+    except (OSError, ValueError):
+        fds = None
     from psvm.threads import share_blas_threads
 
     share_blas_threads()  # before numpy loads (psvm.comm imports it)
@@ -219,7 +223,7 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
     skip_network_memory_hooks()  # (the process is psvm's: its environment too)
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
     defer_numpy_modules()
-    end_process(_protocol(prog, usage, body, sys.argv[1:]))
+    end_process(_protocol(prog, usage, body, sys.argv[1:], fds))
 
 
 # numpy's submodules that scipy's copy of array-api-compat loads and nothing in a CLI run uses
@@ -251,7 +255,13 @@ def defer_numpy_modules() -> None:
         setattr(numpy, name.rpartition(".")[2], module)
 
 
-def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: list[str]) -> int:
+def _protocol(
+    prog: str,
+    usage: str,
+    body: Callable[[list[str]], int],
+    argv: list[str],
+    fds: frozenset[int] | None = None,
+) -> int:
     """``body(argv)``'s exit code, or the code of its error, reported once.
 
     Errors that every rank raises alike (bad options, parameters, input agreed
@@ -259,6 +269,8 @@ def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: lis
     Anything else is a bug or a failure on one rank: under ``mpiexec``,
     ``Comm.guard`` reports it once and ends the whole job, so that no rank waits
     forever in a collective; Ctrl-C prints ``PROG: interrupted`` and exits 130.
+    ``fds``: the descriptors the process started with, which output and input paths may
+    name (:func:`psvm.io.atomic.inherit_descriptors`; None: any).
     """
     from psvm.comm import world
 
@@ -266,6 +278,10 @@ def _protocol(prog: str, usage: str, body: Callable[[list[str]], int], argv: lis
     try:
         comm = world()
         with comm.guard(prog):
+            if fds is not None:
+                from psvm.io.atomic import inherit_descriptors
+
+                inherit_descriptors(fds)
             return body(argv)
     except HelpRequested:
         if comm.rank == 0:

@@ -106,7 +106,8 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
     reason = None
     if fd is not None:
         try:
-            if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            reason = descriptor_error(path)
+            if reason is None and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
                 reason = "its descriptor is open for reading only"
         except OSError as e:
             reason = e.strerror or str(e)
@@ -161,6 +162,23 @@ def _file_key(path) -> tuple | str | None:
 
 
 _STD_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+# the descriptors a command was started with (:func:`inherit_descriptors`); None: any
+_inherited: frozenset[int] | None = None
+
+
+def inherit_descriptors(fds: frozenset[int] | None) -> None:
+    """The descriptors a command was started with (None: any): a path may name only these
+    (``/dev/fd/5`` for a shell's ``5>``), not one MPI opened (a socket, shared memory)."""
+    global _inherited
+    _inherited = fds
+
+
+def descriptor_error(path: str | os.PathLike) -> str | None:
+    """Why ``path``, naming a descriptor, is none of those a command was started with."""
+    fd = descriptor(path)
+    if fd is None or _inherited is None or fd in _inherited:
+        return None
+    return f"descriptor {fd} was not open when the command started"
 
 
 def descriptor(path: str | os.PathLike) -> int | None:

@@ -9,6 +9,7 @@ global row order kept (rank r owns rows ``offsets[r]:offsets[r + 1]``).
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from psvm.io.atomic import descriptor
+from psvm.io.atomic import descriptor, descriptor_error
 from psvm.io.gram_rows import (
     SERIAL_FRACTION,
     SERIAL_RANGE,
@@ -446,6 +447,9 @@ def _check_readable(path: str) -> OSError | None:
     """The error every rank should raise if ``path`` cannot be read, else None."""
     if not os.path.exists(path):
         return FileNotFoundError(2, "No such file or directory", path)
+    reason = descriptor_error(path)  # (one of MPI's, say)
+    if reason is not None:
+        return OSError(errno.EBADF, reason, path)
     if os.path.isdir(path):
         return IsADirectoryError(21, "Is a directory", path)
     if not os.access(path, os.R_OK):
