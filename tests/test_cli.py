@@ -619,6 +619,31 @@ def test_output_to_dev_stdout_follows_what_stdout_holds(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.txt", "log.txt", "m"]
 
 
+def test_a_reader_that_left_changes_nothing(tmp_path):
+    """``psvm-train f m | head -1``: the lines printed after the reader left go nowhere and
+    the run ends as it would have (the model written, status 0); Python raised
+    BrokenPipeError at the next line flushed, reported as a bug, and no model was left.
+    (Under mpiexec, MPICH's mpiexec itself dies of SIGPIPE and ends the job: docs/cli.md.)"""
+    data = Path(__file__).parents[1] / "data" / "breast_cancer.train"
+    runs = {
+        "model": [TRAIN, data, tmp_path / "m"],
+        "folds": [TRAIN, "-v", "3", data],
+        "sgd": [TRAIN, "--solver", "sgd", data, tmp_path / "s"],
+        "predictions": [PREDICT, data, tmp_path / "m", "/dev/stdout"],
+    }
+    for what, (module, *args) in runs.items():
+        cmd = [sys.executable, "-m", module, *map(str, args)]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()  # gone before the first line
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=120) == 0 and err == "", (what, err)
+    for model in ("m", "s"):
+        written = (tmp_path / model).read_bytes()
+        cmd = [sys.executable, "-m", TRAIN, *map(str, runs[{"m": "model", "s": "sgd"}[model]][1:])]
+        subprocess.run(cmd, capture_output=True, check=True, timeout=120)
+        assert (tmp_path / model).read_bytes() == written
+
+
 @pytest.mark.parametrize("n", [None, 2])
 def test_a_descriptor_psvm_did_not_inherit_is_refused(tmp_path, n):
     """``/dev/fd/N`` names one of the process's descriptors; one the command was not started

@@ -218,9 +218,11 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
     from psvm.threads import share_blas_threads
 
     share_blas_threads()  # before numpy loads (psvm.comm imports it)
-    from psvm.comm.process import end_process, skip_network_memory_hooks
+    from psvm.comm.process import ReaderGone, end_process, skip_network_memory_hooks
 
     skip_network_memory_hooks()  # (the process is psvm's: its environment too)
+    if sys.stdout is not None:
+        sys.stdout = ReaderGone(sys.stdout)
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
     defer_numpy_modules()
     end_process(_protocol(prog, usage, body, sys.argv[1:], fds))

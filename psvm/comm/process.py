@@ -74,6 +74,36 @@ def end_process(code: int) -> NoReturn:
     sys.exit(code)  # (not reached)
 
 
+class ReaderGone:
+    """``sys.stdout`` that outlives its reader: once the pipe is closed (``| head``), what is
+    printed goes to /dev/null and the run goes on to write its model (svm-train dies of
+    SIGPIPE without one; Python would raise at the next line flushed)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, self._stream.fileno())  # (the buffered rest is flushed there)
+        os.close(null)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def skip_network_memory_hooks() -> None:
     """Turn UCX's memory hooks off (``UCX_MEM_EVENTS=no``) when every rank of the job runs
     on this node, unless the user set them; call it before MPI loads.

@@ -63,8 +63,17 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
-        with os.fdopen(os.dup(fd), mode, **open_kwargs) as f:
+        f = os.fdopen(os.dup(fd), mode, **open_kwargs)
+        try:
             yield f
+            f.flush()
+        except BrokenPipeError:  # the reader left (``| head``): the rest is not wanted
+            pass
+        finally:
+            try:
+                f.close()
+            except BrokenPipeError:
+                pass
         return
     path, st = _target(path)
     if st is not None and not stat.S_ISREG(st.st_mode):  # a device or a pipe: no file to swap
