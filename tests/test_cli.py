@@ -619,6 +619,33 @@ def test_output_to_dev_stdout_follows_what_stdout_holds(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.txt", "log.txt", "m"]
 
 
+@pytest.mark.parametrize("n", [None, 2])
+def test_an_output_that_names_an_input_is_refused(tmp_path, n):
+    """``psvm-train f f``, ``psvm-predict t m t``: the output would replace the data (LIBSVM
+    writes over it). Refused before any work, also through a hard link; the input unchanged."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD)
+    assert run_cli(TRAIN, ["-q", data, tmp_path / "m"], None).returncode == 0
+    os.link(data, tmp_path / "link.txt")
+    cases = [
+        (TRAIN, ["-q", data, data], "the model file", "the training file"),
+        (
+            TRAIN,
+            ["-q", "--solver", "sgd", data, tmp_path / "link.txt"],
+            "the model file",
+            "the training file",
+        ),
+        (PREDICT, [data, tmp_path / "m", data], "the output file", "the test file"),
+        (PREDICT, [data, tmp_path / "m", tmp_path / "m"], "the output file", "the model file"),
+    ]
+    model = (tmp_path / "m").read_bytes()
+    for module, args, output, inp in cases:
+        r = run_cli(module, args, n, timeout=120)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert f"cannot write {output} '{args[-1]}': it is {inp} too" in r.stderr, r.stderr
+    assert data.read_text() == GOOD and (tmp_path / "m").read_bytes() == model
+
+
 def test_a_reader_that_left_changes_nothing(tmp_path):
     """``psvm-train f m | head -1``: the lines printed after the reader left go nowhere and
     the run ends as it would have (the model written, status 0); Python raised

@@ -62,7 +62,8 @@ def _body(argv: list[str]) -> int:
     opts = parse_args(argv)
     comm = world()
     apply_threads(None, comm)  # the node's cores shared by its ranks, as psvm-train
-    agree_writable(comm, {"the output file": opts["output"]})
+    inputs = {"the test file": opts["test"], "the model file": opts["model"]}
+    agree_writable(comm, {"the output file": opts["output"]}, inputs)
     model, error = None, None
     try:  # LIBLINEAR's format (psvm-train --solver sgd) or LIBSVM's
         model = read_any_model(opts["model"])

@@ -205,6 +205,7 @@ def _body(argv: list[str]) -> int:
             "the --stats file": opts.get("stats"),
             "the --checkpoint file": opts.get("checkpoint"),
         },
+        {"the training file": opts["train"]},
     )
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = progress_log(comm.rank == 0 and not opts["quiet"])

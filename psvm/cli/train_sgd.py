@@ -98,7 +98,11 @@ def body(argv: list[str]) -> int:
     with flag_named(FLAGS):  # parameter errors before any file is read
         validate_sgd_params(**cfg_args)
         check_class_weights(opts["class_weight"], zero_ok=True)
-    agree_writable(comm, {"the model file": opts["model"], "the --stats file": opts.get("stats")})
+    agree_writable(
+        comm,
+        {"the model file": opts["model"], "the --stats file": opts.get("stats")},
+        {"the training file": opts["train"]},
+    )
     n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
     log = progress_log(comm.rank == 0 and not opts["quiet"])
     t0 = time.perf_counter()

@@ -137,14 +137,19 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
     return None if reason is None else OutputPathError(f"cannot write {what} {path!r}: {reason}")
 
 
-def agree_writable(comm, outputs: dict) -> None:
+def agree_writable(comm, outputs: dict, inputs: dict | None = None) -> None:
     """Raise on every rank if rank 0, which writes them, cannot write one of ``outputs``.
 
     ``outputs`` maps a description (``"the model file"``) to a path or None; two that name
-    one file are refused. Collective: one agreement (nothing with one process).
+    one file are refused, and so is one that names a file of ``inputs`` (alike), which it
+    would replace (``psvm-train f f``). Collective: one agreement (nothing with one process).
     """
     error, files = None, {}
     if comm.rank == 0:
+        for what, path in (inputs or {}).items():
+            key = None if path is None else _file_key(path)
+            if isinstance(key, tuple):  # an existing regular file
+                files.setdefault(key, what)
         for what, path in outputs.items():
             if path is None or error is not None:
                 continue
