@@ -186,6 +186,7 @@ def test_test_file_with_more_features_than_the_model(tmp_path):
         (["-s", "5", "f"], "svm_type must be 0, 1, 2, 3 or 4"),
         (["-x", "1", "f"], "unknown option -x"),
         ([], "expected training_set_file"),
+        (["f", "m", "-c", "10"], "options go before the file names: '-c' came after"),
     ],
 )
 def test_bad_options_name_the_parameter(tmp_path, argv, fragment):

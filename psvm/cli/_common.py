@@ -153,10 +153,16 @@ def parse_train_args(
     """Options by ``flags``, then ``training_set_file [model_file]`` as LIBSVM's svm-train."""
     opts, rest = parse_options(argv, flags, context=context, advice=advice)
     if len(rest) not in (1, 2):
-        raise UsageError("expected training_set_file [model_file]")
+        raise UsageError("expected training_set_file [model_file]" + late_options(rest))
     opts["train"] = rest[0]
     opts["model"] = rest[1] if len(rest) == 2 else default_model_name(rest[0])
     return opts
+
+
+def late_options(files: list[str]) -> str:
+    """A hint when what follows the first file name looks like an option."""
+    late = next((a for a in files[1:] if a.startswith("-") and len(a) > 1), None)
+    return "" if late is None else f" (options go before the file names: {late!r} came after)"
 
 
 def default_model_name(train: str) -> str:

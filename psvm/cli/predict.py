@@ -12,6 +12,7 @@ from psvm.cli._common import (
     LAPLACE,
     HelpRequested,
     UsageError,
+    late_options,
     number,
     run_main,
     unknown_option,
@@ -45,7 +46,7 @@ def parse_args(argv: list[str]) -> dict:
         else:
             raise unknown_option(argv[k], ("-b", "-q", "--strict-features"), "psvm-predict")
     if len(argv) - k != 3:
-        raise UsageError("expected test_file model_file output_file")
+        raise UsageError("expected test_file model_file output_file" + late_options(argv[k:]))
     opts["test"], opts["model"], opts["output"] = argv[k:]
     return opts
 
