@@ -233,8 +233,9 @@ def test_report_on_a_users_file_sorted_by_class(tmp_path, monkeypatch):
     assert psvm and all(r["returncode"] == 0 for r in psvm)
     md = (out / "REPORT.md").read_text()
     assert "### mine" in md and "No elimination bound" in md
-    # one run per configuration: the default's comparisons say the noise is not measured
-    assert "(0%)" not in md and "(not measured: one run per configuration)" in md
+    # one run per configuration: no difference is called beyond a noise never measured
+    assert "(0%)" not in md and "one run per configuration, so the noise is not measured" in md
+    assert "by more than" not in md and "beyond" not in md
 
 
 COMMITTED = Path(__file__).resolve().parents[1] / "heuristics"
