@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 DEFAULTS = {
     "data": "a9a,w8a,ijcnn1",
@@ -104,6 +105,16 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
                     "rename one"
                 )
             names[name] = entry
+        from psvm._params import HEURISTICS, RECONSTRUCTIONS, SELECTIONS
+
+        known = {"heuristics": HEURISTICS, "reconstructions": RECONSTRUCTIONS}
+        known["selections"] = tuple(SELECTIONS)
+        for flag, names in known.items():
+            bad = [v for v in _csv(getattr(a, flag)) if v not in names]
+            if bad:
+                raise SystemExit(
+                    f"psvm-report: --{flag} {','.join(bad)}: unknown; one of {','.join(names)}"
+                )
         combos = grid(a.grid, _csv(a.heuristics), _csv(a.reconstructions), _csv(a.selections))
         if not combos:
             raise SystemExit("psvm-report: the grid is empty after --heuristics/--selections")
@@ -135,6 +146,8 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
             seed=a.seed,
             command=shlex.join(["psvm-report", *argv]),
         )
+    elif not (Path(a.out) / "study.json").is_file():
+        raise SystemExit(f"psvm-report: --build-only: no study in {a.out} (its study.json)")
     path = write_report(a.out, plots=not a.no_plots)
     print(f"wrote {path}")
     return 0

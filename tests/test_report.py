@@ -402,6 +402,9 @@ def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path,
         (["--ranks", "one"], "--ranks one: process counts >= 1"),
         (["--cache", "0"], "--cache 0: must be > 0"),
         (["--data", "{train},{test}"], "--data {train} and {test} are both named"),
+        (["--heuristics", "bogus,frequent"], "--heuristics bogus: unknown; one of none,"),
+        (["--selections", "third"], "--selections third: unknown; one of first,second"),
+        (["--build-only"], "--build-only: no study in"),
     ],
 )
 def test_bad_study_options_stop_before_any_run(tmp_path, args, message):
