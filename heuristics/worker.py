@@ -6,8 +6,10 @@ Each run calls :func:`psvm.cli.train.main` with its argv (wall and CPU
 seconds of that call are recorded per rank): the same code path
 as the ``psvm-train`` command, without paying interpreter start-up and the
 numba cache load once per run (an optional warm-up run, discarded, pays it
-once). Before each run the communicator's per-verb counters are cleared and
-the ranks meet, so the statistics and timers cover that run only. Rank 0
+once). Before each run the garbage of the last is collected (untimed: a pass over
+an approximate run's objective took the next run's load 50 ms), the communicator's
+per-verb counters are cleared and the ranks meet, so the statistics and timers
+cover that run only. Rank 0
 then reads the statistics and the model file, predicts the test file and
 appends the record to ``plan["out"]``.
 
@@ -21,6 +23,7 @@ exact), ``warmup`` (flags or null).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -89,6 +92,7 @@ def main(plan_path: str) -> int:
         train.main(["-q", *plan["warmup"], *tail])
     for run in plan["runs"]:
         argv = ["-q", *run["flags"], *tail]
+        gc.collect()  # the last run's garbage (an approximate run's objective) is not this one's
         comm.allgather_obj(None)  # start together
         comm.counters.clear()
         c0, t0 = cpu_seconds(), time.perf_counter()
