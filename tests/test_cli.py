@@ -647,6 +647,24 @@ def test_an_output_that_names_an_input_is_refused(tmp_path, n):
     assert data.read_text() == GOOD and (tmp_path / "m").read_bytes() == model
 
 
+@pytest.mark.parametrize("n", [None, 2])
+def test_a_feature_past_a_set_width_says_whose_width(tmp_path, n):
+    """The reader knows only the number: the message says whose it is."""
+    data, wide = tmp_path / "d.txt", tmp_path / "wide.txt"
+    data.write_text(GOOD)
+    wide.write_text("1 1:1 17:2\n-1 2:1\n")
+    assert run_cli(TRAIN, ["-q", data, tmp_path / "m"], None).returncode == 0
+    cases = [
+        (PREDICT, ["--strict-features", wide, tmp_path / "m", tmp_path / "o"], "the model's"),
+        (TRAIN, ["--n-features", "5", wide, tmp_path / "x"], "--n-features"),
+        (TRAIN, ["--solver", "sgd", "--n-features", "5", wide, tmp_path / "x"], "--n-features"),
+    ]
+    for module, args, whose in cases:
+        r = run_cli(module, args, n, timeout=120)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert f"{wide}:1: feature index 17 exceeds" in r.stderr and f"({whose}" in r.stderr
+
+
 def test_a_reader_that_left_changes_nothing(tmp_path):
     """``psvm-train f m | head -1``: the lines printed after the reader left go nowhere and
     the run ends as it would have (the model written, status 0); Python raised

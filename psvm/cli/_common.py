@@ -197,6 +197,21 @@ def flag_named(flags: dict) -> Iterator[None]:
         raise ParameterError(f"option {flag}: {e}") from None
 
 
+@contextmanager
+def width_named(whose: str | None) -> Iterator[None]:
+    """A feature index past a width the user set also says whose it is (``--n-features``,
+    the model's): the reader knows only the number. Collective errors stay collective."""
+    from psvm.io.libsvm_format import LibsvmFormatError
+
+    try:
+        yield
+    except LibsvmFormatError as e:
+        if whose is not None and e.reason.startswith("feature index") and " exceeds " in e.reason:
+            e.reason = f"{e.reason} ({whose})"
+            e.args = (str(e),)
+        raise
+
+
 def warn_unknown_weights(comm, class_weight: dict, classes) -> None:
     """LIBSVM's ``WARNING: class label i specified in weight is not found``, for each such -wi.
 
