@@ -107,8 +107,11 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
             names[name] = entry
         from psvm._params import HEURISTICS, RECONSTRUCTIONS, SELECTIONS
 
-        known = {"heuristics": HEURISTICS, "reconstructions": RECONSTRUCTIONS}
-        known["selections"] = tuple(SELECTIONS)
+        known = {
+            "heuristics": HEURISTICS,
+            "reconstructions": RECONSTRUCTIONS,
+            "selections": SELECTIONS,
+        }
         for flag, names in known.items():
             bad = [v for v in _csv(getattr(a, flag)) if v not in names]
             if bad:

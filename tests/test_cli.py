@@ -620,7 +620,7 @@ def test_output_to_dev_stdout_follows_what_stdout_holds(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.txt", "log.txt", "m"]
 
 
-@pytest.mark.parametrize("n", [None, 2])
+@pytest.mark.parametrize("n", [None, 2, 3])
 def test_an_output_that_names_an_input_is_refused(tmp_path, n):
     """``psvm-train f f``, ``psvm-predict t m t``: the output would replace the data (LIBSVM
     writes over it). Refused before any work, also through a hard link; the input unchanged."""
@@ -647,7 +647,7 @@ def test_an_output_that_names_an_input_is_refused(tmp_path, n):
     assert data.read_text() == GOOD and (tmp_path / "m").read_bytes() == model
 
 
-@pytest.mark.parametrize("n", [None, 2])
+@pytest.mark.parametrize("n", [None, 2, 3])  # 3: more ranks than the wide file's rows
 def test_a_feature_past_a_set_width_says_whose_width(tmp_path, n):
     """The reader knows only the number: the message says whose it is."""
     data, wide = tmp_path / "d.txt", tmp_path / "wide.txt"
