@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -104,6 +105,34 @@ def thread_count(n, comm, name: str = "n_threads") -> int:
     return min(n, numba.config.NUMBA_NUM_THREADS)
 
 
+def thread_warning(n, comm, name: str = "n_threads") -> str | None:
+    """Why an explicit thread count ``n`` will not run as asked, or None: numba's pool is
+    smaller (the count is capped), or this node's ranks would run more threads than it has
+    cores. Over two cores, ``mpiexec -n 2`` with 2 threads a rank trained w8a 10x slower
+    than with one: a parallel loop waits for its threads' time slices. The node's ranks are
+    ``comm``'s (a collective), or the launcher's count with ``comm`` None."""
+    import numba
+
+    n = check_threads(n, name)
+    if n is None:
+        return None
+    pool = numba.config.NUMBA_NUM_THREADS
+    if n > pool:
+        has = f"{pool} threads" if pool > 1 else "one thread"
+        return f"{name} {n}: numba's pool has {has} (NUMBA_NUM_THREADS); using {pool}"
+    local = comm.local_size() if comm is not None else launcher_local_ranks()
+    cores = usable_cores()
+    if local * n <= cores:
+        return None
+    ranks = f"{local} ranks" if local > 1 else "one rank"
+    return (
+        f"{name} {n} with {ranks} on this node runs {local * n} threads on "
+        f"{cores} core{'s' if cores > 1 else ''}; "
+        f"they wait for each other's time slices, which can make training many times slower "
+        f"(without {name} the ranks share the cores)"
+    )
+
+
 def apply_threads(n, comm, name: str = "n_threads") -> int:
     """Set numba's thread count to :func:`thread_count` and return it."""
     import numba
@@ -119,6 +148,10 @@ def rank_threads(n, comm, name: str = "n_threads") -> Iterator[int]:
     numba's count is set only when it changes: each set costs microseconds (a small fit's 2%)."""
     import numba
 
+    if n:  # (an explicit count: the default never oversubscribes)
+        warning = thread_warning(n, None, name)
+        if warning is not None:
+            warnings.warn(warning, RuntimeWarning, stacklevel=4)
     old, n = numba.get_num_threads(), thread_count(n, comm, name)
     if n == old:
         yield n

@@ -15,7 +15,7 @@ import re
 
 DECIMAL = re.compile(rb"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
 INDEX = re.compile(rb"[+-]?\d+\Z")
-MAX_INDEX = 2**31
+MAX_INDEX = 2**31 - 1  # svm-train's int; a model file holds the same indices
 
 
 def _finite_decimal(tok: bytes) -> bool:

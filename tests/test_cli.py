@@ -749,3 +749,52 @@ def test_liblinear_logistic_models_give_probabilities(tmp_path):
     r = run_cli(PREDICT, ["-b", "1", test, model, out], None)
     assert r.returncode == 1 and not out.exists()
     assert "probability output is only supported for logistic regression" in r.stderr
+
+
+@pytest.mark.parametrize("n", [None, 3])
+def test_largest_feature_index_round_trips_through_a_model(tmp_path, n):
+    """Index 2**31 - 1 (svm-train's int) trains and its model predicts; 2**31 is refused at its
+    line. 2**31 used to train and write a model that psvm-predict refused."""
+    data = tmp_path / "d.txt"
+    data.write_text("+1 1:0.5 2147483647:1\n-1 1:-0.5\n+1 1:0.7\n-1 1:-0.2 3:1\n")
+    model, out = tmp_path / "m", tmp_path / "out"
+    r = run_cli(TRAIN, ["-q", "-g", "0.5", data, model], n, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "2147483647:1" in model.read_text()
+    r = run_cli(PREDICT, [data, model, out], n, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert len(out.read_text().splitlines()) == 4
+    data.write_text("+1 1:0.5\n-1 1:-0.5 2147483648:1\n")
+    r = run_cli(TRAIN, ["-q", data, model], n, timeout=120)
+    assert r.returncode == 1
+    assert f"{data}:2:" in r.stderr and "too large (max 2147483647)" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("n", [None, 3])
+def test_sgd_refuses_weights_beyond_memory_by_name(tmp_path, n):
+    """One feature index of 2**31 - 1 (three classes: 144 GiB of weights a rank): an error that
+    names the file, on every rank alike, not numpy's MemoryError and a traceback."""
+    data = tmp_path / "d.txt"
+    data.write_text("1 1:0.5 2147483647:1\n2 1:-0.5\n3 1:0.7\n")
+    r = run_cli(TRAIN, ["-q", "--solver", "sgd", data, tmp_path / "m"], n, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{str(data)!r} has feature indices up to 2147483647" in r.stderr, r.stderr
+    assert "3 x 2147483647 weights needs 144.0 GiB on each rank" in r.stderr
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_thread_warnings_print_once_under_mpiexec(tmp_path, n):
+    """-o beyond numba's pool (the suite's launchers make it one thread), or n ranks of -o 1
+    on fewer cores: rank 0 warns once, even under -q; the run goes on."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD * 3)
+    r = run_cli(TRAIN, ["-q", "-o", "2", data, tmp_path / "m"], n, timeout=120)
+    assert r.returncode == 0, r.stderr
+    capped = "psvm-train: warning: -o 2: numba's pool has one thread (NUMBA_NUM_THREADS); using 1"
+    assert r.stderr.splitlines() == [capped]
+    r = run_cli(TRAIN, ["-q", "-o", "1", data, tmp_path / "m"], n, timeout=120)
+    assert r.returncode == 0, r.stderr
+    cores = len(os.sched_getaffinity(0))
+    over = [f"psvm-train: warning: -o 1 with {n} ranks on this node runs {n} threads on {cores} "]
+    assert [line[: len(over[0])] for line in r.stderr.splitlines()] == (over if n > cores else [])

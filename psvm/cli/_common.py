@@ -212,6 +212,18 @@ def width_named(whose: str | None) -> Iterator[None]:
         raise
 
 
+def apply_cli_threads(comm, opts: dict, prog: str) -> int:
+    """``-o``: set this rank's numba threads and return the count, with a warning on rank 0
+    (even under -q, as svm-train's warnings) when they will not run as asked: more than
+    numba's pool, or more threads than the node's cores."""
+    from psvm.threads import apply_threads, thread_warning
+
+    warning = thread_warning(opts.get("n_threads"), comm, "-o")
+    if warning is not None and comm.rank == 0:
+        print(f"{prog}: warning: {warning}", file=sys.stderr, flush=True)
+    return apply_threads(opts.get("n_threads"), comm, name="-o")
+
+
 def warn_unknown_weights(comm, class_weight: dict, classes) -> None:
     """LIBSVM's ``WARNING: class label i specified in weight is not found``, for each such -wi.
 

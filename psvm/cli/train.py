@@ -14,6 +14,7 @@ from psvm.cli._common import (
     SWITCH,
     WEIGHTS,
     UsageError,
+    apply_cli_threads,
     flag_named,
     libsvm_class_order,
     parse_train_args,
@@ -187,7 +188,6 @@ def _body(argv: list[str]) -> int:
     from psvm.io.atomic import agree_writable
     from psvm.stats import Stats, progress_log
     from psvm.svc.checkpoint import make_checkpoint_config
-    from psvm.threads import apply_threads
 
     opts = parse_args(argv)
     comm = world()
@@ -208,7 +208,7 @@ def _body(argv: list[str]) -> int:
         },
         {"the training file": opts["train"]},
     )
-    n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
+    n_threads = apply_cli_threads(comm, opts, "psvm-train")
     log = progress_log(comm.rank == 0 and not opts["quiet"])
     t0 = time.perf_counter()
     shard, classes = _load(comm, opts, params, log)

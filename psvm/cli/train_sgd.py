@@ -15,6 +15,7 @@ from psvm.cli._common import (
     SWITCH,
     WEIGHTS,
     UsageError,
+    apply_cli_threads,
     flag_named,
     libsvm_class_order,
     number,
@@ -84,10 +85,14 @@ def body(argv: list[str]) -> int:
     from psvm.io.shard import load_shard
     from psvm.sgd.model import LinearModel, to_width
     from psvm.sgd.msf import make_policy
-    from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY, SGDState, make_problem
+    from psvm.sgd.problem import (
+        SPARSE_INTERCEPT_DECAY,
+        SGDState,
+        check_model_memory,
+        make_problem,
+    )
     from psvm.sgd.trainer import SGDTrainer
     from psvm.stats import Stats, progress_log, reduce_stats
-    from psvm.threads import apply_threads
 
     opts = parse_args(argv)
     comm = world()
@@ -104,7 +109,7 @@ def body(argv: list[str]) -> int:
         {"the model file": opts["model"], "the --stats file": opts.get("stats")},
         {"the training file": opts["train"]},
     )
-    n_threads = apply_threads(opts.get("n_threads"), comm, name="-o")
+    n_threads = apply_cli_threads(comm, opts, "psvm-train")
     log = progress_log(comm.rank == 0 and not opts["quiet"])
     t0 = time.perf_counter()
     width = opts.get("n_features")
@@ -127,6 +132,8 @@ def body(argv: list[str]) -> int:
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
     prob = make_problem(comm, shard.X, codes, classes.size, class_weight=cw, validation=validation)
+    source = f"{opts['train']!r} has feature indices up to {shard.n_features}"
+    check_model_memory(comm, prob.n_models, shard.n_features, source)
     state = SGDState.zeros(prob.n_models, shard.n_features, opts.get("random_state", 0), comm.rank)
     policy = make_policy(cfg.sync_every, cfg.msf_target)
     with stats.timer("train"):

@@ -35,7 +35,9 @@ _POW10 = np.array([float(10**k) for k in range(23)], dtype=np.float64)
 _W_NAN = np.frombuffer(b"nan", dtype=np.uint8)
 _W_INF = np.frombuffer(b"inf", dtype=np.uint8)
 _W_INFINITY = np.frombuffer(b"infinity", dtype=np.uint8)
-MAX_INDEX = 2**31  # 1-based file indices are stored from 0 in int32 (0-based ones: up to 2**31 - 1)
+# the largest feature index a file may hold: svm-train's int, and what a model file holds
+# and reads back (stored from 0 or 1, every column fits int32)
+MAX_INDEX = 2**31 - 1
 _TWO53 = 2**53
 
 
@@ -240,7 +242,7 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
             st, idx = _parse_index(buf, s, colon)
             if st == 2:
                 return row, nnz, n_slow, ERR_INDEX, line, s, pos, 0, 0
-            if st == 4 or idx - base >= MAX_INDEX:  # (stored from 0 in int32)
+            if st == 4 or idx > MAX_INDEX:
                 return row, nnz, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
             if idx < base:
                 code = ERR_INDEX_LT1 if base == 1 else ERR_INDEX_LT0

@@ -235,8 +235,6 @@ def parse_block(
             reason = reason.replace(">= 1", ">= 0")
         elif (allow_zero and code == ERR_INDEX_LT0) or (code == ERR_INDEX_LT1 and ea < 0):
             reason = f"feature index {ea} is negative"  # (not a precomputed kernel's row)
-        elif base == 0 and code == ERR_INDEX_BIG:  # index 0 is column 0: one less fits
-            reason = reason.replace(f"max {MAX_INDEX}", f"max {MAX_INDEX - 1}")
         return _failed(n_lines, int(eline), reason)
     indices = indices[:nnz]
     has_zero = allow_zero and bool((indices == 0).any())

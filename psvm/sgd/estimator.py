@@ -23,6 +23,7 @@ from psvm.sgd.msf import make_policy
 from psvm.sgd.problem import (
     SPARSE_INTERCEPT_DECAY,
     SGDState,
+    check_model_memory,
     class_shares,
     held_out,
     make_problem,
@@ -334,6 +335,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         (``_cfg`` set)."""
         self.classes_ = data.classes
         n_models = 1 if data.classes.size == 2 else data.classes.size
+        check_model_memory(comm, n_models, data.n_features, f"X has {data.n_features} features")
         self._state = SGDState.zeros(n_models, data.n_features, seed, comm.rank)
         if start is not None:  # (without an intercept now, the last one is dropped)
             self._state.V[:] = start[0]

@@ -8,6 +8,7 @@ runs the epochs over both.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -155,6 +156,30 @@ def make_problem(
         val,
         float(counts[1]),
     )
+
+
+def _physical_memory() -> int | None:
+    """The machine's memory in bytes, where the OS tells it."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_model_memory(comm, n_models: int, n_features: int, source: str) -> None:
+    """Refuse, on every rank alike, a model whose weights cannot fit the machine: a rank holds
+    them twice (the weights and their average) and sums them once more to synchronise. One
+    feature index of 2**31 - 1 in a file made that 48 GiB, and numpy's MemoryError a traceback.
+    ``source`` says where the width comes from ("X has 10 features")."""
+    need, have = 3 * 8 * n_models * n_features, _physical_memory()
+    error = None
+    if have is not None and need > have:
+        error = ValueError(
+            f"{source}: a linear model of {n_models} x {n_features} weights needs "
+            f"{need / 2**30:.1f} GiB on each rank, more than this machine's "
+            f"{have / 2**30:.1f} GiB of memory"
+        )
+    comm.agree(error)
 
 
 @dataclass

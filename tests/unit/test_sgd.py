@@ -712,3 +712,17 @@ def test_cli_validation_file_wider_or_narrower_than_the_training_file(tmp_path, 
         scored = float(last[-1].split("validation accuracy ")[1].split("%")[0])
         assert predict.main([str(val), str(model), str(tmp_path / "out")]) == 0
         assert f"Accuracy = {scored:g}%" in capsys.readouterr().out
+
+
+def test_weights_that_cannot_fit_memory_are_refused_by_name(monkeypatch):
+    """A width whose weights exceed the machine's memory: one ValueError, before numpy's
+    MemoryError (a traceback in the CLI) or a model of 2**31 lines."""
+    import psvm.sgd.problem as problem
+
+    X = sp.csr_matrix(([1.0, 1.0, 1.0], ([0, 1, 2], [0, 1, 2**31 - 2])), shape=(3, 2**31 - 1))
+    with pytest.raises(ValueError, match=r"X has 2147483647 features: .* 3 x 2147483647 weights"):
+        SGDSVC().fit(X, [0, 1, 2])
+    monkeypatch.setattr(problem, "_physical_memory", lambda: 2**30)
+    with pytest.raises(ValueError, match=r"needs 3\.0 GiB on each rank, more than .* 1\.0 GiB"):
+        problem.check_model_memory(Comm(), 2, 2**26, "X")  # (3 copies x 8 bytes x 2 x 2**26)
+    problem.check_model_memory(Comm(), 2, 2**24, "X")  # 0.75 GiB

@@ -227,3 +227,46 @@ def test_the_blas_share_is_set_before_numpy_loads():
     assert out.stdout.strip() == "False"
     source = inspect.getsource(_common.run_main)
     assert source.index("share_blas_threads()") < source.index("from psvm.comm")
+
+
+@pytest.mark.parametrize(
+    "n, local, n_cores, pool, expected",
+    [
+        (None, 4, 2, 8, None),  # the default shares the cores
+        (1, 2, 2, 8, None),
+        (2, 1, 2, 8, None),
+        (2, 2, 2, 8, "-o 2 with 2 ranks on this node runs 4 threads on 2 cores; they wait"),
+        (3, 1, 2, 8, "-o 3 with one rank on this node runs 3 threads on 2 cores"),
+        (4, 1, 8, 2, "-o 4: numba's pool has 2 threads (NUMBA_NUM_THREADS); using 2"),
+        (2, 1, 8, 1, "-o 2: numba's pool has one thread (NUMBA_NUM_THREADS); using 1"),
+    ],
+)
+def test_thread_warning_says_when_a_count_will_not_run_as_asked(
+    monkeypatch, cores, n, local, n_cores, pool, expected
+):
+    """-o 2 under mpiexec -n 2 on two cores trained w8a 10x slower, silently."""
+    cores(n_cores)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", pool)
+    warning = threads.thread_warning(n, Node(local), "-o")
+    assert warning == expected if expected is None else warning.startswith(expected), warning
+
+
+def test_estimators_warn_of_an_oversubscribing_count(monkeypatch, cores, blobs):
+    X, y = blobs
+    cores(1)
+    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", max(TOP, 2))
+    for cls in (psvm.SVC, psvm.SGDSVC):
+        with pytest.warns(RuntimeWarning, match="n_threads 2 with one rank .* on 1 core; "):
+            cls(n_threads=2).fit(X, y)
+
+
+def test_cli_warns_once_even_when_quiet(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "d.txt"
+    data.write_text("+1 1:1\n-1 1:-1\n+1 1:0.5\n-1 1:-0.5\n")
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    assert train.main(["-q", "-o", "3", str(data), str(tmp_path / "m")]) == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "psvm-train: warning: -o 3: numba's pool has one thread (NUMBA_NUM_THREADS); using 1\n"
+    )
