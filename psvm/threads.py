@@ -116,12 +116,12 @@ def thread_warning(n, comm, name: str = "n_threads") -> str | None:
     n = check_threads(n, name)
     if n is None:
         return None
-    pool = numba.config.NUMBA_NUM_THREADS
+    # (first: every rank calls the collective, whatever its pool and cores)
+    local = comm.local_size() if comm is not None else launcher_local_ranks()
+    pool, cores = numba.config.NUMBA_NUM_THREADS, usable_cores()
     if n > pool:
         has = f"{pool} threads" if pool > 1 else "one thread"
         return f"{name} {n}: numba's pool has {has} (NUMBA_NUM_THREADS); using {pool}"
-    local = comm.local_size() if comm is not None else launcher_local_ranks()
-    cores = usable_cores()
     if local * n <= cores:
         return None
     ranks = f"{local} ranks" if local > 1 else "one rank"
