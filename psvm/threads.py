@@ -107,30 +107,36 @@ def thread_count(n, comm, name: str = "n_threads") -> int:
 
 def thread_warning(n, comm, name: str = "n_threads") -> str | None:
     """Why an explicit thread count ``n`` will not run as asked, or None: numba's pool is
-    smaller (the count is capped), or this node's ranks would run more threads than it has
-    cores. Over two cores, ``mpiexec -n 2`` with 2 threads a rank trained w8a 10x slower
-    than with one: a parallel loop waits for its threads' time slices. The node's ranks are
-    ``comm``'s (a collective), or the launcher's count with ``comm`` None."""
+    smaller (the count is capped), or the threads outnumber the cores. Over two cores,
+    ``mpiexec -n 2`` with 2 threads a rank trained w8a 10x slower than with one: a parallel
+    loop waits for its threads' time slices. The node's ranks are ``comm``'s (a collective),
+    or the launcher's count with ``comm`` None. Ranks whose CPU sets together fit the
+    machine are taken as pinned, each to its own set (Open MPI binds ranks to cores)."""
     import numba
 
-    n = check_threads(n, name)
-    if n is None:
+    asked = check_threads(n, name)
+    if asked is None:
         return None
     # (first: every rank calls the collective, whatever its pool and cores)
     local = comm.local_size() if comm is not None else launcher_local_ranks()
     pool, cores = numba.config.NUMBA_NUM_THREADS, usable_cores()
-    if n > pool:
+    used, notes = min(asked, pool), []
+    if asked > pool:
         has = f"{pool} threads" if pool > 1 else "one thread"
-        return f"{name} {n}: numba's pool has {has} (NUMBA_NUM_THREADS); using {pool}"
-    if local * n <= cores:
-        return None
-    ranks = f"{local} ranks" if local > 1 else "one rank"
-    return (
-        f"{name} {n} with {ranks} on this node runs {local * n} threads on "
-        f"{cores} core{'s' if cores > 1 else ''}; "
-        f"they wait for each other's time slices, which can make training many times slower "
-        f"(without {name} the ranks share the cores)"
-    )
+        notes.append(f"numba's pool has {has} (NUMBA_NUM_THREADS); using {pool}")
+    each = f"{used} thread{'s' if used > 1 else ''}"
+    if local > 1 and cores * local <= (os.cpu_count() or cores):  # pinned: its own cores
+        threads, where = used, f"{each} on this rank's"
+    else:
+        threads = local * used
+        where = f"{local} ranks x {each} on" if local > 1 else f"{each} on"
+    if threads > cores:
+        notes.append(
+            f"{where} {cores} core{'s' if cores > 1 else ''}: they wait for each other's "
+            f"time slices, which can make training many times slower (without {name} the "
+            f"ranks share the cores)"
+        )
+    return f"{name} {asked}: " + "; ".join(notes) if notes else None
 
 
 def apply_threads(n, comm, name: str = "n_threads") -> int:

@@ -4,7 +4,7 @@
 expressions and Python's ``float``/``int``, independently of the numba parser:
 ``label idx:val ...``, ``#`` starts a comment, ASCII whitespace separates tokens,
 decimal numbers only (no NaN/inf, hex or ``_``), indices 1-based, strictly
-ascending and at most 2**31, no ``qid:``. A file is valid iff every line is.
+ascending and at most 2**31 - 1, no ``qid:``. A file is valid iff every line is.
 """
 
 from __future__ import annotations

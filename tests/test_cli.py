@@ -772,29 +772,42 @@ def test_largest_feature_index_round_trips_through_a_model(tmp_path, n):
 
 @pytest.mark.parametrize("n", [None, 3])
 def test_sgd_refuses_weights_beyond_memory_by_name(tmp_path, n):
-    """One feature index of 2**31 - 1 (three classes: 144 GiB of weights a rank): an error that
-    names the file, on every rank alike, not numpy's MemoryError and a traceback."""
+    """One feature index of 2**31 - 1 and 64 classes (6 TiB of weights a rank, beyond any CI
+    box): an error that names the file, on every rank alike, not numpy's MemoryError and a
+    traceback; --n-features is named when it sets the width, and refused past the limit."""
     data = tmp_path / "d.txt"
-    data.write_text("1 1:0.5 2147483647:1\n2 1:-0.5\n3 1:0.7\n")
+    data.write_text("".join(f"{c} 1:0.5\n" for c in range(63)) + "63 1:1 2147483647:1\n")
     r = run_cli(TRAIN, ["-q", "--solver", "sgd", data, tmp_path / "m"], n, timeout=120)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert f"{str(data)!r} has feature indices up to 2147483647" in r.stderr, r.stderr
-    assert "3 x 2147483647 weights needs 144.0 GiB on each rank" in r.stderr
+    ranks = "one rank" if n is None else f"{n} ranks"
+    need = 6 * 8 * 64 * (2**31 - 1) * (n or 1) / 2**30
+    assert f"64 x 2147483647 weights needs at least {need:.1f} GiB for {ranks}" in r.stderr
     assert not (tmp_path / "m").exists()
+    flags = ["-q", "--solver", "sgd", "--n-features"]
+    r = run_cli(TRAIN, [*flags, "2147483647", data, tmp_path / "m"], n, timeout=120)
+    assert r.returncode == 1 and "error: --n-features 2147483647: a linear model" in r.stderr
+    r = run_cli(TRAIN, [*flags, "2147483648", data, tmp_path / "m"], n, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "n_features must be an integer in [1, 2147483647], got 2147483648" in r.stderr
 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_thread_warnings_print_once_under_mpiexec(tmp_path, n):
     """-o beyond numba's pool (the suite's launchers make it one thread), or n ranks of -o 1
     on fewer cores: rank 0 warns once, even under -q; the run goes on."""
+    from psvm.threads import usable_cores
+
     data = tmp_path / "d.txt"
     data.write_text(GOOD * 3)
-    r = run_cli(TRAIN, ["-q", "-o", "2", data, tmp_path / "m"], n, timeout=120)
-    assert r.returncode == 0, r.stderr
-    capped = "psvm-train: warning: -o 2: numba's pool has one thread (NUMBA_NUM_THREADS); using 1"
-    assert r.stderr.splitlines() == [capped]
-    r = run_cli(TRAIN, ["-q", "-o", "1", data, tmp_path / "m"], n, timeout=120)
-    assert r.returncode == 0, r.stderr
-    cores = len(os.sched_getaffinity(0))
-    over = [f"psvm-train: warning: -o 1 with {n} ranks on this node runs {n} threads on {cores} "]
-    assert [line[: len(over[0])] for line in r.stderr.splitlines()] == (over if n > cores else [])
+    over = n > usable_cores()  # (the suite's ranks share the machine's cores)
+    for o in ("2", "1"):
+        r = run_cli(TRAIN, ["-q", "-o", o, data, tmp_path / "m"], n, timeout=120)
+        assert r.returncode == 0, r.stderr
+        notes = ["numba's pool has one thread (NUMBA_NUM_THREADS); using 1"] if o == "2" else []
+        if over:
+            notes.append(f"{n} ranks x 1 thread on {usable_cores()} core")
+        lines = r.stderr.splitlines()
+        assert len(lines) == bool(notes), r.stderr
+        if notes:
+            assert lines[0].startswith(f"psvm-train: warning: -o {o}: " + "; ".join(notes))

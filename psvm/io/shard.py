@@ -28,6 +28,7 @@ from psvm.io.gram_rows import (
     max_serial,
 )
 from psvm.io.libsvm_format import (
+    MAX_INDEX,
     LibsvmFormatError,
     _line_start_at_or_after,
     data_line_number,
@@ -269,8 +270,12 @@ def load_shard(
         file (unless ``allow_empty``), or fewer than ``min_classes`` labels.
     """
     path = os.fspath(path)
-    if n_features is not None and (int(n_features) != n_features or n_features < 1):
-        comm.agree(ValueError(f"n_features must be a positive integer, got {n_features!r}"))
+    if n_features is not None and (
+        int(n_features) != n_features or not 1 <= n_features <= MAX_INDEX
+    ):  # (the largest index a file, and a model file, holds)
+        comm.agree(
+            ValueError(f"n_features must be an integer in [1, {MAX_INDEX}], got {n_features!r}")
+        )
 
     # a pipe or /dev/stdin: only rank 0 reads it (mpiexec gives stdin to rank 0 alone)
     # (a descriptor's path names another file in each process: rank 0's is read, as a stream)

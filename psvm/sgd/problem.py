@@ -167,16 +167,19 @@ def _physical_memory() -> int | None:
 
 
 def check_model_memory(comm, n_models: int, n_features: int, source: str) -> None:
-    """Refuse, on every rank alike, a model whose weights cannot fit the machine: a rank holds
-    them twice (the weights and their average) and sums them once more to synchronise. One
-    feature index of 2**31 - 1 in a file made that 48 GiB, and numpy's MemoryError a traceback.
+    """Refuse, on every rank alike, a model whose weights cannot fit the node: a rank holds
+    at least six arrays of them (the weights, their average, the synchronisation's sums of
+    both, the result and its copy), and the node's ranks share its memory (a collective).
+    One feature index of 2**31 - 1 in a file made numpy's MemoryError a traceback.
     ``source`` says where the width comes from ("X has 10 features")."""
-    need, have = 3 * 8 * n_models * n_features, _physical_memory()
+    local = comm.local_size()
+    need, have = 6 * 8 * n_models * n_features * local, _physical_memory()
     error = None
     if have is not None and need > have:
+        ranks = f"{local} ranks" if local > 1 else "one rank"
         error = ValueError(
-            f"{source}: a linear model of {n_models} x {n_features} weights needs "
-            f"{need / 2**30:.1f} GiB on each rank, more than this machine's "
+            f"{source}: a linear model of {n_models} x {n_features} weights needs at least "
+            f"{need / 2**30:.1f} GiB for {ranks} on this node, more than its "
             f"{have / 2**30:.1f} GiB of memory"
         )
     comm.agree(error)

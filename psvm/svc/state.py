@@ -82,8 +82,14 @@ def compact_features(comm, X: sp.csr_matrix) -> sp.csr_matrix:
         used = np.unique(comm.allgatherv(used))
     if used.size in (0, X.shape[1]):
         return X
+    dtype = np.int32 if used.size < 2**31 else np.int64
+    if X.shape[1] > 4 * X.indices.size + 1024:  # a wide, sparse X: a lookup would be the waste
+        return csr_of(
+            X.indptr, np.searchsorted(used, X.indices).astype(dtype), X.data,
+            (X.shape[0], used.size),
+        )  # fmt: skip
     # every local index is used: the map is a lookup (restrict_columns' search: 1.8 ms, digits)
-    column = np.zeros(X.shape[1], dtype=np.int32 if used.size < 2**31 else np.int64)
+    column = np.zeros(X.shape[1], dtype=dtype)
     column[used] = np.arange(used.size)
     return csr_of(X.indptr, column[X.indices], X.data, (X.shape[0], used.size))
 

@@ -513,10 +513,10 @@ def test_python_and_compiled_parsers_agree(content, limit):
 
 
 def test_small_plain_blocks_do_not_compile_the_parser():
-    y, indptr, _, _ = parse_plain(b"1 1:0.5 3:2\n\n-1 2:1e-3\n", 2**31)
+    y, indptr, _, _ = parse_plain(b"1 1:0.5 3:2\n\n-1 2:1e-3\n", 2**31 - 1)
     assert y.tolist() == [1.0, -1.0] and indptr.tolist() == [0, 2, 3]
     for declined in (b"1 1:1 # c\n", b"1 1:nan\n", b"1 2:1 1:1\n", b"1 qid:1\n", b"1 1:1\x0b2:1\n"):
-        assert parse_plain(declined, 2**31) is None
+        assert parse_plain(declined, 2**31 - 1) is None
 
 
 def test_data_line_number_skips_blank_and_comment_lines():

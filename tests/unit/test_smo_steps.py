@@ -178,6 +178,15 @@ def test_one_pass_helpers_match_their_numpy_forms():
     compact, ref = compact_features(Comm(), X), restrict_columns(X, used)
     assert compact.shape == ref.shape and (compact != ref).nnz == 0
     assert np.array_equal(compact.indices, ref.indices)
+    # as wide as a file's index 2**31 - 1 allows: searched, not a lookup of 8 GiB
+    import tracemalloc
+
+    wide = sp.csr_matrix((X.data, X.indices * 1000, X.indptr), shape=(X.shape[0], 2**31 - 1))
+    tracemalloc.start()
+    compact = compact_features(Comm(), wide)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2**24 and np.array_equal(compact.indices, ref.indices), peak
 
     n = 200
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)

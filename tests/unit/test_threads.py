@@ -230,35 +230,42 @@ def test_the_blas_share_is_set_before_numpy_loads():
 
 
 @pytest.mark.parametrize(
-    "n, local, n_cores, pool, expected",
+    "n, local, n_cores, machine, pool, expected",
     [
-        (None, 4, 2, 8, None),  # the default shares the cores
-        (1, 2, 2, 8, None),
-        (2, 1, 2, 8, None),
-        (2, 2, 2, 8, "-o 2 with 2 ranks on this node runs 4 threads on 2 cores; they wait"),
-        (3, 1, 2, 8, "-o 3 with one rank on this node runs 3 threads on 2 cores"),
-        (4, 1, 8, 2, "-o 4: numba's pool has 2 threads (NUMBA_NUM_THREADS); using 2"),
-        (2, 1, 8, 1, "-o 2: numba's pool has one thread (NUMBA_NUM_THREADS); using 1"),
+        (None, 4, 2, 2, 8, None),  # the default shares the cores
+        (1, 2, 2, 2, 8, None),
+        (2, 1, 2, 2, 8, None),
+        (2, 2, 2, 2, 8, "-o 2: 2 ranks x 2 threads on 2 cores: they wait"),
+        (3, 1, 2, 2, 8, "-o 3: 3 threads on 2 cores"),
+        (1, 2, 1, 4, 8, None),  # pinned, a core a rank (Open MPI's binding)
+        (2, 2, 1, 4, 8, "-o 2: 2 threads on this rank's 1 core: they wait"),
+        (4, 1, 8, 8, 2, "-o 4: numba's pool has 2 threads (NUMBA_NUM_THREADS); using 2"),
+        (2, 1, 8, 8, 1, "-o 2: numba's pool has one thread (NUMBA_NUM_THREADS); using 1"),
+        (3, 2, 2, 2, 2, "-o 3: numba's pool has 2 threads (NUMBA_NUM_THREADS); using 2; 2 ranks x"),
     ],
 )
 def test_thread_warning_says_when_a_count_will_not_run_as_asked(
-    monkeypatch, cores, n, local, n_cores, pool, expected
+    monkeypatch, cores, n, local, n_cores, machine, pool, expected
 ):
-    """-o 2 under mpiexec -n 2 on two cores trained w8a 10x slower, silently."""
+    """-o 2 under mpiexec -n 2 on two cores trained w8a 10x slower, silently. The node's
+    collective runs whatever the count (a rank that skipped it would hang the others)."""
     cores(n_cores)
+    monkeypatch.setattr(os, "cpu_count", lambda: machine)
     monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", pool)
-    warning = threads.thread_warning(n, Node(local), "-o")
+    node = Node(local)
+    warning = threads.thread_warning(n, node, "-o")
+    assert node.calls == (n is not None)
     assert warning == expected if expected is None else warning.startswith(expected), warning
 
 
 def test_estimators_warn_of_an_oversubscribing_count(monkeypatch, cores, blobs):
     X, y = blobs
     cores(1)
-    monkeypatch.setenv("MPI_LOCALNRANKS", "1")
-    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", max(TOP, 2))
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    monkeypatch.setenv("MPI_LOCALNRANKS", "2")  # (the launcher's count: no collective)
     for cls in (psvm.SVC, psvm.SGDSVC):
-        with pytest.warns(RuntimeWarning, match="n_threads 2 with one rank .* on 1 core; "):
-            cls(n_threads=2).fit(X, y)
+        with pytest.warns(RuntimeWarning, match="n_threads 1: 2 ranks x 1 thread on 1 core: "):
+            cls(n_threads=1).fit(X, y)
 
 
 def test_cli_warns_once_even_when_quiet(tmp_path, capsys, monkeypatch):
