@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -148,6 +149,18 @@ def apply_threads(n, comm, name: str = "n_threads") -> int:
     return n
 
 
+def _callers_level() -> int:
+    """warnings.warn's stacklevel, from its caller, of the first frame outside psvm and
+    contextlib: the user's line, through however many of psvm's context managers."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in (
+        "psvm",
+        "contextlib",
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 @contextmanager
 def rank_threads(n, comm, name: str = "n_threads") -> Iterator[int]:
     """:func:`thread_count` for the block (it yields the count), then numba's previous count.
@@ -157,7 +170,7 @@ def rank_threads(n, comm, name: str = "n_threads") -> Iterator[int]:
     if n:  # (an explicit count: the default never oversubscribes)
         warning = thread_warning(n, None, name)
         if warning is not None:
-            warnings.warn(warning, RuntimeWarning, stacklevel=4)
+            warnings.warn(warning, RuntimeWarning, stacklevel=_callers_level())
     old, n = numba.get_num_threads(), thread_count(n, comm, name)
     if n == old:
         yield n

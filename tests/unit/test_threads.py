@@ -264,8 +264,9 @@ def test_estimators_warn_of_an_oversubscribing_count(monkeypatch, cores, blobs):
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     monkeypatch.setenv("MPI_LOCALNRANKS", "2")  # (the launcher's count: no collective)
     for cls in (psvm.SVC, psvm.SGDSVC):
-        with pytest.warns(RuntimeWarning, match="n_threads 1: 2 ranks x 1 thread on 1 core: "):
+        with pytest.warns(RuntimeWarning, match="n_threads 1: 2 ranks x 1 thread on 1 core: ") as w:
             cls(n_threads=1).fit(X, y)
+        assert w[0].filename == __file__, w[0].filename  # the user's line, not psvm's
 
 
 def test_cli_warns_once_even_when_quiet(tmp_path, capsys, monkeypatch):
