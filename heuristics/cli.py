@@ -112,11 +112,11 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
             "reconstructions": RECONSTRUCTIONS,
             "selections": SELECTIONS,
         }
-        for flag, names in known.items():
-            bad = [v for v in _csv(getattr(a, flag)) if v not in names]
+        for flag, allowed in known.items():
+            bad = [v for v in _csv(getattr(a, flag)) if v not in allowed]
             if bad:
                 raise SystemExit(
-                    f"psvm-report: --{flag} {','.join(bad)}: unknown; one of {','.join(names)}"
+                    f"psvm-report: --{flag} {','.join(bad)}: unknown; one of {','.join(allowed)}"
                 )
         combos = grid(a.grid, _csv(a.heuristics), _csv(a.reconstructions), _csv(a.selections))
         if not combos:

@@ -197,21 +197,6 @@ def flag_named(flags: dict) -> Iterator[None]:
         raise ParameterError(f"option {flag}: {e}") from None
 
 
-@contextmanager
-def width_named(whose: str | None) -> Iterator[None]:
-    """A feature index past a width the user set also says whose it is (``--n-features``,
-    the model's): the reader knows only the number. Collective errors stay collective."""
-    from psvm.io.libsvm_format import LibsvmFormatError
-
-    try:
-        yield
-    except LibsvmFormatError as e:
-        if whose is not None and e.reason.startswith("feature index") and " exceeds " in e.reason:
-            e.reason = f"{e.reason} ({whose})"
-            e.args = (str(e),)
-        raise
-
-
 def apply_cli_threads(comm, opts: dict, prog: str) -> int:
     """``-o``: set this rank's numba threads and return the count, with a warning on rank 0
     (even under -q, as svm-train's warnings) when they will not run as asked: more than

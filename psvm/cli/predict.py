@@ -16,7 +16,6 @@ from psvm.cli._common import (
     number,
     run_main,
     unknown_option,
-    width_named,
 )
 
 USAGE = (
@@ -92,18 +91,18 @@ def _body(argv: list[str]) -> int:
     elif kernel is not None and width is not None:
         width = model.max_index
     # each rank predicts the lines of its byte range; an empty file predicts nothing, as svm-predict
-    with width_named("the model's, --strict-features" if gram is None and width else None):
-        shard = load_shard(
-            comm,
-            opts["test"],
-            n_features=width,
-            min_classes=0,
-            balance=False,
-            allow_empty=True,
-            gram=gram,
-            gram_columns=need,
-            allow_zero=kernel not in (None, "precomputed"),  # as svm-predict reads index 0
-        )
+    shard = load_shard(
+        comm,
+        opts["test"],
+        n_features=width,
+        width_name="the model's, --strict-features" if gram is None else None,
+        min_classes=0,
+        balance=False,
+        allow_empty=True,
+        gram=gram,
+        gram_columns=need,
+        allow_zero=kernel not in (None, "precomputed"),  # as svm-predict reads index 0
+    )
     if kernel is not None and model.index_base != shard.index_base:  # one holds index 0
         if opts["strict"] and shard.index_base == 0:  # (the same on every rank)
             from psvm.io.libsvm_format import LibsvmFormatError

@@ -23,7 +23,6 @@ from psvm.cli._common import (
     switches,
     usage,
     warn_unknown_weights,
-    width_named,
     write_json,
 )
 from psvm.cli.train_sgd import FLAGS as SGD_FLAGS
@@ -235,16 +234,16 @@ def _load(comm, opts: dict, params: dict, log):
     classify, classes = opts["svm_type"] in CLASSIFIERS, None
     # one-class files often hold one label, regression files any values: only the
     # classifiers need two classes
-    with width_named("--n-features" if "n_features" in opts else None):
-        shard = load_shard(
-            comm,
-            opts["train"],
-            n_features=opts.get("n_features"),
-            gram=gram,
-            min_classes=2 if classify else 1,
-            allow_zero=True,  # feature index 0, as svm-train reads it
-            model_labels=classify,  # (checked before training, not when the model is written)
-        )
+    shard = load_shard(
+        comm,
+        opts["train"],
+        n_features=opts.get("n_features"),
+        width_name="--n-features",
+        gram=gram,
+        min_classes=2 if classify else 1,
+        allow_zero=True,  # feature index 0, as svm-train reads it
+        model_labels=classify,  # (checked before training, not when the model is written)
+    )
     if shard.index_base == 0 and params["gamma"] == "auto":  # svm-train's 1 / max_index
         max_index = shard.n_features - 1
         params["gamma"] = 1.0 / max_index if max_index > 0 else 0.0

@@ -22,7 +22,6 @@ from psvm.cli._common import (
     parse_train_args,
     usage,
     warn_unknown_weights,
-    width_named,
     write_json,
 )
 
@@ -113,8 +112,9 @@ def body(argv: list[str]) -> int:
     log = progress_log(comm.rank == 0 and not opts["quiet"])
     t0 = time.perf_counter()
     width = opts.get("n_features")
-    with width_named("--n-features" if width else None):
-        shard = load_shard(comm, opts["train"], n_features=width, model_labels=True)
+    shard = load_shard(
+        comm, opts["train"], n_features=width, width_name="--n-features", model_labels=True
+    )
     classes = libsvm_class_order(shard.classes)
     lam = opts.get("alpha", 1.0 / shard.n_samples)
     with flag_named(FLAGS):

@@ -162,6 +162,7 @@ def parse_block(
     buf: bytes,
     *,
     n_features_limit: int | None = None,
+    limit_name: str | None = None,
     zero_based: bool = False,
     allow_zero: bool = False,
 ) -> ParsedBlock:
@@ -173,6 +174,8 @@ def parse_block(
         Complete lines (the last one may lack its ``\\n``).
     n_features_limit : int, default=None
         If given, a 1-based feature index above it is an error.
+    limit_name : str, default=None
+        Who set the limit, added to that error's reason (``"(--n-features)"``).
     zero_based : bool, default=False
         Indices start at 0 and are kept as they are: the rows of a precomputed
         kernel (LIBSVM's ``-t 4``), whose column 0 holds a serial number.
@@ -231,6 +234,8 @@ def parse_block(
         reason = _reason(code, _token(buf, es, ee), ea, eb)
         if allow_zero and code == ERR_LIMIT:  # (n_features counts index 0's column too)
             reason = f"feature index {ea} exceeds the largest index, {eb - 1}"
+        if code == ERR_LIMIT and limit_name is not None:
+            reason = f"{reason} ({limit_name})"
         if allow_zero and code == ERR_INDEX:
             reason = reason.replace(">= 1", ">= 0")
         elif (allow_zero and code == ERR_INDEX_LT0) or (code == ERR_INDEX_LT1 and ea < 0):

@@ -212,6 +212,7 @@ def load_shard(
     path,
     *,
     n_features: int | None = None,
+    width_name: str | None = None,
     min_classes: int = 2,
     balance: bool = True,
     allow_empty: bool = False,
@@ -231,6 +232,9 @@ def load_shard(
     n_features : int, default=None
         Expected number of features; an index above it is an error.
         Default: the largest index in the file.
+    width_name : str, default=None
+        Who set ``n_features`` (``"--n-features"``, ``"the model's"``), said in that error:
+        the number alone does not tell the user which width it is.
     min_classes : int, default=2
         Fewer distinct labels is an error (use 0 or 1 for test files).
     balance : bool, default=True
@@ -284,7 +288,7 @@ def load_shard(
     raw = path if stream else _decompress_once_per_node(comm, path)
 
     parsed, block, lines_before = _parse_own_lines(
-        comm, path, raw, n_features, gram, allow_zero, stream
+        comm, path, raw, n_features, gram, allow_zero, stream, width_name
     )
     if model_labels:
         comm.agree(_label_error(path, parsed, block, lines_before))
@@ -337,8 +341,9 @@ def load_shard(
 
 
 def _parse_own_lines(
-    comm: Comm, path: str, raw: str, n_features, gram, allow_zero: bool, stream: bool = False
-):
+    comm: Comm, path: str, raw: str, n_features, gram, allow_zero: bool, stream: bool = False,
+    width_name: str | None = None,
+):  # fmt: skip
     """Parse this rank's byte range of ``raw`` (a ``stream``: the lines rank 0 deals out):
     (parsed, block, lines before it); a bad line on any rank raises on every rank."""
     err, parsed = None, None
@@ -350,6 +355,7 @@ def _parse_own_lines(
         parsed = parse_block(
             block,
             n_features_limit=n_features,
+            limit_name=width_name,
             zero_based=gram is not None,
             allow_zero=allow_zero and gram is None,
         )

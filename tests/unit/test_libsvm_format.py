@@ -331,6 +331,8 @@ def test_allow_zero_reads_index_0_as_a_feature(monkeypatch, python_path):
     for zero in (True, False):
         big = parse_block(b"1 1:1 2147483648:1\n", allow_zero=zero)
         assert "too large (max 2147483647)" in big.error_reason
+    named = parse_block(b"1 9:1\n", n_features_limit=5, limit_name="--n-features")
+    assert named.error_reason == "feature index 9 exceeds n_features=5 (--n-features)"
 
 
 def test_empty_file_is_an_error(tmp_path):
