@@ -7,6 +7,7 @@ Messages for the codes live in :mod:`psvm.io.libsvm_format`.
 
 import numpy as np
 
+from psvm._params import INT_MAX
 from psvm.jit import inner, njit
 
 # Error codes returned by parse_kernel.
@@ -37,7 +38,8 @@ _W_INF = np.frombuffer(b"inf", dtype=np.uint8)
 _W_INFINITY = np.frombuffer(b"infinity", dtype=np.uint8)
 # the largest feature index a file may hold: svm-train's int, and what a model file holds
 # and reads back (stored from 0 or 1, every column fits int32)
-MAX_INDEX = 2**31 - 1
+MAX_INDEX = INT_MAX
+_NEG_LIMIT = 10**18  # a negative index is reported with its value down to -this (int64)
 _TWO53 = 2**53
 
 
@@ -130,7 +132,8 @@ def _parse_float(buf, s, e):
 
 @inner
 def _parse_index(buf, s, e):
-    """Base-10 integer in buf[s:e] -> (status, value); 0 ok, 2 bad syntax, 4 too big."""
+    """Base-10 integer in buf[s:e] -> (status, value); 0 ok (a negative one down to -10**18,
+    for the caller's "is negative"), 2 bad syntax or lower still, 4 too big."""
     i = s
     neg = False
     if i < e and (buf[i] == 43 or buf[i] == 45):
@@ -146,10 +149,10 @@ def _parse_index(buf, s, e):
             return 2, 0
         if not big:
             v = v * 10 + (c - 48)
-            big = v > MAX_INDEX
+            big = v > (_NEG_LIMIT if neg else MAX_INDEX)
         i += 1
     if big:
-        return 4, 0
+        return (2 if neg else 4), 0
     return 0, -v if neg else v
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from psvm._params import CLASSIFIERS, SVM_TYPES
+from psvm._params import CLASSIFIERS, INT_MAX, SVM_TYPES
 from psvm.io.atomic import write_atomic
 from psvm.kernels import columns_right
 from psvm.model import COUPLING_ORDER, SVCModel
@@ -51,7 +51,6 @@ _HEADER_KEYS = (
 # Probability header fields, kept in ``meta`` (and written back in their place).
 _KEPT_KEYS = ("probA", "probB", "prob_density_marks")
 _TRAILER = "#psvm"
-_MAX_INDEX = np.iinfo(np.int32).max  # the kernels' index dtype
 
 
 class ModelFormatError(ValueError):
@@ -91,7 +90,7 @@ def _json_default(obj: Any) -> Any:
 
 # the labels a model file holds: LIBSVM's svm_load_model and LIBLINEAR's load_model read them
 # into C ints (%d), so a label past 32 bits would load as another one
-LABEL_RANGE = (-(2**31), 2**31 - 1)
+LABEL_RANGE = (-INT_MAX - 1, INT_MAX)
 
 
 def unwritable_labels(y: np.ndarray) -> np.ndarray:
@@ -423,10 +422,10 @@ def _read_svs(
             if not sep:
                 raise rd.error(lno, f"expected index:value, got {t!r}")
             idx = rd.integer(i_tok, lno, "a feature index")
-            if idx <= prev or idx > _MAX_INDEX:
+            if idx <= prev or idx > INT_MAX:
                 raise rd.error(
                     lno,
-                    f"feature index {idx} is not in ({prev}, {_MAX_INDEX}]: "
+                    f"feature index {idx} is not in ({prev}, {INT_MAX}]: "
                     "indices must be non-negative and strictly ascending",
                 )
             prev = idx

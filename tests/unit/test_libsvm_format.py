@@ -322,6 +322,12 @@ def test_allow_zero_reads_index_0_as_a_feature(monkeypatch, python_path):
         assert bad.error_line == 1 and reason in bad.error_reason, bad.error_reason
     assert "not >= 1" in parse_block(b"1 0:1\n").error_reason  # without it, as LIBLINEAR
     assert "feature index -2 is negative" in parse_block(b"1 1:1 -2:1\n").error_reason
+    for index in (2**31, 3 * 10**9, 10**18):  # negative, not "too large", beyond int too
+        for zero in (True, False):
+            bad = parse_block(b"1 -%d:1\n" % index, allow_zero=zero)
+            assert f"feature index -{index} is negative" in bad.error_reason, bad.error_reason
+    huge = parse_block(b"1 -%d:1\n" % (10**18 + 1))
+    assert "invalid feature index in '-1000000000000000001:1'" in huge.error_reason
     # the largest index is svm-train's int, 0-based or not: a model of the data holds it and
     # reads back (2**31 once trained and wrote a model that psvm-predict refused)
     top = parse_block(b"1 0:1 2147483647:1\n", allow_zero=True)
