@@ -60,6 +60,16 @@ def launcher_local_ranks() -> int:
     return 1
 
 
+def launcher_local_rank() -> int:
+    """This process's rank among the node's as the launcher tells it (MPICH's
+    ``MPI_LOCALRANKID``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_RANK``), 0 outside mpiexec."""
+    for var in ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"):
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
 # OpenBLAS's thread count, in the order it reads them
 BLAS_THREADS_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
@@ -167,7 +177,9 @@ def rank_threads(n, comm, name: str = "n_threads") -> Iterator[int]:
     numba's count is set only when it changes: each set costs microseconds (a small fit's 2%)."""
     import numba
 
-    if n:  # (an explicit count: the default never oversubscribes)
+    # an explicit count (the default never oversubscribes); one warning a node, not a rank:
+    # the ranks of a node see the same pool and cores
+    if n and launcher_local_rank() == 0:
         warning = thread_warning(n, None, name)
         if warning is not None:
             warnings.warn(warning, RuntimeWarning, stacklevel=_callers_level())

@@ -114,3 +114,21 @@ def test_joblib_and_fork_workers_fit_as_one_process():
     assert out["ranks"] == 2 and len(out["svc"]) == 4 and len(out["sgd"]) == 2
     assert out["fork"] == [[True, 1], [True, 1]]
     assert out["sharded"].startswith("distributed='sharded' in a worker process of an MPI job")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_thread_warning_once_a_node(tmp_path, n):
+    """An n_threads beyond numba's pool (the suite's launchers make it one thread) warns on
+    the node's first rank only: every rank of a node would say the same."""
+    script = tmp_path / "fit.py"
+    script.write_text(
+        "from sklearn.datasets import make_blobs\n"
+        "import psvm\n"
+        "X, y = make_blobs(60, centers=2, random_state=0)\n"
+        "psvm.SVC(n_threads=2).fit(X, y)\n"
+        "psvm.SGDSVC(n_threads=2).fit(X, y)\n"
+    )
+    r = run_mpi(str(script), [], n, timeout=TIMEOUT, mpi4py_runner=False)
+    assert r.returncode == 0, r.stderr
+    warned = [s for s in r.stderr.splitlines() if "RuntimeWarning: n_threads 2: numba's" in s]
+    assert len(warned) == 2, r.stderr  # one a fit, from one rank

@@ -132,9 +132,11 @@ def body(argv: list[str]) -> int:
     stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
     prob = make_problem(comm, shard.X, codes, classes.size, class_weight=cw, validation=validation)
-    source = f"{opts['train']!r} has feature indices up to {shard.n_features}"
-    if width:
-        source = f"--n-features {width}"
+    source = (
+        f"--n-features {width}"
+        if width
+        else f"{opts['train']!r} has feature indices up to {shard.n_features}"
+    )
     check_model_memory(comm, prob.n_models, shard.n_features, source)
     state = SGDState.zeros(prob.n_models, shard.n_features, opts.get("random_state", 0), comm.rank)
     policy = make_policy(cfg.sync_every, cfg.msf_target)

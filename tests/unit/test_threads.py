@@ -1,6 +1,7 @@
 """psvm.threads: each rank's share of the node's cores, the n_threads / -o overrides."""
 
 import os
+import warnings
 
 import numba
 import numpy as np
@@ -267,6 +268,11 @@ def test_estimators_warn_of_an_oversubscribing_count(monkeypatch, cores, blobs):
         with pytest.warns(RuntimeWarning, match="n_threads 1: 2 ranks x 1 thread on 1 core: ") as w:
             cls(n_threads=1).fit(X, y)
         assert w[0].filename == __file__, w[0].filename  # the user's line, not psvm's
+    monkeypatch.setenv("MPI_LOCALRANKID", "1")  # the node's first rank warns, not every rank
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for cls in (psvm.SVC, psvm.SGDSVC):
+            cls(n_threads=1).fit(X, y)
 
 
 def test_cli_warns_once_even_when_quiet(tmp_path, capsys, monkeypatch):
