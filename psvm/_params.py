@@ -78,7 +78,8 @@ class SVCConfig:
         return SELECTIONS[self.selection]
 
 
-# LIBSVM's C int: the model file's degree, and the bound of scikit-learn's libsvm binding
+# LIBSVM's C int: the model file's degree, the largest feature index a data or model file
+# may hold, and the bound of scikit-learn's libsvm binding
 INT_MAX = 2**31 - 1
 
 

@@ -4,8 +4,9 @@ reported once, and the output folder holds no model file, partial or temporary.
 Failures: an unexpected exception on one rank (injected by scenario scripts,
 ``tests/mpi/run_train_fault.py`` and ``run_face_fault.py``: a RuntimeError,
 TypeError, MemoryError or KeyboardInterrupt, in psvm-train and in the
-estimators' fit), an I/O error while rank 0 writes the model, and ``kill -9`` of
-one rank in the middle of training a9a.
+estimators' fit; ``run_late_abort.py``: after the other ranks finished), an I/O
+error while rank 0 writes the model, and ``kill -9`` of one rank in the middle of
+training a9a.
 """
 
 import os
@@ -118,8 +119,9 @@ def test_failure_after_the_others_finished_ends_the_job(n):
     communicator by a message to each rank, which a finalising rank never read: the job
     hung or ended with another status in 10 of 30 runs here. Repeated: it was a race."""
     for delay in (0, 0.01, 0.02, 0.05, 0.1):
-        r = run_mpi("run_late_abort.py", [delay], n, timeout=30, mpi4py_runner=False)
-        assert r.returncode == 1, (delay, r.returncode, r.stderr)
+        r = run_mpi("run_late_abort.py", [delay], n, timeout=60, mpi4py_runner=False)
+        # 1; or 9 as in the tests above: mpiexec may reap a rank it killed first
+        assert r.returncode in (1, 9), (delay, r.returncode, r.stderr)
         assert r.stderr.count("late: rank 0: unexpected error") == 1, r.stderr
 
 

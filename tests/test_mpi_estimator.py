@@ -128,7 +128,8 @@ def test_thread_warning_once_a_node(tmp_path, n):
         "psvm.SVC(n_threads=2).fit(X, y)\n"
         "psvm.SGDSVC(n_threads=2).fit(X, y)\n"
     )
-    r = run_mpi(str(script), [], n, timeout=TIMEOUT, mpi4py_runner=False)
+    env = {"NUMBA_NUM_THREADS": "1"}  # (whatever the caller's environment says)
+    r = run_mpi(str(script), [], n, timeout=TIMEOUT, env=env, mpi4py_runner=False)
     assert r.returncode == 0, r.stderr
     warned = [s for s in r.stderr.splitlines() if "RuntimeWarning: n_threads 2: numba's" in s]
     assert len(warned) == 2, r.stderr  # one a fit, from one rank

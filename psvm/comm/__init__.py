@@ -373,7 +373,7 @@ class Comm:
         self.raise_if_interrupted(flags[0])
         return bool(flags[1])
 
-    def _end_job(self, prog: str, error: BaseException, control) -> None:
+    def _end_job(self, prog: str, error: BaseException, control) -> NoReturn:
         """Report ``error`` once for the whole job and end every rank (never returns).
 
         ``control``: the guard's communicator when this rank received SIGINT.

@@ -24,6 +24,7 @@ ERR_QID = 9
 ERR_LIMIT = 10
 ERR_INDEX_BIG = 11
 ERR_INDEX_LT0 = 12
+ERR_INDEX_NEG = 13  # negative beyond int: named by its token
 SLOW_FULL = 13  # the table of slow tokens is full (parse_bytes parses again with room for all)
 # rows of that table at first: most files have no slow token, and room for every token
 # would reserve 32 bytes a token (a 10 GB file's table would not fit)
@@ -39,7 +40,6 @@ _W_INFINITY = np.frombuffer(b"infinity", dtype=np.uint8)
 # the largest feature index a file may hold: svm-train's int, and what a model file holds
 # and reads back (stored from 0 or 1, every column fits int32)
 MAX_INDEX = INT_MAX
-_NEG_LIMIT = 10**18  # a negative index is reported with its value down to -this (int64)
 _TWO53 = 2**53
 
 
@@ -132,8 +132,8 @@ def _parse_float(buf, s, e):
 
 @inner
 def _parse_index(buf, s, e):
-    """Base-10 integer in buf[s:e] -> (status, value); 0 ok (a negative one down to -10**18,
-    for the caller's "is negative"), 2 bad syntax or lower still, 4 too big."""
+    """Base-10 integer in buf[s:e] -> (status, value); 0 ok, 2 bad syntax, 4 too big, 5 a
+    negative one beyond int (no value: it would not fit int64)."""
     i = s
     neg = False
     if i < e and (buf[i] == 43 or buf[i] == 45):
@@ -147,12 +147,14 @@ def _parse_index(buf, s, e):
         c = buf[i]
         if c < 48 or c > 57:
             return 2, 0
-        if not big:
-            v = v * 10 + (c - 48)
-            big = v > (_NEG_LIMIT if neg else MAX_INDEX)
+        d = c - 48
+        if v > (MAX_INDEX - d) // 10:  # v * 10 + d > MAX_INDEX, tested before it can overflow
+            big = True
+        elif not big:
+            v = v * 10 + d
         i += 1
     if big:
-        return (2 if neg else 4), 0
+        return (5 if neg else 4), 0
     return 0, -v if neg else v
 
 
@@ -247,6 +249,8 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
                 return row, nnz, n_slow, ERR_INDEX, line, s, pos, 0, 0
             if st == 4 or idx > MAX_INDEX:
                 return row, nnz, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
+            if st == 5:
+                return row, nnz, n_slow, ERR_INDEX_NEG, line, s, pos, 0, 0
             if idx < base:
                 code = ERR_INDEX_LT1 if base == 1 else ERR_INDEX_LT0
                 return row, nnz, n_slow, code, line, s, pos, idx, 0

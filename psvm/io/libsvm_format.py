@@ -28,6 +28,7 @@ from psvm.io._libsvm_kernel import (
     ERR_INDEX_BIG,
     ERR_INDEX_LT0,
     ERR_INDEX_LT1,
+    ERR_INDEX_NEG,
     ERR_LABEL,
     ERR_LIMIT,
     ERR_NO_COLON,
@@ -98,6 +99,7 @@ _REASONS = {
         "scikit-learn's dump_svmlight_file writes them so with zero_based=False)"
     ),
     ERR_INDEX_LT0: "index {a} is negative (a precomputed kernel's columns start at 0)",
+    ERR_INDEX_NEG: "feature index in {token} is negative",
     ERR_ORDER: "feature index {b} follows {a}: indices must be strictly ascending",
     ERR_LIMIT: "feature index {a} exceeds n_features={b}",
     ERR_VALUE: "invalid feature value in {token}: expected a decimal number",
