@@ -24,8 +24,8 @@ ERR_QID = 9
 ERR_LIMIT = 10
 ERR_INDEX_BIG = 11
 ERR_INDEX_LT0 = 12
-ERR_INDEX_NEG = 13  # negative beyond int: named by its token
 SLOW_FULL = 13  # the table of slow tokens is full (parse_bytes parses again with room for all)
+ERR_INDEX_NEG = 14  # negative beyond int: named by its token
 # rows of that table at first: most files have no slow token, and room for every token
 # would reserve 32 bytes a token (a 10 GB file's table would not fit)
 SLOW_ROOM = 1 << 16

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_svmlight_file
 
-from psvm.io import libsvm_format
+from psvm.io import _libsvm_kernel, libsvm_format
 from psvm.io._libsvm_plain import parse_plain
 from psvm.io.libsvm_format import (
     LibsvmFormatError,
@@ -328,6 +328,8 @@ def test_allow_zero_reads_index_0_as_a_feature(monkeypatch, python_path):
         for zero in (True, False):
             bad = parse_block(b"1 -%d:1\n" % index, allow_zero=zero)
             assert bad.error_reason == f"feature index in '-{index}:1' is negative", bad
+    codes = [v for k, v in vars(_libsvm_kernel).items() if k.startswith("ERR_") or k == "SLOW_FULL"]
+    assert len(set(codes)) == len(codes)  # (a code shared with SLOW_FULL parses twice)
     for index in (10**19 - 1, 2**63 * 10):  # and positive ones, whatever their length
         big = parse_block(b"1 %d:1\n" % index)
         assert "too large (max 2147483647)" in big.error_reason, big.error_reason
