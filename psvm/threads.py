@@ -49,25 +49,26 @@ JOB_SIZE_VARS = (
 )
 
 
+def _launcher_number(names, low: int, default: int) -> int:
+    """The first of the environment variables ``names`` that holds an int >= ``low``."""
+    for var in names:
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) >= low:
+            return int(value)
+    return default
+
+
 def launcher_local_ranks() -> int:
     """The ranks of this job on this node as the launcher tells them (MPICH's
     ``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``), 1 outside
     mpiexec: for work local to a rank (predict), which cannot ask the others."""
-    for var, _ in JOB_SIZE_VARS:
-        value = os.environ.get(var, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return 1
+    return _launcher_number((local for local, _ in JOB_SIZE_VARS), 1, 1)
 
 
 def launcher_local_rank() -> int:
     """This process's rank among the node's as the launcher tells it (MPICH's
     ``MPI_LOCALRANKID``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_RANK``), 0 outside mpiexec."""
-    for var in ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"):
-        value = os.environ.get(var, "")
-        if value.isdigit():
-            return int(value)
-    return 0
+    return _launcher_number(("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"), 0, 0)
 
 
 # OpenBLAS's thread count, in the order it reads them
