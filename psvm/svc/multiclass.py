@@ -45,6 +45,7 @@ from psvm.svc.state import (
     fill_start,
     gather_csr,
     row_sums,
+    scatter_pair,
     start_total,
 )
 
@@ -357,10 +358,7 @@ class _PairResults:
         """Record pair (a, b)'s result over its ``rows`` (``first``: of class a), scaled for
         nu-SVC (:func:`_scale`)."""
         scale = _scale(res, self.nu)
-        alpha = res.alpha if scale == 1.0 else res.alpha * scale
-        self.is_sv[rows[res.alpha > 0]] = True
-        self.coef[b - 1, rows[first]] = alpha[first]
-        self.coef[a, rows[~first]] = -alpha[~first]
+        scatter_pair(self.is_sv, self.coef, rows, first, res.alpha, scale, a, b)
         self.rho.append(res.rho * scale)
         self.r.append(res.r)
         self.n_iter.append(res.n_iter)

@@ -173,6 +173,22 @@ def bias_terms(rows, y, alpha, C, G, free):
     return ub, lb, k
 
 
+@njit(cache=True, nogil=True)
+def scatter_pair(is_sv, coef, rows, first, alpha, scale, a, b):
+    """Class pair (a, b)'s ``alpha`` (over its ``rows``; ``first``: of class a) times ``scale``
+    into one-vs-one's ``dual_coef`` layout (class a's in row b - 1, class b's negated in row
+    a), and its support vectors flagged in ``is_sv``: one call where numpy's masks take six
+    (10 µs a pair of iris)."""
+    for t in range(rows.size):
+        r, v = rows[t], alpha[t] * scale
+        if alpha[t] > 0:
+            is_sv[r] = True
+        if first[t]:
+            coef[b - 1, r] = v
+        else:
+            coef[a, r] = -v
+
+
 def rho_and_r(comm, rows, y, alpha, C, G, nu: bool) -> tuple[float, float]:
     """LIBSVM's bias over ``rows`` and Solver_NU's r (0 unless ``nu``); collective.
 
