@@ -72,9 +72,7 @@ RELAYOUT = 0.75  # cut the window to the active rows when they are this share of
 PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
-# the engine's trace buffer: a full one ends the engine call, and a return with its flush costs
-# 50-100 µs (iris poly's binary pair, a sample every 5 iterations: 3 returns with 1,000, 1 now)
-TRACE_BUFFER = 8 * TRACE_POINTS
+TRACE_BUFFER = 2 * TRACE_POINTS  # the engine's samples, thinned by the engine when full
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 FIRST_CALL_ROWS = 10**7  # the first engine call's iterations times the variables, about
 ENGINE_TIMERS = (  # the engine's sampled phase timers, as the statistics name them
@@ -300,7 +298,7 @@ class Solver:
         self.counts = np.zeros(E.N_COUNTS, dtype=np.int64)
         self.timers = np.zeros(E.N_TIMERS)
         self._ts = np.zeros(2, dtype=np.int64)
-        # the engine's trace samples, across calls until full (then :meth:`_flush_trace`)
+        # the engine's trace samples, across its calls (then :meth:`_flush_trace`)
         self.trace = tuple(np.empty(TRACE_BUFFER, dtype=t) for t in TRACE_TYPES)
         self._trace = _NO_TRACE
         self._ran_out = self._slow = False  # the last engine call's: ran out of its budget, slow
@@ -621,9 +619,7 @@ class Solver:
         t1 = time.perf_counter()
         event = engine(*args)
         self._engine_seconds += time.perf_counter() - t1
-        if self.counts[E.C_TRACE] == self.trace[0].size:  # full (else the next call appends)
-            self._flush_trace()
-        # out of its budget, not stopped by a full trace (the same iteration on every rank)
+        # out of its budget, not stopped by an event (the same iteration on every rank)
         self._ran_out = event == E.BUDGET and ci[E.N_ITER] - entry >= ci[E.ITER_BUDGET]
         self._slow = time.perf_counter() - t0 >= CALL_SECONDS / 2
         return event
@@ -651,29 +647,19 @@ class Solver:
             )
 
     def _flush_trace(self) -> None:
-        """Move the engine's trace samples into the solve's trace. Past :data:`TRACE_POINTS`
-        samples the stride doubles and the samples off it go: the trace's size is bounded
-        whatever the iteration count, and every rank thins at the same iterations."""
+        """The engine's trace samples as the solve's trace, at most :data:`TRACE_POINTS` of
+        them: the stride doubles and the samples off it go, as in the engine's thinning, so
+        every rank keeps the same iterations."""
         k = int(self.counts[E.C_TRACE])
-        if not k:
-            return
         it, gap, active, misses, clock = (a[:k] for a in self.trace)
-        new = (it, gap, active, misses, clock - self._t_start)
-        if self._trace[0].size:
-            self._trace = [
-                np.concatenate((old, v)) for old, v in zip(self._trace, new, strict=True)
-            ]
-        else:  # the solve's first samples (copies: the engine's arrays are reused)
-            self._trace = [it.copy(), gap.copy(), active.copy(), misses.copy(), new[-1]]
-        self.counts[E.C_TRACE] = 0
-        stride = int(self.ctl_i[E.TRACE_EVERY])
-        if self._trace[0].size > TRACE_POINTS:  # samples sit on the stride's multiples only
-            q, low = self._trace[0] // stride, 0  # (bits: cheaper than a modulo per stride)
+        trace = [it, gap, active, misses, clock - self._t_start]
+        if k > TRACE_POINTS:  # (the samples sit on multiples of the stride)
+            q, low = it // int(self.ctl_i[E.TRACE_EVERY]), 0  # (bits: cheaper than modulos)
             while np.count_nonzero((q & low) == 0) > TRACE_POINTS:
-                stride, low = 2 * stride, 2 * low + 1
+                low = 2 * low + 1
             keep = (q & low) == 0
-            self._trace = [v[keep] for v in self._trace]
-        self.ctl_i[E.TRACE_EVERY] = stride
+            trace = [v[keep] for v in trace]
+        self._trace = trace
 
     def _result(self, status: int, gap: float) -> BinaryResult:
         """Statistics, rho and the objective at the end of the loop."""
