@@ -369,9 +369,8 @@ def _stop_test(gap, cache, ctl_i, ctl_f, out, counts, trace, ts):
 def _record(trace, counts, ctl_i, misses, gap, ts):
     """One trace sample: iteration, gap, local active rows, cache misses, clock. A full buffer
     keeps the samples on twice the stride, which the next ones follow: the trace stays
-    bounded whatever the iteration count, with no return to Python, and long solves sample
-    ever more rarely (iris poly's hard pair: 12,000 clock reads at stride 5 were 4% of its
-    fit). Every rank thins at the same iterations."""
+    bounded whatever the iteration count with no return to Python, and every rank thins at
+    the same iterations."""
     k = counts[C_TRACE]
     trace[0][k], trace[1][k], trace[2][k] = ctl_i[N_ITER], gap, ctl_i[N_ACTIVE]
     trace[3][k], trace[4][k] = misses, now(ctl_i[CLOCK_FN], ts)

@@ -71,8 +71,9 @@ MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are broug
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
 PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
-TRACE_POINTS = 500  # a solve's trace keeps at most this many samples (then thins itself)
-TRACE_BUFFER = 2 * TRACE_POINTS  # the engine's samples, thinned by the engine when full
+# a solve's trace keeps at most this many samples: the engine's buffer holds one more, and
+# when that one comes it thins them (:func:`psvm.svc.engine._record`)
+TRACE_POINTS = 500
 TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 FIRST_CALL_ROWS = 10**7  # the first engine call's iterations times the variables, about
 ENGINE_TIMERS = (  # the engine's sampled phase timers, as the statistics name them
@@ -119,7 +120,6 @@ def first_budget(n: int) -> int:
 
 
 TRACE_TYPES = (np.int64, float, np.int64, np.int64, float)  # of TRACES' samples
-_NO_TRACE = tuple(np.empty(0, dtype=t) for t in TRACE_TYPES)
 
 
 class Cancelled(Exception):
@@ -298,9 +298,8 @@ class Solver:
         self.counts = np.zeros(E.N_COUNTS, dtype=np.int64)
         self.timers = np.zeros(E.N_TIMERS)
         self._ts = np.zeros(2, dtype=np.int64)
-        # the engine's trace samples, across its calls (then :meth:`_flush_trace`)
-        self.trace = tuple(np.empty(TRACE_BUFFER, dtype=t) for t in TRACE_TYPES)
-        self._trace = _NO_TRACE
+        # the engine's trace samples, across its calls (then :meth:`_record`)
+        self.trace = tuple(np.empty(TRACE_POINTS + 1, dtype=t) for t in TRACE_TYPES)
         self._ran_out = self._slow = False  # the last engine call's: ran out of its budget, slow
         self._engine_seconds = 0.0  # in engine calls (bounds the sampled timers' sum)
 
@@ -582,7 +581,6 @@ class Solver:
                         break
                 elif event == E.MPI_ERROR:
                     raise RuntimeError("MPI_Allgather failed in the solver loop")
-        self._flush_trace()
         return self._result(status, gap)
 
     def _run(self) -> int:
@@ -617,12 +615,10 @@ class Solver:
             self._ts,
         )
         compile_first_on_one_rank(self.comm, engine, args)
-        entry = int(ci[E.N_ITER])
         t1 = time.perf_counter()
         event = engine(*args)
         self._engine_seconds += time.perf_counter() - t1
-        # out of its budget, not stopped by an event (the same iteration on every rank)
-        self._ran_out = event == E.BUDGET and ci[E.N_ITER] - entry >= ci[E.ITER_BUDGET]
+        self._ran_out = event == E.BUDGET  # (the same iteration on every rank)
         self._slow = time.perf_counter() - t0 >= CALL_SECONDS / 2
         return event
 
@@ -648,21 +644,6 @@ class Solver:
                 f"  elapsed {self._last_progress - self._t_start:.1f}s"
             )
 
-    def _flush_trace(self) -> None:
-        """The engine's trace samples as the solve's trace, at most :data:`TRACE_POINTS` of
-        them: the stride doubles and the samples off it go, as in the engine's thinning, so
-        every rank keeps the same iterations."""
-        k = int(self.counts[E.C_TRACE])
-        it, gap, active, misses, clock = (a[:k] for a in self.trace)
-        trace = [it, gap, active, misses, clock - self._t_start]
-        if k > TRACE_POINTS:  # (the samples sit on multiples of the stride)
-            q, low = it // int(self.ctl_i[E.TRACE_EVERY]), 0  # (bits: cheaper than modulos)
-            while np.count_nonzero((q & low) == 0) > TRACE_POINTS:
-                low = 2 * low + 1
-            keep = (q & low) == 0
-            trace = [v[keep] for v in trace]
-        self._trace = trace
-
     def _result(self, status: int, gap: float) -> BinaryResult:
         """Statistics, rho and the objective at the end of the loop."""
         n_iter = int(self.ctl_i[E.N_ITER])
@@ -679,14 +660,16 @@ class Solver:
 
     def _record(self, n_iter: int, gap: float) -> None:
         """The solve's trace, its final state included, its counts and its phase times."""
-        st = self.stats
+        st, n = self.stats, int(self.counts[E.C_TRACE])
+        samples = [a[:n] for a in self.trace]  # (the engine's, at most TRACE_POINTS)
+        samples[-1] = samples[-1] - self._t_start  # the clock from the solve's start
         end = None  # the final state, unless the engine's last sample is it
-        if not (self._trace[0].size and self._trace[0][-1] == n_iter):
+        if not (samples[0].size and samples[0][-1] == n_iter):
             seconds = time.perf_counter() - self._t_start
             end = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
         for k, name in enumerate(TRACES):
             trace = st.traces[name]
-            trace.extend(self._trace[k].tolist())
+            trace.extend(samples[k].tolist())
             if end is not None:
                 trace.append(end[k])
         st.add("n_iter", n_iter)
