@@ -247,7 +247,7 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
             st, idx = _parse_index(buf, s, colon)
             if st == 2:
                 return row, nnz, n_slow, ERR_INDEX, line, s, pos, 0, 0
-            if st == 4 or idx > MAX_INDEX:
+            if st == 4:  # (_parse_index refuses any index past MAX_INDEX)
                 return row, nnz, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
             if st == 5:
                 return row, nnz, n_slow, ERR_INDEX_NEG, line, s, pos, 0, 0
