@@ -65,10 +65,20 @@ def launcher_local_ranks() -> int:
     return _launcher_number((local for local, _ in JOB_SIZE_VARS), 1, 1)
 
 
+# this process's rank among the node's: MPICH's hydra, Open MPI, PMIx launchers, Slurm's srun
+# (last: a job script's own SLURM_LOCALID reaches the ranks an mpiexec in it starts)
+LOCAL_RANK_VARS = (
+    "MPI_LOCALRANKID",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMIX_LOCAL_RANK",
+    "SLURM_LOCALID",
+)
+
+
 def launcher_local_rank() -> int:
-    """This process's rank among the node's as the launcher tells it (MPICH's
-    ``MPI_LOCALRANKID``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_RANK``), 0 outside mpiexec."""
-    return _launcher_number(("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"), 0, 0)
+    """This process's rank among the node's as the launcher tells it
+    (:data:`LOCAL_RANK_VARS`), 0 outside a launcher."""
+    return _launcher_number(LOCAL_RANK_VARS, 0, 0)
 
 
 # OpenBLAS's thread count, in the order it reads them

@@ -231,6 +231,25 @@ def test_the_blas_share_is_set_before_numpy_loads():
 
 
 @pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, 0),
+        ({"MPI_LOCALRANKID": "1"}, 1),
+        ({"OMPI_COMM_WORLD_LOCAL_RANK": "2"}, 2),
+        ({"PMIX_LOCAL_RANK": "1"}, 1),
+        ({"SLURM_LOCALID": "3"}, 3),  # srun: the node's first rank alone warns
+        ({"SLURM_LOCALID": "0", "MPI_LOCALRANKID": "1"}, 1),  # mpiexec inside a job script
+    ],
+)
+def test_local_rank_is_read_from_every_launcher(monkeypatch, env, expected):
+    for var in threads.LOCAL_RANK_VARS:
+        monkeypatch.delenv(var, raising=False)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    assert threads.launcher_local_rank() == expected
+
+
+@pytest.mark.parametrize(
     "n, local, n_cores, machine, pool, expected",
     [
         (None, 4, 2, 2, 8, None),  # the default shares the cores
