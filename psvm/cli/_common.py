@@ -236,9 +236,11 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
     from psvm.threads import share_blas_threads
 
     share_blas_threads()  # before numpy loads (psvm.comm imports it)
+    from psvm.comm import process
     from psvm.comm.process import ReaderGone, end_process, skip_network_memory_hooks
 
     skip_network_memory_hooks()  # (the process is psvm's: its environment too)
+    process.WATCH_SIGTERM = True  # (and its signals: SIGTERM stops it as Ctrl-C does)
     if sys.stdout is not None:
         sys.stdout = ReaderGone(sys.stdout)
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
@@ -288,7 +290,8 @@ def _protocol(
     through ``Comm.agree``) print once on rank 0 and exit 1 on every rank.
     Anything else is a bug or a failure on one rank: under ``mpiexec``,
     ``Comm.guard`` reports it once and ends the whole job, so that no rank waits
-    forever in a collective; Ctrl-C prints ``PROG: interrupted`` and exits 130.
+    forever in a collective; Ctrl-C prints ``PROG: interrupted`` and exits 130 (SIGTERM, in a
+    console run: ``PROG: terminated`` and 143, after the kernel solver saved its checkpoint).
     ``fds``: the descriptors the process started with, which output and input paths may
     name (:func:`psvm.io.atomic.inherit_descriptors`; None: any).
     """
@@ -311,10 +314,12 @@ def _protocol(
         if comm.rank == 0:  # the usage, then the error where the eye lands: last
             print(f"{usage}\n\n{prog}: error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # one process, or before the guard; it ends a job of several
+    except KeyboardInterrupt as e:  # one process, or before the guard; it ends a job of several
+        from psvm.comm.process import stop_line, stop_status
+
         if comm is None or comm.rank == 0:
-            print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+            print(stop_line(prog, e), file=sys.stderr)
+        return stop_status(e)
     except Exception as e:
         if not getattr(e, "collective", False):  # one process: a bug or a local failure
             print(f"{prog}: unexpected error", file=sys.stderr)

@@ -77,7 +77,7 @@ FLAGS = {
     ),
     "--n-features": ("n_features", int, "number of features (default: largest index in the file)"),
     "--stats": ("stats", str, "write run statistics as JSON to this file"),
-    "--checkpoint": ("checkpoint", str, "save the solver state to this file now and then"),
+    "--checkpoint": ("checkpoint", str, "save the solver state here now and then and at SIGTERM"),
     "--checkpoint-seconds": ("checkpoint_seconds", float, "seconds between checkpoints (600)"),
     "--checkpoint-iters": ("checkpoint_iters", int, "also every that many iterations (0: off)"),
     "--resume": ("resume", SWITCH, "continue from the --checkpoint file if it exists"),

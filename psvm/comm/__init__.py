@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -28,11 +29,14 @@ from psvm.comm import process
 from psvm.comm.process import (
     FORWARD_SECONDS,
     GRACE_SECONDS,
+    Terminated,
     everyone_arrives,
     launched_by_mpiexec,
     mpi_worker,
     report,
     sigint_watch,
+    stop_line,
+    stop_status,
 )
 
 __all__ = ["Comm", "alone", "launched_by_mpiexec", "mpi_worker", "world"]
@@ -305,14 +309,19 @@ class Comm:
         the job with one message: ``PROG: rank R: unexpected error`` and the
         traceback, then ``MPI_Abort`` of COMM_WORLD (status 1), or ``PROG: rank R:
         interrupted`` (status 130). Ctrl-C, which mpiexec sends to every rank,
-        prints ``PROG: interrupted`` once and every rank exits with status 130.
-        With one process every error propagates unchanged.
+        prints ``PROG: interrupted`` once and every rank exits with status 130 (SIGTERM in
+        psvm's commands: ``PROG: terminated``, 143). With one process every error propagates
+        unchanged; psvm's commands watch the signals there too (the solver's checks).
 
         Collective: entering and leaving duplicate and free a communicator,
         on which the ranks find out that Ctrl-C reached them all.
         """
         if self._c is None:
-            yield self
+            if process.WATCH_SIGTERM:
+                with sigint_watch():
+                    yield self
+            else:
+                yield self
             return
         control = self._c.Dup()
         with sigint_watch() as watch:
@@ -326,14 +335,16 @@ class Comm:
         control.Free()
 
     @contextmanager
-    def deferred_interrupts(self) -> Iterator[None]:
+    def deferred_interrupts(self, alone: bool = False) -> Iterator[None]:
         """A block whose Ctrl-C raises at its :meth:`check_interrupt` and
         :meth:`raise_if_interrupted` calls and at its end, on every rank alike (see
         :class:`~psvm.comm.process.SigintWatch`). Collective: every rank must make the same
         checks. Only the block defers, and the watch is the process's (its main thread's
-        guard)."""
+        guard). ``alone``: defer with one process too, in the main thread (the kernel
+        solver, which checks at every engine return: SIGTERM saves its checkpoint there)."""
         watch = process.WATCH
-        if self._c is None or watch is None:
+        main = threading.current_thread() is threading.main_thread()
+        if watch is None or (self._c is None and not (alone and main)):
             yield
             self.check_interrupt()
             return
@@ -345,32 +356,42 @@ class Comm:
             watch.defer = outer
 
     def interrupt_vote(self) -> float:
-        """1.0 if Ctrl-C reached this rank, else 0.0: a slot of a sum that the ranks make
-        anyway (SGD's model average), then read by :meth:`raise_if_interrupted`."""
+        """1.0 if Ctrl-C reached this rank (2.0: SIGTERM), else 0.0: a slot of a sum that the
+        ranks make anyway (SGD's model average), then read by :meth:`raise_if_interrupted`."""
         watch = process.WATCH
-        return float(watch is not None and watch.seen)
+        if watch is None or not watch.seen:
+            return 0.0
+        return 2.0 if watch.terminated else 1.0
 
-    def raise_if_interrupted(self, votes: float) -> None:
+    def raise_if_interrupted(self, votes: float, terminated: bool = False) -> None:
         """Raise ``KeyboardInterrupt`` if the ranks' summed :meth:`interrupt_vote` is positive
-        (on every rank alike: they read the same sum)."""
+        (on every rank alike: they read the same sum); :class:`Terminated` if ``terminated``
+        or SIGTERM reached this rank."""
         if votes > 0:
-            if process.WATCH is not None:
-                process.WATCH.seen = True  # Ctrl-C: mpiexec sends it to this rank too
-            raise KeyboardInterrupt
+            watch = process.WATCH
+            if watch is None:
+                raise Terminated if terminated else KeyboardInterrupt
+            watch.seen = True  # Ctrl-C: mpiexec sends it to this rank too
+            watch.terminated |= terminated
+            raise watch.error()
 
     def check_interrupt(self, vote: bool = False) -> bool:
-        """Raise ``KeyboardInterrupt`` on every rank if Ctrl-C reached any; else whether
-        ``vote`` holds on any rank (collective; both in one small Allreduce).
+        """Raise ``KeyboardInterrupt`` (:class:`Terminated`) on every rank if Ctrl-C (SIGTERM)
+        reached any; else whether ``vote`` holds on any rank (collective; both in one small
+        Allreduce). With one process, a signal the watch deferred raises here.
 
         Control traffic of the guard, like its barrier: not counted among the verbs.
         """
         if self._c is None:
+            watch = process.WATCH
+            if watch is not None and watch.defer:
+                self.raise_if_interrupted(self.interrupt_vote())
             return vote
         from mpi4py import MPI
 
         flags = np.array([self.interrupt_vote(), vote])
         self._c.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
-        self.raise_if_interrupted(flags[0])
+        self.raise_if_interrupted(flags[0], terminated=flags[0] >= 2)
         return bool(flags[1])
 
     def _end_job(self, prog: str, error: BaseException, control) -> NoReturn:
@@ -382,14 +403,14 @@ class Comm:
         if interrupted and control is not None and everyone_arrives(control, GRACE_SECONDS):
             # Ctrl-C reached every rank: one line, then all leave MPI cleanly, so that no rank
             # is killed and mpiexec exits with 130 (it ORs the ranks' wait statuses)
-            report(f"{prog}: interrupted" if self.rank == 0 else None)
-            process.end_process(130)
+            report(stop_line(prog, error) if self.rank == 0 else None)
+            process.end_process(stop_status(error))
         if self.rank != 0:  # rank 0's one line and MPI_Abort end the job first if it fails too;
             # after Ctrl-C it may see the signal a while after this rank (a rank sees it when it
             # leaves a compiled call): two lines came out at P = 3 on two busy cores
             time.sleep(GRACE_SECONDS * (3 if interrupted and control is not None else 1))
         if interrupted:  # Ctrl-C that not every rank saw yet, or an interrupt of this rank
-            report(f"{prog}: interrupted" if control else f"{prog}: rank {self.rank}: interrupted")
+            report(stop_line(prog, error, None if control else self.rank))
         else:
             report(f"{prog}: rank {self.rank}: unexpected error", error)
         time.sleep(FORWARD_SECONDS)
@@ -397,7 +418,7 @@ class Comm:
             os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
         except OSError:
             pass
-        _abort_job(130 if interrupted else 1)
+        _abort_job(stop_status(error) if interrupted else 1)
 
     def local_size(self) -> int:
         """How many ranks of this communicator share this node's memory (collective)."""

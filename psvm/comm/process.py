@@ -8,8 +8,9 @@ the rank's PID in the environment (``PSVM_MPI_RANK_PID``) for its forked
 children to see.
 
 The rest serves :meth:`psvm.comm.Comm.guard`: the SIGINT watch that tells
-mpiexec's forwarded Ctrl-C from an interrupt of one rank, the barrier that finds
-whether every rank got it, and the one report of a failure.
+mpiexec's forwarded Ctrl-C from an interrupt of one rank (and, in psvm's commands,
+SIGTERM: a batch scheduler's time limit), the barrier that finds whether every rank
+got it, and the one report of a failure.
 """
 
 from __future__ import annotations
@@ -162,6 +163,23 @@ def everyone_arrives(comm, seconds: float) -> bool:
     return True
 
 
+def stop_line(prog: str, error: KeyboardInterrupt, rank: int | None = None) -> str:
+    """The one line of a run stopped by a signal: ``PROG: interrupted`` (Ctrl-C) or ``PROG:
+    terminated`` (SIGTERM), with the checkpoint saved then; ``rank``: the one rank it
+    reached."""
+    who = f"{prog}: rank {rank}" if rank is not None else prog
+    if not isinstance(error, Terminated):
+        return f"{who}: interrupted"
+    if error.checkpoint is None:
+        return f"{who}: terminated"
+    return f"{who}: terminated; checkpoint saved at iteration {error.checkpoint} (--resume goes on)"
+
+
+def stop_status(error: KeyboardInterrupt) -> int:
+    """The exit status of a run stopped by a signal: 128 + the signal's number, as a shell's."""
+    return 128 + (signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
+
+
 def report(line: str | None, error: BaseException | None = None) -> None:
     """``line`` (and the traceback of ``error``) on stderr, flushed; streams failing are ignored."""
     try:
@@ -175,9 +193,22 @@ def report(line: str | None, error: BaseException | None = None) -> None:
         pass
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached a psvm command (a batch scheduler's time limit, ``kill``): it stops as
+    on Ctrl-C, with status 143, and the kernel solver saves its checkpoint first.
+    ``checkpoint``: the iteration saved, if any."""
+
+    checkpoint: int | None = None
+
+
+# psvm's commands own their process: their guards also watch SIGTERM (:func:`sigint_watch`)
+WATCH_SIGTERM = False
+
+
 class SigintWatch:
-    """SIGINT's handler while a guard runs: it records the signal, and raises
-    ``KeyboardInterrupt`` at once (Python's default) or, while ``defer`` is set
+    """SIGINT's handler while a guard runs (and SIGTERM's, :data:`WATCH_SIGTERM`): it
+    records the signal, and raises ``KeyboardInterrupt`` (:class:`Terminated` for SIGTERM)
+    at once (Python's default) or, while ``defer`` is set
     (:meth:`psvm.comm.Comm.deferred_interrupts`), at the ranks' next check.
 
     A rank in a compiled loop or a blocking collective sees a signal only when it
@@ -188,14 +219,19 @@ class SigintWatch:
 
     def __init__(self) -> None:
         self.seen = False  # Ctrl-C reached this rank, or the job through another rank
+        self.terminated = False  # the signal was SIGTERM
         self.defer = False
 
     def __call__(self, signum, frame) -> None:
         first, self.seen = not self.seen, True
-        # a second SIGINT raises nothing: the job is ending, or waits for the check (a second
+        self.terminated |= signum == signal.SIGTERM
+        # a second signal raises nothing: the job is ending, or waits for the check (a second
         # Ctrl-C makes mpiexec itself end the job)
         if first and not self.defer:
-            raise KeyboardInterrupt
+            raise self.error()
+
+    def error(self) -> KeyboardInterrupt:
+        return Terminated() if self.terminated else KeyboardInterrupt()
 
 
 WATCH: SigintWatch | None = None  # the running guard's, if it could set SIGINT's handler
@@ -203,7 +239,8 @@ WATCH: SigintWatch | None = None  # the running guard's, if it could set SIGINT'
 
 @contextmanager
 def sigint_watch() -> Iterator[SigintWatch]:
-    """SIGINT's handler for a guard (:class:`SigintWatch`), Python's default restored after.
+    """SIGINT's handler for a guard (:class:`SigintWatch`), Python's default restored after;
+    SIGTERM's too in psvm's commands (:data:`WATCH_SIGTERM`), unless it has a handler.
 
     A real SIGINT under mpiexec is its Ctrl-C, sent to every rank; a
     KeyboardInterrupt raised any other way concerns one rank. Only the main
@@ -222,10 +259,15 @@ def sigint_watch() -> Iterator[SigintWatch]:
     ):
         yield watch
         return
+    term = WATCH_SIGTERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     signal.signal(signal.SIGINT, watch)
+    if term:
+        signal.signal(signal.SIGTERM, watch)
     WATCH = watch
     try:
         yield watch
     finally:
         WATCH = None
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if term:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)

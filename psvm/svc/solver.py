@@ -47,6 +47,7 @@ import numpy as np
 
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.comm.compiled import CLOCK_FN
+from psvm.comm.process import Terminated
 from psvm.gram import PRECOMPUTED
 from psvm.jit import compile_first_on_one_rank
 from psvm.kernels import take_rows
@@ -551,7 +552,8 @@ class Solver:
         """Iterate to the stop test (or ``max_iter``); the result's rho and objective."""
         cfg, status = self.cfg, 0
         self._t_start = self._last_progress = time.perf_counter()
-        with self.comm.deferred_interrupts():  # Ctrl-C: every rank stops at one call
+        # Ctrl-C: every rank stops at one call; SIGTERM: after saving the checkpoint there
+        with self.comm.deferred_interrupts(alone=True):
             while True:
                 event = self._run()
                 gap = float(self.out[E.GAP_OUT])
@@ -590,7 +592,13 @@ class Solver:
         ci, cf = self.ctl_i, self.ctl_f
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled
-        any_slow = self.comm.check_interrupt(vote=self._slow)
+        try:
+            any_slow = self.comm.check_interrupt(vote=self._slow)
+        except Terminated as e:  # (on every rank alike, at this call)
+            if self.checkpoint is not None:
+                e.checkpoint = int(self.ctl_i[E.N_ITER])
+                self._save(e.checkpoint)
+            raise
         if self._ran_out and not any_slow:
             ci[E.ITER_BUDGET] = min(2 * ci[E.ITER_BUDGET], 1 << 24)
         cf[E.NEXT_GAP] = self._gaps[0] * self.cfg.tol if self._gaps else -np.inf

@@ -74,6 +74,53 @@ def _defers_and_raises_once() -> None:
     assert watch.seen
 
 
+def test_commands_watch_sigterm_too(monkeypatch):
+    """psvm's commands own their process: SIGTERM raises Terminated (deferred, or at once),
+    whose line and status say so; the default handler comes back after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    monkeypatch.setattr(process, "WATCH_SIGTERM", True)
+    try:
+        with pytest.raises(process.Terminated) as e, process.sigint_watch() as watch:
+            assert signal.getsignal(signal.SIGTERM) is watch
+            watch.defer = True
+            os.kill(os.getpid(), signal.SIGTERM)  # recorded for the next check
+            assert watch.seen and watch.terminated
+            raise watch.error()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert process.stop_status(e.value) == 143 and process.stop_status(KeyboardInterrupt()) == 130
+    assert process.stop_line("p", e.value) == "p: terminated"
+    assert process.stop_line("p", KeyboardInterrupt(), 2) == "p: rank 2: interrupted"
+    e.value.checkpoint = 1200
+    line = "p: terminated; checkpoint saved at iteration 1200 (--resume goes on)"
+    assert process.stop_line("p", e.value) == line
+
+
+def test_one_process_defers_a_signal_to_its_check_only_where_asked(monkeypatch):
+    """With one process, the kernel solver's loop (``alone``, main thread) raises at its
+    check; SGD's loop, which makes no check alone, is not deferred."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    monkeypatch.setattr(process, "WATCH_SIGTERM", True)
+    comm = Comm()
+    try:
+        with comm.guard("test"):
+            deferred = False
+            with pytest.raises(process.Terminated), comm.deferred_interrupts(alone=True):
+                os.kill(os.getpid(), signal.SIGTERM)
+                deferred = True
+                comm.check_interrupt()
+                pytest.fail("the check did not raise")
+            assert deferred
+            process.WATCH.seen = process.WATCH.terminated = False
+            with pytest.raises(KeyboardInterrupt), comm.deferred_interrupts():
+                os.kill(os.getpid(), signal.SIGINT)  # at once
+                time.sleep(5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert process.WATCH is None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
 def test_mpi_worker_is_recognised(monkeypatch):
     import socket
 
