@@ -105,7 +105,8 @@ def test_sigterm_saves_a_checkpoint_that_resumes_to_the_same_model(tmp_path, a9a
     model; ``--resume`` finishes with the model of an uninterrupted run. ``n`` None: one
     process, no mpiexec."""
     train, X_test = a9a
-    flags = FLAGS
+    # saves by rank 0's clock: SIGTERM's save falls on any iteration, not on FLAGS' hundreds
+    flags = [*FLAGS[:-2], "--checkpoint-seconds", "0.3"]
     ckpt, model = tmp_path / "run.ckpt", tmp_path / "run.model"
     env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", TRAIN, *flags, "--checkpoint", str(ckpt), str(train), str(model)]
@@ -123,13 +124,14 @@ def test_sigterm_saves_a_checkpoint_that_resumes_to_the_same_model(tmp_path, a9a
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 143, err
+    # 143; or 9 as in test_failing_rank.py: mpiexec may reap a rank it killed first
+    assert proc.returncode in (143, 9) if n else proc.returncode == 143, err
     line = err.decode()
     prefix = "psvm-train: terminated; checkpoint saved at iteration "
     assert line.startswith(prefix) and line.endswith(" (--resume goes on)\n"), line
     with np.load(ckpt) as z:  # the state of the moment, not the last periodic save's
         saved = json.loads(str(z["state_scalars"]))["n_iter"]
-    assert saved == int(line[len(prefix) :].split()[0]) and saved >= 300
+    assert saved == int(line[len(prefix) :].split()[0]) and saved > 0
     assert os.listdir(tmp_path) == ["run.ckpt"]  # no model, no temporary file
 
     r = run_cli(TRAIN, [*flags, "--checkpoint", ckpt, "--resume", train, model], 2)

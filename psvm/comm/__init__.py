@@ -340,15 +340,16 @@ class Comm:
         :meth:`raise_if_interrupted` calls and at its end, on every rank alike (see
         :class:`~psvm.comm.process.SigintWatch`). Collective: every rank must make the same
         checks. Only the block defers, and the watch is the process's (its main thread's
-        guard). ``alone``: defer with one process too, in the main thread (the kernel
-        solver, which checks at every engine return: SIGTERM saves its checkpoint there)."""
+        guard). ``alone``: with one process, defer SIGTERM in the main thread (the kernel
+        solver with a checkpoint, saved at its check); Ctrl-C raises at once there."""
         watch = process.WATCH
         main = threading.current_thread() is threading.main_thread()
         if watch is None or (self._c is None and not (alone and main)):
             yield
             self.check_interrupt()
             return
-        outer, watch.defer = watch.defer, True
+        outer = watch.defer
+        watch.defer = process.DEFER_ALL if self._c is not None else process.DEFER_SIGTERM
         try:
             yield
             self.check_interrupt()  # still deferred: a signal now waits for no other check
@@ -356,24 +357,25 @@ class Comm:
             watch.defer = outer
 
     def interrupt_vote(self) -> float:
-        """1.0 if Ctrl-C reached this rank (2.0: SIGTERM), else 0.0: a slot of a sum that the
-        ranks make anyway (SGD's model average), then read by :meth:`raise_if_interrupted`."""
+        """1.0 if Ctrl-C reached this rank, size + 1 if SIGTERM did, else 0.0: a slot of a sum
+        (SGD's model average) or a maximum (:meth:`check_interrupt`) that the ranks make
+        anyway, then read by :meth:`raise_if_interrupted`. Either says whether SIGTERM
+        reached any rank: the votes exceed the size."""
         watch = process.WATCH
         if watch is None or not watch.seen:
             return 0.0
-        return 2.0 if watch.terminated else 1.0
+        return self.size + 1.0 if watch.terminated else 1.0
 
-    def raise_if_interrupted(self, votes: float, terminated: bool = False) -> None:
-        """Raise ``KeyboardInterrupt`` if the ranks' summed :meth:`interrupt_vote` is positive
-        (on every rank alike: they read the same sum); :class:`Terminated` if ``terminated``
-        or SIGTERM reached this rank."""
+    def raise_if_interrupted(self, votes: float) -> None:
+        """Raise ``KeyboardInterrupt`` if the ranks' summed (or greatest)
+        :meth:`interrupt_vote` is positive, :class:`Terminated` if SIGTERM reached any rank:
+        on every rank alike, as they read the same value."""
         if votes > 0:
+            terminated = votes > self.size
             watch = process.WATCH
-            if watch is None:
-                raise Terminated if terminated else KeyboardInterrupt
-            watch.seen = True  # Ctrl-C: mpiexec sends it to this rank too
-            watch.terminated |= terminated
-            raise watch.error()
+            if watch is not None:
+                watch.seen, watch.terminated = True, terminated  # (as mpiexec forwards them)
+            raise Terminated if terminated else KeyboardInterrupt
 
     def check_interrupt(self, vote: bool = False) -> bool:
         """Raise ``KeyboardInterrupt`` (:class:`Terminated`) on every rank if Ctrl-C (SIGTERM)
@@ -391,7 +393,7 @@ class Comm:
 
         flags = np.array([self.interrupt_vote(), vote])
         self._c.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
-        self.raise_if_interrupted(flags[0], terminated=flags[0] >= 2)
+        self.raise_if_interrupted(flags[0])
         return bool(flags[1])
 
     def _end_job(self, prog: str, error: BaseException, control) -> NoReturn:

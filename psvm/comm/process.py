@@ -205,10 +205,16 @@ class Terminated(KeyboardInterrupt):
 WATCH_SIGTERM = False
 
 
+# the signals a deferred block holds for its check: Ctrl-C's and SIGTERM under several ranks,
+# SIGTERM alone with one process (only a checkpoint to save makes waiting for the check pay)
+DEFER_ALL = frozenset((signal.SIGINT, signal.SIGTERM))
+DEFER_SIGTERM = frozenset((signal.SIGTERM,))
+
+
 class SigintWatch:
     """SIGINT's handler while a guard runs (and SIGTERM's, :data:`WATCH_SIGTERM`): it
     records the signal, and raises ``KeyboardInterrupt`` (:class:`Terminated` for SIGTERM)
-    at once (Python's default) or, while ``defer`` is set
+    at once (Python's default) or, for the signals in ``defer``
     (:meth:`psvm.comm.Comm.deferred_interrupts`), at the ranks' next check.
 
     A rank in a compiled loop or a blocking collective sees a signal only when it
@@ -220,14 +226,14 @@ class SigintWatch:
     def __init__(self) -> None:
         self.seen = False  # Ctrl-C reached this rank, or the job through another rank
         self.terminated = False  # the signal was SIGTERM
-        self.defer = False
+        self.defer: frozenset = frozenset()
 
     def __call__(self, signum, frame) -> None:
         first, self.seen = not self.seen, True
         self.terminated |= signum == signal.SIGTERM
         # a second signal raises nothing: the job is ending, or waits for the check (a second
         # Ctrl-C makes mpiexec itself end the job)
-        if first and not self.defer:
+        if first and signum not in self.defer:
             raise self.error()
 
     def error(self) -> KeyboardInterrupt:
@@ -248,19 +254,19 @@ def sigint_watch() -> Iterator[SigintWatch]:
     watch then sees nothing. A guard inside a guard shares the outer one's watch.
     """
     global WATCH
-    current = signal.getsignal(signal.SIGINT)
-    if isinstance(current, SigintWatch):
-        yield current
+    if WATCH is not None:
+        yield WATCH
         return
     watch = SigintWatch()
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or current is not signal.default_int_handler
-    ):
+    main = threading.current_thread() is threading.main_thread()
+    # each signal on its own: a batch script's background job ignores SIGINT, not SIGTERM
+    sigint = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    term = main and WATCH_SIGTERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    if not (sigint or term):
         yield watch
         return
-    term = WATCH_SIGTERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    signal.signal(signal.SIGINT, watch)
+    if sigint:
+        signal.signal(signal.SIGINT, watch)
     if term:
         signal.signal(signal.SIGTERM, watch)
     WATCH = watch
@@ -268,6 +274,7 @@ def sigint_watch() -> Iterator[SigintWatch]:
         yield watch
     finally:
         WATCH = None
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         if term:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

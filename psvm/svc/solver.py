@@ -553,7 +553,7 @@ class Solver:
         cfg, status = self.cfg, 0
         self._t_start = self._last_progress = time.perf_counter()
         # Ctrl-C: every rank stops at one call; SIGTERM: after saving the checkpoint there
-        with self.comm.deferred_interrupts(alone=True):
+        with self.comm.deferred_interrupts(alone=self.checkpoint is not None):
             while True:
                 event = self._run()
                 gap = float(self.out[E.GAP_OUT])

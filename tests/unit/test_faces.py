@@ -62,10 +62,10 @@ def _defers_and_raises_once() -> None:
         assert process.WATCH is watch and signal.getsignal(signal.SIGINT) is watch
         with process.sigint_watch() as inner:  # a guard inside a guard: one handler
             assert inner is watch
-        watch.defer = True
+        watch.defer = process.DEFER_ALL
         os.kill(os.getpid(), signal.SIGINT)  # recorded for the ranks' next check only
         assert watch.seen
-        watch.defer = False
+        watch.defer = frozenset()
         os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C: the job is already ending
     assert process.WATCH is None and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt), process.sigint_watch() as watch:
@@ -74,18 +74,22 @@ def _defers_and_raises_once() -> None:
     assert watch.seen
 
 
-def test_commands_watch_sigterm_too(monkeypatch):
+@pytest.mark.parametrize("sigint", [signal.default_int_handler, signal.SIG_IGN])
+def test_commands_watch_sigterm_too(monkeypatch, sigint):
     """psvm's commands own their process: SIGTERM raises Terminated (deferred, or at once),
-    whose line and status say so; the default handler comes back after."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    whose line and status say so; the default handler comes back after. SIGTERM is watched
+    whatever SIGINT's handler: a batch script's background job ignores SIGINT."""
+    previous = signal.signal(signal.SIGINT, sigint)
     monkeypatch.setattr(process, "WATCH_SIGTERM", True)
     try:
         with pytest.raises(process.Terminated) as e, process.sigint_watch() as watch:
             assert signal.getsignal(signal.SIGTERM) is watch
-            watch.defer = True
+            assert (signal.getsignal(signal.SIGINT) is watch) == (sigint is not signal.SIG_IGN)
+            watch.defer = process.DEFER_SIGTERM
             os.kill(os.getpid(), signal.SIGTERM)  # recorded for the next check
             assert watch.seen and watch.terminated
             raise watch.error()
+        assert signal.getsignal(signal.SIGINT) is sigint
     finally:
         signal.signal(signal.SIGINT, previous)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
@@ -97,25 +101,27 @@ def test_commands_watch_sigterm_too(monkeypatch):
     assert process.stop_line("p", e.value) == line
 
 
-def test_one_process_defers_a_signal_to_its_check_only_where_asked(monkeypatch):
-    """With one process, the kernel solver's loop (``alone``, main thread) raises at its
-    check; SGD's loop, which makes no check alone, is not deferred."""
+def test_one_process_defers_only_sigterm_and_only_where_asked(monkeypatch):
+    """With one process, the kernel solver's loop with a checkpoint (``alone``, main thread)
+    raises SIGTERM at its check, and Ctrl-C at once (no collective to keep in step); SGD's
+    loop, which makes no check alone, defers neither."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     monkeypatch.setattr(process, "WATCH_SIGTERM", True)
     comm = Comm()
+    cases = [(True, signal.SIGTERM, process.Terminated, True)]
+    cases += [(alone, signal.SIGINT, KeyboardInterrupt, False) for alone in (True, False)]
+    cases += [(False, signal.SIGTERM, process.Terminated, False)]
     try:
         with comm.guard("test"):
-            deferred = False
-            with pytest.raises(process.Terminated), comm.deferred_interrupts(alone=True):
-                os.kill(os.getpid(), signal.SIGTERM)
-                deferred = True
-                comm.check_interrupt()
-                pytest.fail("the check did not raise")
-            assert deferred
-            process.WATCH.seen = process.WATCH.terminated = False
-            with pytest.raises(KeyboardInterrupt), comm.deferred_interrupts():
-                os.kill(os.getpid(), signal.SIGINT)  # at once
-                time.sleep(5)
+            for alone, sig, error, deferred in cases:
+                process.WATCH.seen = process.WATCH.terminated = False
+                reached = False
+                with pytest.raises(error), comm.deferred_interrupts(alone=alone):
+                    os.kill(os.getpid(), sig)
+                    reached = True
+                    comm.check_interrupt()
+                    pytest.fail("the check did not raise")
+                assert reached == deferred, (alone, sig)
     finally:
         signal.signal(signal.SIGINT, previous)
     assert process.WATCH is None and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
