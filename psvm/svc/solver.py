@@ -23,10 +23,10 @@ included; this class sets up the problem, handles the engine's rare events
 (the stop test and reconstruction, window cuts, checkpoints, progress) and
 reads the result. :meth:`Solver.solve` reads like LIBSVM's ``Solver::Solve``.
 
-The window. The per-row state the loop touches (y, alpha, C, G, the kernel
-diagonal, the active flags) is kept in compact *window* arrays, so every pass
-is contiguous and vectorised. The window holds the active rows and the rows
-eliminated since the last cut (whose G is still updated, so stays exact).
+The window (:class:`~psvm.svc.window.Window`). The per-row state the loop touches
+(y, alpha, C, G, the kernel diagonal, the active flags) is kept in compact window
+arrays, so every pass is contiguous and vectorised. The window holds the active rows
+and the rows eliminated since the last cut (whose G is still updated, so stays exact).
 When the active rows fall to ``RELAYOUT`` of the window (counted over all
 ranks, so the same iteration for every P) the window is cut to them; the rows
 that leave go *stale* with an exact G, and reconstruction brings them up to
@@ -64,6 +64,7 @@ from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.reconstruct import Departures, violators
 from psvm.svc.select import best_of_sign, bids, candidates
 from psvm.svc.state import filled, gather_csr, rho_and_r
+from psvm.svc.window import Window
 
 # up to this many kernel values (stale variables x changed rows), one compiled call brings the
 # stale rows up to date; past it, the blocked and threaded sums of each departure pay
@@ -307,63 +308,33 @@ class Solver:
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
         """Make ``rows`` (sorted local variables; with two per row, both of each row) the
-        window: gather its arrays from local order. Its kernel holds each row once: an SVR
-        window is its rows' first variables, then their second ones, in the same order,
-        and both halves read one column (as LIBSVM's ``SVR_Q``)."""
-        self.win = rows
-        # every own variable, in order: the window arrays are the local ones
-        full = self._full = rows.size == self.y.size and self._borrowed is None
-        if full:  # every variable, in order
-            self.pos = np.arange(rows.size, dtype=np.int64)  # local variable -> window position
-            self.in_window[:] = True
-        else:
-            self.pos = filled(self.y.size, -1, np.int64)
-            self.pos[rows] = np.arange(rows.size)
-            self.in_window[:] = False
+        window (:class:`~psvm.svc.window.Window`)."""
+        # every own variable, in order: the window's arrays are the local ones
+        full = rows.size == self.y.size and self._borrowed is None
+        self.in_window[:] = full
+        if not full:
             self.in_window[rows] = True
-        take = (lambda a: a) if full else (lambda a: a[rows])
-        self.wy, self.wC, self.wQD = take(self.y), take(self.C), take(self.QD)
-        self.walpha, self.wG = take(self.alpha), take(self.G)
-        self.wact, self.wstreak = take(self.active), take(self.streak)
-        # the kernel over the window's rows alone: columns cost O(window), contiguously;
-        # packets read rows from it (``vrow``: each variable's row in it)
+        kernel, vrow, keys = self._window_kernel(rows, full)
+        self.window = Window(self, rows, full, kernel, vrow, keys, (self._up, self._low, self._obj))
+        self._count_active()
+
+    def _window_kernel(self, rows: np.ndarray, full: bool) -> tuple:
+        """The kernel over the window's rows, each once (an SVR window's two halves read one
+        column, as LIBSVM's ``SVR_Q``), each variable's row in it, and the rows' cache keys."""
         if full:
             if self._dense_lent:
                 self.K.rebuild_dense()
                 self._dense_lent = False
-            self.window_kernel = self.K
-            vrow, keys = self.row_of, self.grow
-        else:  # the shard's dense copy is only read through a full window: lend its memory
-            k_rows = self.row_of[rows[: rows.size // self.per_row]]
-            memory = None if self.K.XT is None else self.K.XT.reshape(-1)
-            self.window_kernel = LocalKernel.of_csr(self.K, *self._rows(k_rows), memory)
-            self._dense_lent = memory is not None
-            vrow, keys = np.arange(k_rows.size), self.grow[k_rows]
-            if self.per_row > 1:  # (np.tile costs 3 µs a cut even for one copy)
-                vrow = np.tile(vrow, self.per_row)
-        self.loc = (keys, *self.window_kernel.packet_arrays())
-        self._count_active()
-        w = rows.size
-        self.window_arrays = (
-            rows,
-            self.pos,
-            self.wy,
-            self.walpha,
-            self.wC,
-            self.wG,
-            self.wQD,
-            self.wact,
-            self.wstreak,
-            self._up[:w],
-            self._low[:w],
-            self._obj[:w],
-            self.pos
-            if full and self.per_row == 1
-            else np.arange(self.window_kernel.n, dtype=np.int64),
-            take(self.gid),
-            vrow,
-        )
-        self.kernel_arrays, self.kernel_params = self.window_kernel.engine_arrays()
+            return self.K, self.row_of, self.grow
+        # the shard's dense copy is only read through a full window: lend its memory
+        k_rows = self.row_of[rows[: rows.size // self.per_row]]
+        memory = None if self.K.XT is None else self.K.XT.reshape(-1)
+        kernel = LocalKernel.of_csr(self.K, *self._rows(k_rows), memory)
+        self._dense_lent = memory is not None
+        vrow = np.arange(k_rows.size)
+        if self.per_row > 1:  # (np.tile costs 3 µs a cut even for one copy)
+            vrow = np.tile(vrow, self.per_row)
+        return kernel, vrow, self.grow[k_rows]
 
     def _rows(self, k_rows: np.ndarray) -> tuple[tuple, np.ndarray, np.ndarray]:
         """The sparse rows, norms and diagonal of local rows ``k_rows``: own rows, and
@@ -390,8 +361,9 @@ class Solver:
 
     def _count_active(self) -> None:
         """The engine's counts of the window's active variables and of those a cut keeps."""
-        n = self.ctl_i[E.N_ACTIVE] = np.count_nonzero(self.wact)
-        self.ctl_i[E.N_KEEP] = n if self.per_row == 1 else np.count_nonzero(self._pairs(self.wact))
+        act = self.window.active
+        n = self.ctl_i[E.N_ACTIVE] = np.count_nonzero(act)
+        self.ctl_i[E.N_KEEP] = n if self.per_row == 1 else np.count_nonzero(self._pairs(act))
 
     @property
     def n_active(self) -> int:
@@ -399,15 +371,12 @@ class Solver:
 
     def _sync(self) -> None:
         """Write the window's live state back to local order."""
-        if not self._full:  # (else the window's arrays are the local ones)
-            w = self.win
-            self.alpha[w], self.G[w] = self.walpha, self.wG
-            self.active[w], self.streak[w] = self.wact, self.wstreak
+        self.window.sync(self)
 
     def _relayout(self, rows: np.ndarray, old: np.ndarray | None = None) -> None:
         """Make ``rows`` the window (state synced first); cached columns move with it.
-        ``old``: each new variable's position in the window before (default: ``pos``'s)."""
-        old = self.pos[rows] if old is None else old
+        ``old``: each new variable's position in the window before (default: the window's)."""
+        old = self.window.pos[rows] if old is None else old
         self._set_window(rows)
         self.cache.relayout(old[: rows.size // self.per_row])  # by kernel row
         self.stats.add("n_relayout")
@@ -491,11 +460,11 @@ class Solver:
         them in their windows again (collective; state synced). Returns the window position
         each own variable had (-1: none)."""
         if self._parts is None:
-            return self.pos
+            return self.window.pos
         n = self.n_own
         state = np.column_stack((self.alpha[n:], self.G[n:], self.active[n:], self.streak[n:]))
         back = balance.send_home(self.comm, self._parts, state)
-        old = self.pos[:n]
+        old = self.window.pos[:n]
         for f in self._store:
             setattr(self, f, getattr(self, f)[:n])
         lent = self._lent
@@ -606,11 +575,12 @@ class Solver:
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
         t0 = time.perf_counter()
         engine = E.run_nu if self.nu else E.run_serial if self.comm.size == 1 else E.run
+        w = self.window
         args = (
-            self.window_arrays,
-            self.loc,
-            self.kernel_arrays,
-            self.kernel_params,
+            w.arrays,
+            w.loc,
+            w.kernel_arrays,
+            w.kernel_params,
             self.cache.arrays,
             self.comm.compiled(),
             self.bufs,
@@ -799,8 +769,7 @@ class Solver:
                 rows = np.flatnonzero(self._pairs(self.in_window))
                 self._relayout(rows, old[rows])
             else:  # all in the window already: just the flags
-                self.wact[self.pos[back]] = True
-                self.wstreak[self.pos[back]] = 0
+                self.window.revive(back)
                 self._count_active()
         gap = max(m + minus_M, m_neg + minus_M_neg)
         return float(gap) if gap > -np.inf else 0.0

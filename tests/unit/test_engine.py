@@ -152,7 +152,7 @@ def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):
 
     def checked_run(self):
         event = run(self)
-        w = self.window_arrays
+        w = self.window.arrays
         up, low = np.empty(w[2].size), np.empty(w[2].size)
         bids(w[2], w[3], w[4], w[5], w[7], up, low)
         checked.append(np.array_equal(up, w[9]) and np.array_equal(low, w[10]))
