@@ -307,8 +307,8 @@ class Solver:
 
     # -- the window --------------------------------------------------------
     def _set_window(self, rows: np.ndarray) -> None:
-        """Make ``rows`` (sorted local variables; with two per row, both of each row) the
-        window (:class:`~psvm.svc.window.Window`)."""
+        """Make ``rows`` (sorted local variables, or with borrowed rows in global order; with two
+        per row, both of each row) the window (:class:`~psvm.svc.window.Window`)."""
         # every own variable, in order: the window's arrays are the local ones
         full = rows.size == self.y.size and self._borrowed is None
         self.in_window[:] = full

@@ -5,8 +5,10 @@ still updates, so it stays exact). Its arrays (y, C, QD, alpha, G, the active fl
 elimination streaks) are contiguous copies of the solver's local ones, so that every pass of
 the engine runs over the window alone; a full window (every own row, in order, none borrowed)
 uses the local arrays themselves. Its kernel covers its rows only, so a column costs
-O(window). The solver makes a new window at each cut and reconstruction
-(:meth:`psvm.svc.solver.Solver._set_window`) and writes its state back with :meth:`sync`.
+O(window). The solver makes a new window at each cut, at a reconstruction that brings rows
+back into it and when lent rows go home (:meth:`psvm.svc.solver.Solver._set_window`), and
+writes its state back with :meth:`sync`. A window refers to the solver's arrays as they were
+when it was made: after they change (rows borrowed or sent home), a new one must be made.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from psvm.svc.state import filled
 
 
 class Window:
-    """The window of local variables ``rows`` (sorted; with two variables a row, both of each
-    row: the rows' first variables, then their second ones, in the same order).
+    """The window of local variables ``rows`` (sorted, or with borrowed rows in global order;
+    with two variables a row, both of each row: the rows' first variables, then their second
+    ones, in the same order).
 
     ``local``: the solver, whose arrays (``y``, ``C``, ``QD``, ``alpha``, ``G``, ``active``,
     ``streak``, ``gid``, ``per_row``) the window copies, or uses when ``full``. ``kernel``:
