@@ -103,3 +103,13 @@ def gone(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except OSError:
         return True
+
+
+def until_exists(path, proc, seconds: float = 90.0) -> bool:
+    """Wait for ``path`` while ``proc`` runs."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from psvm.io.model_file import read_model
-from tests._helpers import gone, mpiexec, rank_pids, run_mpi
+from tests._helpers import gone, mpiexec, rank_pids, run_mpi, until_exists
 from tests._svm import assert_models_equal, load_head, run_cli, write_head
 
 TRAIN = "psvm.cli.train"
@@ -73,10 +73,7 @@ def test_kill_9_then_resume_with_other_rank_counts(tmp_path, a9a, a9a_ref):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         ranks = rank_pids(proc.pid, 2)
-        deadline = time.monotonic() + 120
-        while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert ckpt.exists(), "no checkpoint was written"
+        assert until_exists(ckpt, proc, 120), "no checkpoint was written"
         os.kill(ranks[1], signal.SIGKILL)
         assert proc.wait(timeout=30) != 0
     finally:
@@ -114,10 +111,7 @@ def test_sigterm_saves_a_checkpoint_that_resumes_to_the_same_model(tmp_path, a9a
         cmd = [mpiexec(), "-n", str(n), *cmd]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        deadline = time.monotonic() + 120
-        while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert ckpt.exists(), "no checkpoint was written"
+        assert until_exists(ckpt, proc, 120), "no checkpoint was written"
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     finally:

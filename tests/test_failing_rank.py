@@ -18,7 +18,7 @@ import time
 import pytest
 
 from psvm.comm.process import GRACE_SECONDS
-from tests._helpers import gone, mpiexec, rank_pids, run_mpi
+from tests._helpers import gone, mpiexec, rank_pids, run_mpi, until_exists
 from tests._svm import write_head
 from tests.test_cli import GOOD
 
@@ -35,16 +35,6 @@ def a9a_text(shared_data, tmp_path_factory):
 # 5 s in, and the whole solve now takes about 5 s at P = 2)
 def _solving(checkpoint) -> list[str]:
     return ["-c", "4", "-g", "0.5", "--checkpoint-iters", "100", "--checkpoint", str(checkpoint)]
-
-
-def _until_exists(path, proc, seconds: float = 90.0) -> bool:
-    """Wait for ``path`` while ``proc`` runs."""
-    deadline = time.monotonic() + seconds
-    while not path.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def _only_input_left(folder, data):
@@ -151,7 +141,7 @@ def test_kill_9_of_one_rank_mid_training(tmp_path, a9a_text, n, victim):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         ranks = rank_pids(proc.pid, n)
-        assert _until_exists(tmp_path / "c.ckpt", proc), "no checkpoint: the solver is not running"
+        assert until_exists(tmp_path / "c.ckpt", proc), "no checkpoint: the solver is not running"
         os.kill(ranks[victim], signal.SIGKILL)
         t0 = time.monotonic()
         rc = proc.wait(timeout=30)
@@ -228,7 +218,7 @@ def test_ctrl_c_or_sigterm_prints_one_line_and_exits(tmp_path, a9a_text, n, vict
     try:
         target = proc.pid if victim is None else rank_pids(proc.pid, n)[victim]
         if solver == "smo":
-            running = _until_exists(tmp_path / "c.ckpt", proc)
+            running = until_exists(tmp_path / "c.ckpt", proc)
         else:
             running = _epochs_running(proc)
         assert running, "the solver is not running"

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import NoReturn
 
 import numpy as np
@@ -317,10 +317,7 @@ class Comm:
         on which the ranks find out that Ctrl-C reached them all.
         """
         if self._c is None:
-            if process.WATCH_SIGTERM:
-                with sigint_watch():
-                    yield self
-            else:
+            with sigint_watch() if process.WATCH_SIGTERM else nullcontext():
                 yield self
             return
         control = self._c.Dup()
