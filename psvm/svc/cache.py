@@ -287,6 +287,10 @@ class ColumnCache:
     def n_columns(self) -> int:
         return int(self.arrays[META][USED])
 
+    def holds(self, n: int) -> bool:
+        """Whether n columns fit at once: a window of n rows then evicts none."""
+        return int(self.arrays[META][LIMIT]) >= n
+
     @property
     def used(self) -> int:
         """Floats held by the columns of the current window."""

@@ -25,7 +25,8 @@ One iteration (see :mod:`psvm.svc.solver` for the algorithm), as in LIBSVM's
 
 One process runs :func:`run_serial`: the same iteration, bit for bit, with the candidates
 read from the window (:func:`select_serial`, :func:`step_serial`) and no packets, copies or
-winner searches, which were half of a small window's iteration.
+winner searches, which were half of a small window's iteration; a small window's columns come
+from a block after their first use (:func:`_serial_column`).
 
 :func:`select` and :func:`step` are inlined into :func:`run` (a call passing
 the window's arrays costs 0.2 µs), and so are the cache look-up, the gradient
@@ -190,7 +191,8 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     ``ker``, ``kp``: the window's kernel arrays and parameters
     (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s
     arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,
-    recv2, idx, part); ``trace``: (iter, gap, active, misses, clock).
+    recv2, idx, part, block, have: :func:`_serial_column`); ``trace``: (iter, gap, active,
+    misses, clock).
     """
     # every row's bids: Python may have changed alpha or the flags; the update keeps them
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
@@ -478,7 +480,7 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     """Column i; round 2, the partner j by the second-order gain (or I_low's best, first
     order); the two-variable step; column j; the gradient update. NONE or an event."""
     _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
-    _, recv1, send2, recv2, idx, part = bufs
+    _, recv1, send2, recv2, idx, part = bufs[:6]
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     gkeys, gtable = cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE]
     size, width = send2.size, ctl_i[ROW_WIDTH]
@@ -561,10 +563,8 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
     """:func:`step` of one process, on window positions i and j (j: the first-order
     partner; second order finds its own). NONE or NO_PAIR."""
     _, _, y, alpha, C, G, QD, act, _, up, low, obj = win[:12]
-    pool, meta = cache[cc.POOL], cache[cc.META]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
-    s_i = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, i, -1)
-    col_i = cc.column(pool, meta[cc.WIDTH], s_i)
+    col_i, s_i = _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, i, -1)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] == 0:
         _, j = second_order_inlined(low, QD, col_i, out[M_OUT], QD[i], obj)
@@ -577,13 +577,36 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
         y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], K_ij
     )
     c_i, c_j = y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
-    s_j = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, j, s_i)
-    col_j = cc.column(pool, meta[cc.WIDTH], s_j)
+    col_j, _ = _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, j, s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     alpha[i], alpha[j] = a_i, a_j
     update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep):
+    """(column of window position q, its cache slot or -1). A small window's columns are
+    copied into a block at their first use (``bufs[6]``, a row per kernel row; ``bufs[7]``
+    flags the rows copied) and read from there after: a look-up in the cache and the move of
+    its LRU list cost a 10-row window's iteration 12 of its 82 ns. The block counts a hit as
+    the cache would; a window of at most :data:`psvm.svc.solver.BLOCK_ROWS` rows evicts no
+    column, so the counts and the columns' bits are the cache's."""
+    block, have = bufs[6], bufs[7]
+    if block.shape[0] > 0:
+        k = win[14][q]
+        if have[k]:
+            cache[cc.META][cc.HITS] += 1
+            return block[k], -1
+        s = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep)
+        col, row = cc.column(cache[cc.POOL], cache[cc.META][cc.WIDTH], s), block[k]
+        for t in range(row.size):  # (a slice assignment may allocate: no NRT here)
+            row[t] = col[t]
+        have[k] = True
+        return row, s
+    s = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep)
+    return cc.column(cache[cc.POOL], cache[cc.META][cc.WIDTH], s), s
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -672,7 +695,7 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     """Solver_NU's round 2: the columns of both signs' i; j by the second-order gain against
     the i of its own sign; i is then that one; the step and the update as :func:`step`."""
     _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
-    _, recv1, send2, recv2, idx, part = bufs
+    _, recv1, send2, recv2, idx, part = bufs[:6]
     pool, width_c = cache[cc.POOL], cache[cc.META][cc.WIDTH]
     size, width = send2.size, ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0

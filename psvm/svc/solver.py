@@ -71,6 +71,10 @@ from psvm.svc.window import Window
 EPOCH_SUMS_VALUES = 1 << 16
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
+# one process reads the columns of a window of at most this many kernel rows from a block
+# (:func:`psvm.svc.engine._serial_column`): 128 KB at most
+BLOCK_ROWS = 128
+_NO_BLOCK = np.zeros((0, 0)), np.zeros(0, dtype=bool)
 PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 # a solve's trace keeps at most this many samples: the engine's buffer holds one more, and
@@ -230,6 +234,7 @@ class Solver:
             np.zeros((self.comm.size, size)),
             np.zeros(self.row_width, dtype=np.int32),  # a packet row's indices, as ints
             np.empty(n),  # a column's rows that rejoined the window
+            *_NO_BLOCK,  # a small window's columns (:meth:`_set_window`)
         )
         self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
         self._obj = np.empty(n)
@@ -317,6 +322,16 @@ class Solver:
         kernel, vrow, keys = self._window_kernel(rows, full)
         self.window = Window(self, rows, full, kernel, vrow, keys, (self._up, self._low, self._obj))
         self._count_active()
+        self.bufs = (*self.bufs[:6], *self._block(kernel.n))
+
+    def _block(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """A window of n kernel rows: the block for its columns and its flags
+        (:func:`psvm.svc.engine._serial_column`). One process's loop alone reads it (the others
+        take columns from packets), and only when the cache, laid out for the window, holds
+        all its columns: then the block's counts of hits and misses are the cache's."""
+        if self.comm.size > 1 or self.nu or n > BLOCK_ROWS or not self.cache.holds(n):
+            return _NO_BLOCK
+        return np.empty((n, n)), np.zeros(n, dtype=bool)
 
     def _window_kernel(self, rows: np.ndarray, full: bool) -> tuple:
         """The kernel over the window's rows, each once (an SVR window's two halves read one
@@ -377,8 +392,8 @@ class Solver:
         """Make ``rows`` the window (state synced first); cached columns move with it.
         ``old``: each new variable's position in the window before (default: the window's)."""
         old = self.window.pos[rows] if old is None else old
-        self._set_window(rows)
         self.cache.relayout(old[: rows.size // self.per_row])  # by kernel row
+        self._set_window(rows)
         self.stats.add("n_relayout")
 
     def _shrink_window(self) -> None:
@@ -453,7 +468,7 @@ class Solver:
             setattr(self, f, store[f][: n + k])
         if self._up.size < n + k:  # the selection passes' scratch, a column's rejoined rows
             self._up, self._low, self._obj = (np.empty(n + 2 * k) for _ in range(3))
-            self.bufs = (*self.bufs[:5], np.empty(n + 2 * k))
+            self.bufs = (*self.bufs[:5], np.empty(n + 2 * k), *self.bufs[6:])
 
     def _home(self, relayout: bool = True) -> np.ndarray:
         """Lent rows go home: the borrowed rows' state goes back to their owners, which put

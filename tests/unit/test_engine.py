@@ -89,6 +89,48 @@ def test_one_process_loop_gives_the_packet_loop_bits(monkeypatch, params):
         assert serial.fit_stats_["traces"][name] == packets.fit_stats_["traces"][name], name
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"kernel": "poly", "gamma": 1.0},  # cuts down to windows of 10 rows, reconstructions
+        {"kernel": "poly", "gamma": 1.0, "epsilon": 0.1, "svr": True},  # two variables a row
+        {"C": 100.0, "gamma": 5.0, "cache_size": 0.001},  # a cache too small: no block
+    ],
+)
+def test_small_windows_read_their_columns_from_a_block_with_the_caches_bits(monkeypatch, params):
+    """One process reads a window of at most BLOCK_ROWS rows from a block of its columns: the
+    same model, iterations, counts of hits and misses, and traces as the cache alone."""
+    from psvm.svc import solver
+
+    X, y = load_iris(return_X_y=True)
+    svr = params.pop("svr", False)
+    make = psvm.SVR if svr else psvm.SVC
+    target = X[:, 0] if svr else y
+    X = X[:, 1:] if svr else X
+    sizes = []
+    real = solver.Solver._block
+
+    def recorded(self, n):
+        block = real(self, n)
+        sizes.append(block[0].shape[0])
+        return block
+
+    monkeypatch.setattr(solver.Solver, "_block", recorded)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        blocks = make(**params).fit(X, target)
+        used = list(sizes)
+        monkeypatch.setattr(solver, "BLOCK_ROWS", 0)
+        cache = make(**params).fit(X, target)
+    assert any(used) == ("cache_size" not in params), used  # (a tiny cache would evict)
+    assert not any(sizes[len(used) :])
+    for name in ("dual_coef_", "intercept_", "support_", "n_iter_"):
+        assert np.array_equal(getattr(blocks, name), getattr(cache, name)), name
+    assert blocks.fit_stats_["counts"] == cache.fit_stats_["counts"]
+    for name in ("iter", "gap", "active", "cache_misses"):
+        assert blocks.fit_stats_["traces"][name] == cache.fit_stats_["traces"][name], name
+
+
 def test_budget_and_max_iter_events():
     X, y = load_iris(return_X_y=True)
     clf = psvm.SVC(kernel="poly", gamma=1.0, max_iter=500).fit(X, y)
