@@ -587,26 +587,25 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
 
 @njit(cache=True, nogil=True, inline="always")
 def _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep):
-    """(column of window position q, its cache slot or -1). A small window's columns are
-    copied into a block at their first use (``bufs[6]``, a row per kernel row; ``bufs[7]``
-    flags the rows copied) and read from there after: a look-up in the cache and the move of
-    its LRU list cost a 10-row window's iteration 12 of its 82 ns. The block counts a hit as
-    the cache would; a window of at most :data:`psvm.svc.solver.BLOCK_ROWS` rows evicts no
-    column, so the counts and the columns' bits are the cache's."""
-    block, have = bufs[6], bufs[7]
-    if block.shape[0] > 0:
-        k = win[14][q]
-        if have[k]:
-            cache[cc.META][cc.HITS] += 1
-            return block[k], -1
-        s = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep)
-        col, row = cc.column(cache[cc.POOL], cache[cc.META][cc.WIDTH], s), block[k]
+    """(column of window position q, its cache slot or -1). With a block (``bufs[6]``, a row
+    per kernel row of a small window; ``bufs[7]``, the rows it holds) a column is copied there
+    at its first use and read from there after, the hit counted as the cache counts it: the
+    cache's look-up and LRU move were 12 of the 82 ns of a 10-row window's iteration. A block
+    is made only when the cache holds all the window's columns, so it evicts none and the
+    counts are the cache's (:meth:`psvm.svc.solver.Solver._block`)."""
+    block, have, k = bufs[6], bufs[7], win[14][q]
+    small = block.shape[0] > 0
+    if small and have[k]:
+        cache[cc.META][cc.HITS] += 1
+        return block[k], -1
+    s = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep)
+    col = cc.column(cache[cc.POOL], cache[cc.META][cc.WIDTH], s)
+    if small:
+        row = block[k]
         for t in range(row.size):  # (a slice assignment may allocate: no NRT here)
             row[t] = col[t]
         have[k] = True
-        return row, s
-    s = _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep)
-    return cc.column(cache[cc.POOL], cache[cc.META][cc.WIDTH], s), s
+    return col, s
 
 
 @njit(cache=True, nogil=True, inline="always")

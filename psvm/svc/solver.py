@@ -234,8 +234,9 @@ class Solver:
             np.zeros((self.comm.size, size)),
             np.zeros(self.row_width, dtype=np.int32),  # a packet row's indices, as ints
             np.empty(n),  # a column's rows that rejoined the window
-            *_NO_BLOCK,  # a small window's columns (:meth:`_set_window`)
+            *_NO_BLOCK,  # a small window's columns (:meth:`_block`)
         )
+        self._block_memory: np.ndarray | None = None
         self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
         self._obj = np.empty(n)
         self._dense_lent = False  # a window's dense copy overwrote the shard's (_set_window)
@@ -326,12 +327,19 @@ class Solver:
 
     def _block(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """A window of n kernel rows: the block for its columns and its flags
-        (:func:`psvm.svc.engine._serial_column`). One process's loop alone reads it (the others
-        take columns from packets), and only when the cache, laid out for the window, holds
-        all its columns: then the block's counts of hits and misses are the cache's."""
-        if self.comm.size > 1 or self.nu or n > BLOCK_ROWS or not self.cache.holds(n):
+        (:func:`psvm.svc.engine._serial_column`). ``run_serial`` alone reads one, and only
+        when the cache, laid out for the window, holds all its columns: then the cache evicts
+        none and the counts of hits and misses are the same with the block. Its memory serves
+        every window (a new 128 KB block would be new pages at each cut)."""
+        if self._engine() is not E.run_serial or n > BLOCK_ROWS or not self.cache.holds(n):
             return _NO_BLOCK
-        return np.empty((n, n)), np.zeros(n, dtype=bool)
+        if self._block_memory is None:
+            self._block_memory = np.empty(BLOCK_ROWS * BLOCK_ROWS)
+        return self._block_memory[: n * n].reshape(n, n), np.zeros(n, dtype=bool)
+
+    def _engine(self):
+        """The compiled loop: per sign of y (the nu types), one process's, or the packets'."""
+        return E.run_nu if self.nu else E.run_serial if self.comm.size == 1 else E.run
 
     def _window_kernel(self, rows: np.ndarray, full: bool) -> tuple:
         """The kernel over the window's rows, each once (an SVR window's two halves read one
@@ -589,7 +597,7 @@ class Solver:
         cf[E.DEADLINE], cf[E.PROGRESS_AT] = self._deadlines()
         ci[E.HAS_DEPARTURES] = len(self.departures) > 0
         t0 = time.perf_counter()
-        engine = E.run_nu if self.nu else E.run_serial if self.comm.size == 1 else E.run
+        engine = self._engine()
         w = self.window
         args = (
             w.arrays,

@@ -93,8 +93,9 @@ def test_one_process_loop_gives_the_packet_loop_bits(monkeypatch, params):
     "params",
     [
         {"kernel": "poly", "gamma": 1.0},  # cuts down to windows of 10 rows, reconstructions
+        {"kernel": "poly", "gamma": 1.0, "selection": "first", "heuristic": "earliest"},
         {"kernel": "poly", "gamma": 1.0, "epsilon": 0.1, "svr": True},  # two variables a row
-        {"C": 100.0, "gamma": 5.0, "cache_size": 0.001},  # a cache too small: no block
+        {"C": 100.0, "gamma": 5.0, "cache_size": 0.001},  # two columns fit a pair's window
     ],
 )
 def test_small_windows_read_their_columns_from_a_block_with_the_caches_bits(monkeypatch, params):
@@ -107,23 +108,24 @@ def test_small_windows_read_their_columns_from_a_block_with_the_caches_bits(monk
     make = psvm.SVR if svr else psvm.SVC
     target = X[:, 0] if svr else y
     X = X[:, 1:] if svr else X
-    sizes = []
+    flags = []  # each window's: which rows of its block were filled
     real = solver.Solver._block
 
     def recorded(self, n):
         block = real(self, n)
-        sizes.append(block[0].shape[0])
+        flags.append(block[1])
         return block
 
     monkeypatch.setattr(solver.Solver, "_block", recorded)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         blocks = make(**params).fit(X, target)
-        used = list(sizes)
+        used = sum(int(f.any()) for f in flags)  # windows whose loop read a block
+        n_windows = len(flags)
         monkeypatch.setattr(solver, "BLOCK_ROWS", 0)
         cache = make(**params).fit(X, target)
-    assert any(used) == ("cache_size" not in params), used  # (a tiny cache would evict)
-    assert not any(sizes[len(used) :])
+    assert (used > 0) == ("cache_size" not in params), used  # (a cache that would evict: none)
+    assert not any(f.size for f in flags[n_windows:])
     for name in ("dual_coef_", "intercept_", "support_", "n_iter_"):
         assert np.array_equal(getattr(blocks, name), getattr(cache, name)), name
     assert blocks.fit_stats_["counts"] == cache.fit_stats_["counts"]
