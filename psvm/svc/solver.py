@@ -330,11 +330,11 @@ class Solver:
         (:func:`psvm.svc.engine._serial_column`). ``run_serial`` alone reads one, and only
         when the cache, laid out for the window, holds all its columns: then the cache evicts
         none and the counts of hits and misses are the same with the block. Its memory serves
-        every window (a new 128 KB block would be new pages at each cut)."""
+        the smaller windows after it (new memory is new pages at each cut)."""
         if self._engine() is not E.run_serial or n > BLOCK_ROWS or not self.cache.holds(n):
             return _NO_BLOCK
-        if self._block_memory is None:
-            self._block_memory = np.empty(BLOCK_ROWS * BLOCK_ROWS)
+        if self._block_memory is None or self._block_memory.size < n * n:
+            self._block_memory = np.empty(n * n)
         return self._block_memory[: n * n].reshape(n, n), np.zeros(n, dtype=bool)
 
     def _engine(self):
