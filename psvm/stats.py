@@ -40,17 +40,42 @@ class _Timer:
         self.t0 = time.perf_counter()
 
     def __exit__(self, *exc):
-        self.stats.seconds[self.name] += time.perf_counter() - self.t0
+        self.stats._seconds[self.name] += time.perf_counter() - self.t0  # (no record applied)
 
 
 class Stats:
-    """Per-rank counters (``n_iter``, ``cache_hits``...), timers and traces."""
+    """Per-rank counters (``n_iter``, ``cache_hits``...), timers and traces.
+
+    A solve may hand its times and traces over as a record (:meth:`later`), kept until
+    ``seconds`` or ``traces`` is first read: converting them costs an iris fit a twentieth
+    of its time, and most fits never read them."""
 
     def __init__(self):
         self.counts: dict[str, int] = defaultdict(int)
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.traces: dict[str, list] = defaultdict(list)
+        self._seconds: dict[str, float] = defaultdict(float)
+        self._traces: dict[str, list] = defaultdict(list)
         self.values: dict = {}
+        self._later: list[Callable[[dict, dict], None]] = []
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        self._apply()
+        return self._seconds
+
+    @property
+    def traces(self) -> dict[str, list]:
+        self._apply()
+        return self._traces
+
+    def later(self, record: Callable[[dict, dict], None]) -> None:
+        """Apply ``record(seconds, traces)`` when either is next read (records in order)."""
+        self._later.append(record)
+
+    def _apply(self) -> None:
+        if self._later:
+            records, self._later = self._later, []
+            for record in records:
+                record(self._seconds, self._traces)
 
     def timer(self, name: str) -> _Timer:
         return _Timer(self, name)

@@ -42,6 +42,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -106,6 +107,20 @@ def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds:
     seconds["kernel"] += fills
     seconds["comm"] = comm
     return seconds
+
+
+def _add_solve(samples: list, t_start: float, end: tuple | None, times: tuple, seconds, traces):
+    """A solve's record (:meth:`Solver._record`): its trace samples (the clock from the
+    solve's start) and ``end``, the final state if the samples lack it, appended to
+    ``traces``; its phase times (:func:`sampled_seconds` of ``times``) added to ``seconds``."""
+    samples[-1] = samples[-1] - t_start
+    for k, name in enumerate(TRACES):
+        trace = traces[name]
+        trace.extend(samples[k].tolist())
+        if end is not None:
+            trace.append(end[k])
+    for name, v in sampled_seconds(*times).items():
+        seconds[name] += v
 
 
 NO_LIMIT = np.iinfo(np.int64).max  # (np.iinfo costs microseconds a call)
@@ -660,31 +675,25 @@ class Solver:
         return BinaryResult(self.alpha, rho, obj, float(gap), n_iter, status, approximate, r)
 
     def _record(self, n_iter: int, gap: float) -> None:
-        """The solve's trace, its final state included, its counts and its phase times."""
+        """The solve's counts; its trace, final state included, and its phase times when the
+        statistics are read (:meth:`~psvm.stats.Stats.later`)."""
         st, n = self.stats, int(self.counts[E.C_TRACE])
-        samples = [a[:n] for a in self.trace]  # (the engine's, at most TRACE_POINTS)
-        samples[-1] = samples[-1] - self._t_start  # the clock from the solve's start
-        end = None  # the final state, unless the engine's last sample is it
-        if not (samples[0].size and samples[0][-1] == n_iter):
-            seconds = time.perf_counter() - self._t_start
-            end = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
-        for k, name in enumerate(TRACES):
-            trace = st.traces[name]
-            trace.extend(samples[k].tolist())
-            if end is not None:
-                trace.append(end[k])
         st.add("n_iter", n_iter)
         st.add("cache_hits", self.cache.hits)
         st.add("cache_misses", self.cache.misses)
         st.add("n_eliminated", int(self.counts[E.C_ELIMINATED]))
+        end = None  # the final state, unless the engine's last sample is it
+        if not (n and self.trace[0][n - 1] == n_iter):
+            seconds = time.perf_counter() - self._t_start
+            end = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
+        samples = [a[:n].copy() for a in self.trace]  # (copies: not the whole buffers kept)
         timed = int(self.counts[E.C_TIMED])
-        seconds = sampled_seconds(self.timers, n_iter, timed, self._engine_seconds)
-        for name, v in seconds.items():
-            st.seconds[name] += v
+        times = (self.timers, n_iter, timed, self._engine_seconds)
+        st.later(partial(_add_solve, samples, self._t_start, end, times))
         if self.comm.size > 1:
             rounds = int(self.counts[E.C_ROUND1]), int(self.counts[E.C_ROUND2])
             nbytes = rounds[0] * self.bufs[0].nbytes + rounds[1] * self.bufs[2].nbytes
-            self.comm.record("allgather", sum(rounds), nbytes, seconds["comm"])
+            self.comm.record("allgather", sum(rounds), nbytes, float(self.timers[E.T_COMM]))
 
     # -- checkpoints -------------------------------------------------------
     def _save(self, n_iter: int) -> None:

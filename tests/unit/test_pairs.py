@@ -228,6 +228,29 @@ def test_statistics_of_another_ranks_pair_count_once_over_the_ranks():
     assert other.traces["iter"] == [0, 10] and other.traces["active"] == [0, 0]
 
 
+def test_records_are_applied_in_order_when_times_or_traces_are_read():
+    stats, applied = Stats(), []
+
+    def record(k):
+        def apply(seconds, traces):
+            applied.append(k)
+            seconds["kernel"] += k
+            traces["iter"].append(k)
+
+        return apply
+
+    stats.later(record(1))
+    stats.later(record(2))
+    with stats.timer("cut"):  # a timer applies none
+        pass
+    assert applied == [] and "cut" in stats._seconds
+    assert stats.traces["iter"] == [1, 2] and stats.seconds["kernel"] == 3 and applied == [1, 2]
+    stats.later(record(3))
+    mine = Stats()
+    mine.merge(stats)  # a part's records, then the part: in order
+    assert mine.traces["iter"] == [1, 2, 3] and applied == [1, 2, 3]
+
+
 class _Sent(Exception):
     """Stops a stub rank at its exchange, its part kept (:func:`_dealt`)."""
 
