@@ -40,15 +40,17 @@ class _Timer:
         self.t0 = time.perf_counter()
 
     def __exit__(self, *exc):
-        self.stats._seconds[self.name] += time.perf_counter() - self.t0  # (no record applied)
+        # (a sum, which the records' order does not change: they can wait)
+        self.stats._seconds[self.name] += time.perf_counter() - self.t0
 
 
 class Stats:
     """Per-rank counters (``n_iter``, ``cache_hits``...), timers and traces.
 
     A solve may hand its times and traces over as a record (:meth:`later`), kept until
-    ``seconds`` or ``traces`` is first read: converting them costs an iris fit a twentieth
-    of its time, and most fits never read them."""
+    ``seconds`` or ``traces`` is first read: converting them cost an iris fit a twentieth of
+    its time, and most fits never read them (pairs on threads or ranks are read at their
+    merge). One thread at a time, as the rest of a fit's statistics."""
 
     def __init__(self):
         self.counts: dict[str, int] = defaultdict(int)
@@ -66,6 +68,14 @@ class Stats:
     def traces(self) -> dict[str, list]:
         self._apply()
         return self._traces
+
+    def __setstate__(self, state: dict) -> None:
+        """A pickle made before records (times and traces as plain attributes) loads too."""
+        for name in ("seconds", "traces"):
+            if name in state:
+                state[f"_{name}"] = state.pop(name)
+        state.setdefault("_later", [])
+        self.__dict__.update(state)
 
     def later(self, record: Callable[[dict, dict], None]) -> None:
         """Apply ``record(seconds, traces)`` when either is next read (records in order)."""

@@ -109,11 +109,13 @@ def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds:
     return seconds
 
 
-def _add_solve(samples: list, t_start: float, end: tuple | None, times: tuple, seconds, traces):
+def _add_solve(
+    samples: list, t_start: float, end: tuple | None, times: tuple, seconds: dict, traces: dict
+) -> None:
     """A solve's record (:meth:`Solver._record`): its trace samples (the clock from the
     solve's start) and ``end``, the final state if the samples lack it, appended to
     ``traces``; its phase times (:func:`sampled_seconds` of ``times``) added to ``seconds``."""
-    samples[-1] = samples[-1] - t_start
+    samples = [*samples[:-1], samples[-1] - t_start]
     for k, name in enumerate(TRACES):
         trace = traces[name]
         trace.extend(samples[k].tolist())
@@ -688,7 +690,7 @@ class Solver:
             end = (n_iter, float(gap), self.n_active, self.cache.misses, seconds)
         samples = [a[:n].copy() for a in self.trace]  # (copies: not the whole buffers kept)
         timed = int(self.counts[E.C_TIMED])
-        times = (self.timers, n_iter, timed, self._engine_seconds)
+        times = (self.timers.copy(), n_iter, timed, self._engine_seconds)
         st.later(partial(_add_solve, samples, self._t_start, end, times))
         if self.comm.size > 1:
             rounds = int(self.counts[E.C_ROUND1]), int(self.counts[E.C_ROUND2])

@@ -249,6 +249,9 @@ def test_records_are_applied_in_order_when_times_or_traces_are_read():
     mine = Stats()
     mine.merge(stats)  # a part's records, then the part: in order
     assert mine.traces["iter"] == [1, 2, 3] and applied == [1, 2, 3]
+    before = Stats.__new__(Stats)  # a pickle made before records: plain attributes
+    before.__setstate__({"counts": {}, "seconds": {"kernel": 1.0}, "traces": {"iter": [4]}})
+    assert before.seconds == {"kernel": 1.0} and before.traces == {"iter": [4]}
 
 
 class _Sent(Exception):
