@@ -26,7 +26,8 @@ One iteration (see :mod:`psvm.svc.solver` for the algorithm), as in LIBSVM's
 One process runs :func:`run_serial`: the same iteration, bit for bit, with the candidates
 read from the window (:func:`select_serial`, :func:`step_serial`) and no packets, copies or
 winner searches, which were half of a small window's iteration; a small window's columns come
-from a block after their first use (:func:`_serial_column`).
+from a block after their first use (:func:`_serial_column`), and its iterations between those
+that test an event, sample or eliminate run in a loop of their own (:func:`_quiet`).
 
 :func:`select` and :func:`step` are inlined into :func:`run` (a call passing
 the window's arrays costs 0.2 µs), and so are the cache look-up, the gradient
@@ -222,11 +223,18 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
     """:func:`run` for one process (``mpi`` unused): the same iterations, bit for bit, with
     the candidates read from the window instead of packets and no collective. The packets,
     their copies and the winner searches were half of a small window's iteration
-    (iris-poly's 10-row window: 199 -> 103 ns)."""
+    (iris-poly's 10-row window: 199 -> 103 ns). A small window's plain iterations, between
+    those that test events, sample or eliminate, run in :func:`_quiet`."""
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
     event = BUDGET
-    while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET]:
+    small = bufs[6].shape[0] > 0  # a block holds the window's columns (_serial_column)
+    quiet = False  # the last iteration was a small window's and eliminated nothing
+    while True:
+        if quiet:
+            _quiet(win, cache, bufs, ctl_i, ctl_f, out, _plain_until(ctl_i, entry))
+        if ctl_i[N_ITER] - entry >= ctl_i[ITER_BUDGET]:
+            break
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
         event, i, j = select_serial(
@@ -234,8 +242,10 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
         )
         if event != NONE:
             break
-        if _ready(ctl_i, ctl_f, out[GAP_OUT]):
+        ready = _ready(ctl_i, ctl_f, out[GAP_OUT])
+        if ready:
             shrink(win, ctl_i, out, counts)
+        quiet = small and not ready
         event = step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j)
         if event != NONE:
             break
@@ -624,6 +634,72 @@ def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, ke
         pack(packet, 0.0, q, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
         _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit, ctl_i, ts, timers, timed)
     return s
+
+
+@inner(_nrt=False)
+def _plain_until(ctl_i, entry):
+    """The first iteration from N_ITER on that may need more than a plain step: a timed one,
+    a trace sample, an elimination test, a checkpoint by iterations, the iteration limit or
+    the budget's end. The other events can only follow an elimination (a cut) or hold from
+    a run's start (all rows back)."""
+    n = ctl_i[N_ITER]
+    until = min(entry + ctl_i[ITER_BUDGET], max(ctl_i[MAX_ITER_], n))
+    until = min(until, _next_multiple(n, TIMED_EVERY), _next_multiple(n, ctl_i[TRACE_EVERY]))
+    if ctl_i[READY] != NEVER:
+        until = min(until, _next_multiple(max(n, ctl_i[START]), ctl_i[PERIOD]))
+    if ctl_i[CK_ITERS] > 0:
+        until = min(until, _next_multiple(n, ctl_i[CK_ITERS]))
+    return until
+
+
+@inner(_nrt=False, inline="always")
+def _next_multiple(n, k):
+    """The first multiple of k from n on."""
+    return (n + k - 1) // k * k
+
+
+@inner(_nrt=False, inline="always")
+def _quiet(win, cache, bufs, ctl_i, ctl_f, out, until):
+    """Plain iterations of a small window up to ``until`` (:func:`_plain_until`): those of
+    :func:`select_serial` and :func:`step_serial` when no event is due and both columns are
+    in the block, and nothing else. It stops before an iteration that needs more (the stop
+    test holds, no partner, a column not yet in the block), which the full one then makes.
+    Inlined: a call passing the window, cache and buffers cost more than it saved. On
+    iris-poly's last 10-row window the full iterations ran at one of two speeds set by where
+    a process loaded the code (72-80 or 97-168 ns); with this loop, 65-73 ns in 29 of 32
+    loads (docs/performance.md, session 48)."""
+    _, _, y, alpha, C, G, QD, act, _, up, low, obj, _, _, vrow = win
+    block, have = bufs[6], bufs[7]
+    first_order, tol, next_gap = ctl_i[FIRST_ORDER] != 0, ctl_f[TOL], ctl_f[NEXT_GAP]
+    start = n = ctl_i[N_ITER]
+    last = (0.0, 0.0, 0.0)  # the last step's (gap, m, -M): those select_serial leaves
+    while n < until:
+        m, i, minus_M, j = best(up, low, first_order)
+        gap = m + minus_M
+        if i < 0 or j < 0 or not (gap >= tol and gap >= next_gap) or not have[vrow[i]]:
+            break
+        col_i = block[vrow[i]]
+        if not first_order:
+            _, j = second_order_inlined(low, QD, col_i, m, QD[i], obj)
+            if j < 0:
+                break
+        if not have[vrow[j]]:
+            break
+        col_j = block[vrow[j]]
+        K_ij = col_i[j % col_i.size]
+        a_i, a_j = two_variable_step(
+            y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], K_ij
+        )
+        c_i, c_j = y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
+        alpha[i], alpha[j] = a_i, a_j
+        update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
+        last = (gap, m, minus_M)
+        n += 1
+    if n > start:  # the block's hits counted as the cache counts them
+        out[GAP_OUT], out[M_OUT], out[MINUS_M_OUT] = last
+        out[M_NEG_OUT], out[MINUS_M_NEG_OUT] = last[1], last[2]
+        cache[cc.META][cc.HITS] += 2 * (n - start)
+        ctl_i[N_ITER] = n
 
 
 # -- Solver_NU (nu-SVC, nu-SVR): the two signs of y kept apart ---------------------------------

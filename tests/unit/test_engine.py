@@ -99,8 +99,9 @@ def test_one_process_loop_gives_the_packet_loop_bits(monkeypatch, params):
     ],
 )
 def test_small_windows_read_their_columns_from_a_block_with_the_caches_bits(monkeypatch, params):
-    """One process reads a window of at most BLOCK_ROWS rows from a block of its columns: the
-    same model, iterations, counts of hits and misses, and traces as the cache alone."""
+    """One process reads a window of at most BLOCK_ROWS rows from a block of its columns, and
+    runs its plain iterations in a loop of their own (engine._quiet): the same model,
+    iterations, counts of hits and misses, and traces as the cache and the full loop alone."""
     from psvm.svc import solver
 
     X, y = load_iris(return_X_y=True)
@@ -131,6 +132,21 @@ def test_small_windows_read_their_columns_from_a_block_with_the_caches_bits(monk
     assert blocks.fit_stats_["counts"] == cache.fit_stats_["counts"]
     for name in ("iter", "gap", "active", "cache_misses"):
         assert blocks.fit_stats_["traces"][name] == cache.fit_stats_["traces"][name], name
+
+
+def test_small_windows_checkpoint_on_the_same_iterations(tmp_path, monkeypatch):
+    """Checkpoints every k iterations fall on the same iterations whether a small window's
+    plain iterations run in their own loop (a block) or not: the loop stops before each."""
+    from psvm.svc import solver
+
+    X, y = load_iris(return_X_y=True)
+    kw = dict(kernel="poly", gamma=1.0, checkpoint_iters=997)
+    blocks = psvm.SVC(**kw, checkpoint=tmp_path / "a.ckpt").fit(X, y)
+    monkeypatch.setattr(solver, "BLOCK_ROWS", 0)
+    cache = psvm.SVC(**kw, checkpoint=tmp_path / "b.ckpt").fit(X, y)
+    assert blocks.fit_stats_["counts"]["n_checkpoint"] >= max(blocks.n_iter_) // 997
+    assert blocks.fit_stats_["counts"] == cache.fit_stats_["counts"]
+    assert np.array_equal(blocks.dual_coef_, cache.dual_coef_)
 
 
 def test_budget_and_max_iter_events():
