@@ -229,7 +229,7 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
     entry = ctl_i[N_ITER]
     event = BUDGET
     small = bufs[6].shape[0] > 0  # a block holds the window's columns (_serial_column)
-    quiet = False  # the last iteration was a small window's and eliminated nothing
+    quiet = False  # the last was a small window's and tested no elimination (a CUT comes next)
     while True:
         if quiet:
             _quiet(win, cache, bufs, ctl_i, ctl_f, out, _plain_until(ctl_i, entry))
@@ -572,7 +572,7 @@ def _serial_events(bufs, ctl_i, ctl_f, window, timed, t):
 def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j):
     """:func:`step` of one process, on window positions i and j (j: the first-order
     partner; second order finds its own). NONE or NO_PAIR."""
-    _, _, y, alpha, C, G, QD, act, _, up, low, obj = win[:12]
+    QD, low, obj = win[6], win[10], win[11]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     col_i, s_i = _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, i, -1)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
@@ -582,17 +582,32 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
         if j < 0:
             out[GAP_OUT] = 0.0
             return NO_PAIR
-    K_ij = col_i[j % col_i.size]
-    a_i, a_j = two_variable_step(
-        y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], K_ij
-    )
-    c_i, c_j = y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
+    step = _pair_step(win, i, j, col_i)
     col_j, _ = _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, j, s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
-    alpha[i], alpha[j] = a_i, a_j
-    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
+    _pair_update(win, i, j, step, col_i, col_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE
+
+
+@inner(_nrt=False, inline="always")
+def _pair_step(win, i, j, col_i):
+    """The two-variable step of window positions i and j: (a_i, a_j, c_i, c_j), c the change
+    of y alpha (:func:`step_serial` and :func:`_quiet`)."""
+    y, alpha, C, G, QD = win[2], win[3], win[4], win[5], win[6]
+    a_i, a_j = two_variable_step(
+        y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], col_i[j % col_i.size]
+    )
+    return a_i, a_j, y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
+
+
+@inner(_nrt=False, inline="always")
+def _pair_update(win, i, j, step, col_i, col_j):
+    """Set the step's alphas and update the window's gradient and bids."""
+    _, _, y, alpha, C, G, _, act, _, up, low = win[:11]
+    a_i, a_j, c_i, c_j = step
+    alpha[i], alpha[j] = a_i, a_j
+    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -636,14 +651,15 @@ def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, ke
     return s
 
 
-@inner(_nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def _plain_until(ctl_i, entry):
-    """The first iteration from N_ITER on that may need more than a plain step: a timed one,
-    a trace sample, an elimination test, a checkpoint by iterations, the iteration limit or
-    the budget's end. The other events can only follow an elimination (a cut) or hold from
-    a run's start (all rows back)."""
+    """The first iteration from N_ITER on that may need more than a plain step: a timed one
+    (the clock is read only there), a trace sample, an elimination test, a checkpoint by
+    iterations, the iteration limit or the budget's end. A cut can only follow an
+    elimination test and all rows back only a call's start, both full iterations; the stop
+    test and a missing partner :func:`_quiet` tests itself."""
     n = ctl_i[N_ITER]
-    until = min(entry + ctl_i[ITER_BUDGET], max(ctl_i[MAX_ITER_], n))
+    until = min(entry + ctl_i[ITER_BUDGET], ctl_i[MAX_ITER_])
     until = min(until, _next_multiple(n, TIMED_EVERY), _next_multiple(n, ctl_i[TRACE_EVERY]))
     if ctl_i[READY] != NEVER:
         until = min(until, _next_multiple(max(n, ctl_i[START]), ctl_i[PERIOD]))
@@ -666,9 +682,8 @@ def _quiet(win, cache, bufs, ctl_i, ctl_f, out, until):
     test holds, no partner, a column not yet in the block), which the full one then makes.
     Inlined: a call passing the window, cache and buffers cost more than it saved. On
     iris-poly's last 10-row window the full iterations ran at one of two speeds set by where
-    a process loaded the code (72-80 or 97-168 ns); with this loop, 65-73 ns in 29 of 32
-    loads (docs/performance.md, session 48)."""
-    _, _, y, alpha, C, G, QD, act, _, up, low, obj, _, _, vrow = win
+    a process loaded the code (72-79 or 97-168 ns); this loop at 65-73 ns in 30 of 32 loads."""
+    QD, up, low, obj, vrow = win[6], win[9], win[10], win[11], win[14]
     block, have = bufs[6], bufs[7]
     first_order, tol, next_gap = ctl_i[FIRST_ORDER] != 0, ctl_f[TOL], ctl_f[NEXT_GAP]
     start = n = ctl_i[N_ITER]
@@ -676,6 +691,7 @@ def _quiet(win, cache, bufs, ctl_i, ctl_f, out, until):
     while n < until:
         m, i, minus_M, j = best(up, low, first_order)
         gap = m + minus_M
+        # (the stop test negated: a NaN gap goes to the full iteration, as it stops there)
         if i < 0 or j < 0 or not (gap >= tol and gap >= next_gap) or not have[vrow[i]]:
             break
         col_i = block[vrow[i]]
@@ -685,14 +701,7 @@ def _quiet(win, cache, bufs, ctl_i, ctl_f, out, until):
                 break
         if not have[vrow[j]]:
             break
-        col_j = block[vrow[j]]
-        K_ij = col_i[j % col_i.size]
-        a_i, a_j = two_variable_step(
-            y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], K_ij
-        )
-        c_i, c_j = y[i] * (a_i - alpha[i]), y[j] * (a_j - alpha[j])
-        alpha[i], alpha[j] = a_i, a_j
-        update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
+        _pair_update(win, i, j, _pair_step(win, i, j, col_i), col_i, block[vrow[j]])
         last = (gap, m, minus_M)
         n += 1
     if n > start:  # the block's hits counted as the cache counts them

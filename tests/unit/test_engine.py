@@ -16,6 +16,7 @@ from psvm.comm.compiled import allgather
 from psvm.kernels import RBF, exp, from_pre
 from psvm.svc import engine
 from psvm.svc.cache import ColumnCache
+from psvm.svc.elimination import ALWAYS, GAP_FRACTION, NEVER
 
 
 def test_exp_is_within_one_ulp_and_the_same_in_any_position():
@@ -70,6 +71,7 @@ def test_the_loop_compiles_once():
     [
         {"kernel": "poly", "gamma": 1.0},  # window cuts, eliminations, a reconstruction
         {"kernel": "poly", "gamma": 1.0, "selection": "first", "heuristic": "earliest"},
+        {"kernel": "poly", "gamma": 1.0, "selection": "first"},  # plain runs between tests
         {"kernel": "poly", "gamma": 1.0, "max_iter": 700, "heuristic": "libsvm"},
         {"C": 100.0, "gamma": 5.0, "reconstruction": "multi", "cache_size": 0.001},  # misses
     ],
@@ -94,6 +96,7 @@ def test_one_process_loop_gives_the_packet_loop_bits(monkeypatch, params):
     [
         {"kernel": "poly", "gamma": 1.0},  # cuts down to windows of 10 rows, reconstructions
         {"kernel": "poly", "gamma": 1.0, "selection": "first", "heuristic": "earliest"},
+        {"kernel": "poly", "gamma": 1.0, "selection": "first"},
         {"kernel": "poly", "gamma": 1.0, "epsilon": 0.1, "svr": True},  # two variables a row
         {"C": 100.0, "gamma": 5.0, "cache_size": 0.001},  # two columns fit a pair's window
     ],
@@ -132,6 +135,44 @@ def test_small_windows_read_their_columns_from_a_block_with_the_caches_bits(monk
     assert blocks.fit_stats_["counts"] == cache.fit_stats_["counts"]
     for name in ("iter", "gap", "active", "cache_misses"):
         assert blocks.fit_stats_["traces"][name] == cache.fit_stats_["traces"][name], name
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(0, 3000),
+    since=st.integers(0, 500),
+    budget=st.integers(1, 400),
+    max_iter=st.integers(1, 4000),
+    trace=st.integers(1, 300),
+    ready=st.sampled_from([NEVER, ALWAYS, GAP_FRACTION]),
+    start=st.integers(0, 2000),
+    period=st.integers(1, 120),
+    ck=st.integers(0, 300),
+)
+def test_plain_runs_end_at_the_first_iteration_that_may_need_more(
+    n, since, budget, max_iter, trace, ready, start, period, ck
+):
+    """engine._plain_until: no iteration before it is timed, a trace sample, an elimination
+    test, a checkpoint, at the iteration limit or past the budget, and it is one of those."""
+    ci = np.zeros(engine.N_CTL_I, dtype=np.int64)
+    ci[engine.N_ITER], ci[engine.ITER_BUDGET], ci[engine.MAX_ITER_] = n, budget, max_iter
+    ci[engine.TRACE_EVERY], ci[engine.READY], ci[engine.START] = trace, ready, start
+    ci[engine.PERIOD], ci[engine.CK_ITERS] = period, ck
+    entry = max(n - since, 0)
+
+    def needs_more(k):
+        return (
+            k % engine.TIMED_EVERY == 0
+            or k % trace == 0
+            or (ready != NEVER and k >= start and k % period == 0)
+            or (ck > 0 and k % ck == 0)
+            or k >= max_iter
+            or k - entry >= budget
+        )
+
+    until = engine._plain_until(ci, entry)
+    assert not any(needs_more(k) for k in range(n, until))
+    assert needs_more(max(until, n))
 
 
 def test_small_windows_checkpoint_on_the_same_iterations(tmp_path, monkeypatch):
@@ -195,6 +236,7 @@ def test_the_budget_grows_only_after_a_call_that_used_it(monkeypatch):
     psvm.SVC(kernel="poly", gamma=1, degree=3, coef0=0).fit(X[keep], y[keep])
     used = [n >= budget for budget, n in calls[:-1]]
     assert any(used) and not all(used)  # both cases happen
+    assert all(n <= budget for budget, n in calls)  # (a small window's plain runs too)
     for (budget, n), (next_budget, _) in itertools.pairwise(calls):
         assert next_budget == (2 * budget if n >= budget else budget)
 
