@@ -16,9 +16,10 @@ problem at most) and reports the ratio of their medians: on the tiny sets a
 best of 3 right after the warm-up reads the interpreter's warm-up too (the
 first fits of a process run slower, psvm's more: more of its fit is Python),
 and iris's best of 3 spread over 0.93-1.21 in six fresh processes where the
-medians of fits 12-41 read 1.03 (session 28). iris poly also depends on the process: its
-engine reads about 5.5 ms in two loads of the compiled code out of three and 6.7-8.5 ms in
-the others, so one run's row reads 1.2-1.28 or 0.95-1.0 (docs/performance.md, session 47).
+medians of fits 12-41 read 1.03 (session 28). iris poly depended on the process until
+session 48 (its engine read about 5.5 ms in two loads of the compiled code out of three and
+6.7-8.5 ms in the others); a small window's plain iterations now run in a loop with one
+speed in nearly every load (docs/performance.md, sessions 47-48).
 Iterations are the sums of ``n_iter_`` over the one-vs-one pairs. ``agree`` is the share of
 training rows on which the two predict the same class, next to each one's training accuracy,
 so that a fast wrong result shows.
