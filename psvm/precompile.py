@@ -178,9 +178,9 @@ def _estimators(files: dict[str, str]) -> None:
 def _ranks_loop() -> None:
     """The loop of ``mpiexec``'s ranks: the jobs above, one process each, ran the loop of one
     process (``run_serial``); ``run`` takes the same argument types."""
-    from psvm.svc import engine
+    from psvm.svc import engine, serial
 
-    for signature in engine.run_serial.signatures:
+    for signature in serial.run_serial.signatures:
         engine.run.compile(signature)
 
 

@@ -54,7 +54,7 @@ from psvm.jit import compile_first_on_one_rank
 from psvm.kernels import take_rows
 from psvm.kernels.csr import stack_rows
 from psvm.stats import Stats
-from psvm.svc import balance
+from psvm.svc import balance, serial
 from psvm.svc import engine as E
 from psvm.svc.cache import ColumnCache
 from psvm.svc.checkpoint import Checkpoint
@@ -73,7 +73,7 @@ EPOCH_SUMS_VALUES = 1 << 16
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
 # one process reads the columns of a window of at most this many kernel rows from a block
-# (:func:`psvm.svc.engine._serial_column`): 128 KB at most
+# (:func:`psvm.svc.serial._serial_column`): 128 KB at most
 BLOCK_ROWS = 128
 _NO_BLOCK = np.zeros((0, 0)), np.zeros(0, dtype=bool)
 PROGRESS_SECONDS = 5.0  # between two progress lines
@@ -344,11 +344,11 @@ class Solver:
 
     def _block(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """A window of n kernel rows: the block for its columns and its flags
-        (:func:`psvm.svc.engine._serial_column`). ``run_serial`` alone reads one, and only
+        (:func:`psvm.svc.serial._serial_column`). ``run_serial`` alone reads one, and only
         when the cache, laid out for the window, holds all its columns: then the cache evicts
         none and the counts of hits and misses are the same with the block. Its memory serves
         the smaller windows after it (new memory is new pages at each cut)."""
-        if self._engine() is not E.run_serial or n > BLOCK_ROWS or not self.cache.holds(n):
+        if self._engine() is not serial.run_serial or n > BLOCK_ROWS or not self.cache.holds(n):
             return _NO_BLOCK
         if self._block_memory is None or self._block_memory.size < n * n:
             self._block_memory = np.empty(n * n)
@@ -356,7 +356,7 @@ class Solver:
 
     def _engine(self):
         """The compiled loop: per sign of y (the nu types), one process's, or the packets'."""
-        return E.run_nu if self.nu else E.run_serial if self.comm.size == 1 else E.run
+        return E.run_nu if self.nu else serial.run_serial if self.comm.size == 1 else E.run
 
     def _window_kernel(self, rows: np.ndarray, full: bool) -> tuple:
         """The kernel over the window's rows, each once (an SVR window's two halves read one

@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 import psvm
 from psvm.comm.compiled import allgather
 from psvm.kernels import RBF, exp, from_pre
-from psvm.svc import engine
+from psvm.svc import engine, serial
 from psvm.svc.cache import ColumnCache
 from psvm.svc.elimination import ALWAYS, GAP_FRACTION, NEVER
 
@@ -63,7 +63,7 @@ def test_the_loop_compiles_once():
     for kw in ({}, {"kernel": "poly", "degree": 2}, {"kernel": "linear", "selection": "first"}):
         psvm.SVC(**kw).fit(X, y)
     psvm.SVC(heuristic="earliest").fit(X[:, :2].copy(), y)  # sparse-like narrow data too
-    assert len(engine.run_serial.signatures) == 1  # (one process: the loop without packets)
+    assert len(serial.run_serial.signatures) == 1  # (one process: the loop without packets)
 
 
 @pytest.mark.parametrize(
@@ -81,14 +81,14 @@ def test_one_process_loop_gives_the_packet_loop_bits(monkeypatch, params):
     X, y = load_iris(return_X_y=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # (max_iter)
-        serial = psvm.SVC(**params).fit(X, y)
-        monkeypatch.setattr(engine, "run_serial", engine.run)
+        alone = psvm.SVC(**params).fit(X, y)
+        monkeypatch.setattr(serial, "run_serial", engine.run)
         packets = psvm.SVC(**params).fit(X, y)
     for name in ("dual_coef_", "intercept_", "support_", "n_iter_"):
-        assert np.array_equal(getattr(serial, name), getattr(packets, name)), name
-    assert serial.fit_stats_["counts"] == packets.fit_stats_["counts"]  # misses, eliminations
+        assert np.array_equal(getattr(alone, name), getattr(packets, name)), name
+    assert alone.fit_stats_["counts"] == packets.fit_stats_["counts"]  # misses, eliminations
     for name in ("iter", "gap", "active", "cache_misses"):
-        assert serial.fit_stats_["traces"][name] == packets.fit_stats_["traces"][name], name
+        assert alone.fit_stats_["traces"][name] == packets.fit_stats_["traces"][name], name
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_one_process_loop_gives_the_packet_loop_bits(monkeypatch, params):
 )
 def test_small_windows_read_their_columns_from_a_block_with_the_caches_bits(monkeypatch, params):
     """One process reads a window of at most BLOCK_ROWS rows from a block of its columns, and
-    runs its plain iterations in a loop of their own (engine._quiet): the same model,
+    runs its plain iterations in a loop of their own (serial._quiet): the same model,
     iterations, counts of hits and misses, and traces as the cache and the full loop alone."""
     from psvm.svc import solver
 
@@ -152,7 +152,7 @@ def test_small_windows_read_their_columns_from_a_block_with_the_caches_bits(monk
 def test_plain_runs_end_at_the_first_iteration_that_may_need_more(
     n, since, budget, max_iter, trace, ready, start, period, ck
 ):
-    """engine._plain_until: no iteration before it is timed, a trace sample, an elimination
+    """serial._plain_until: no iteration before it is timed, a trace sample, an elimination
     test, a checkpoint, at the iteration limit or past the budget, and it is one of those."""
     ci = np.zeros(engine.N_CTL_I, dtype=np.int64)
     ci[engine.N_ITER], ci[engine.ITER_BUDGET], ci[engine.MAX_ITER_] = n, budget, max_iter
@@ -170,7 +170,7 @@ def test_plain_runs_end_at_the_first_iteration_that_may_need_more(
             or k - entry >= budget
         )
 
-    until = engine._plain_until(ci, entry)
+    until = serial._plain_until(ci, entry)
     assert not any(needs_more(k) for k in range(n, until))
     assert needs_more(max(until, n))
 
@@ -227,8 +227,8 @@ def test_the_budget_grows_only_after_a_call_that_used_it(monkeypatch):
         calls.append((budget, int(ci[engine.N_ITER]) - entry))
         return event
 
-    real = engine.run_serial
-    monkeypatch.setattr(engine, "run_serial", recorded)
+    real = serial.run_serial
+    monkeypatch.setattr(serial, "run_serial", recorded)
     monkeypatch.setattr(solver, "CALL_SECONDS", 1e9)  # no call is slow: only use grows it
     monkeypatch.setattr(solver, "FIRST_CALL_ROWS", 0)  # the smallest first budget: many calls
     X, y = load_iris(return_X_y=True)
@@ -288,8 +288,8 @@ def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
         args[11][engine.T_KERNEL] += 1.0  # a second's stall in a timed iteration
         return event
 
-    real = engine.run_serial
-    monkeypatch.setattr(engine, "run_serial", stalled)
+    real = serial.run_serial
+    monkeypatch.setattr(serial, "run_serial", stalled)
     X, y = load_iris(return_X_y=True)
     seconds = psvm.SVC().fit(X[y > 0], y[y > 0]).fit_stats_["seconds_max"]
     assert 0 < seconds["kernel"] <= seconds["train"] < 1.0
@@ -314,11 +314,11 @@ def test_fills_and_allgathers_are_timed_each_and_not_scaled():
 
 
 @pytest.mark.parametrize(
-    "make, loop, slot",  # the engine loop, in the solver's slot for it
+    "make, loop, slot",  # the engine loop, in the solver's slot for it (module, name)
     [
-        (psvm.SVC, "run_serial", "run_serial"),
-        (psvm.SVC, "run", "run_serial"),  # the packets' loop on one process (a copy)
-        (psvm.NuSVC, "run_nu", "run_nu"),
+        (psvm.SVC, "run_serial", (serial, "run_serial")),
+        (psvm.SVC, "run", (serial, "run_serial")),  # the packets' loop on one process (a copy)
+        (psvm.NuSVC, "run_nu", (engine, "run_nu")),
     ],
     ids=["one process", "packets", "nu"],
 )
@@ -339,7 +339,7 @@ def test_every_miss_and_allgather_reads_the_clock_around_itself(monkeypatch, mak
         return 0
 
     seen = []
-    real = getattr(engine, loop)
+    real = getattr(serial if loop == "run_serial" else engine, loop)
 
     def recording(*args):
         event = real(*args)
@@ -348,7 +348,7 @@ def test_every_miss_and_allgather_reads_the_clock_around_itself(monkeypatch, mak
         return event
 
     monkeypatch.setattr(solver, "CLOCK_FN", ctypes.cast(clock, ctypes.c_void_p).value)
-    monkeypatch.setattr(engine, slot, recording)
+    monkeypatch.setattr(*slot, recording)
     X, y = load_iris(return_X_y=True)
     clf = make(heuristic="none").fit(X[y > 0], y[y > 0])
     misses = clf.fit_stats_["counts"]["cache_misses"]
