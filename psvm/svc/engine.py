@@ -23,9 +23,8 @@ One iteration (see :mod:`psvm.svc.solver` for the algorithm), as in LIBSVM's
   update of the window, which also writes the next bids
   (:func:`update_gradient`).
 
-One process runs :func:`psvm.svc.serial.run_serial`: the same iterations without packets.
-The events, the stop test, the trace, the elimination test and the column fills here are
-both loops'.
+One process runs :func:`psvm.svc.serial.run_serial`: the same iterations without packets,
+with this module's events, stop test, trace, elimination test and column fills.
 
 :func:`select` and :func:`step` are inlined into :func:`run` (a call passing
 the window's arrays costs 0.2 µs), and so are the cache look-up, the gradient
@@ -190,8 +189,8 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     ``ker``, ``kp``: the window's kernel arrays and parameters
     (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s
     arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,
-    recv2, idx, part, block, have: :func:`_serial_column`); ``trace``: (iter, gap, active,
-    misses, clock).
+    recv2, idx, part, block, have: :func:`psvm.svc.serial._serial_column`); ``trace``:
+    (iter, gap, active, misses, clock).
     """
     # every row's bids: Python may have changed alpha or the flags; the update keeps them
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
