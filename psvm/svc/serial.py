@@ -97,8 +97,9 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
 
 @njit(cache=True, nogil=True, inline="always")
 def select_serial(win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed):
-    """:func:`select` of one process: its best i and I_low are the winners, and the events
-    are tested in the same order on the same values. Returns (event or NONE, i, j)."""
+    """:func:`psvm.svc.engine.select` of one process: its best i and I_low are the winners,
+    and the events are tested in the same order on the same values. Returns (event or NONE,
+    i, j)."""
     rows, up, low = win[0], win[9], win[10]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     m, i, minus_M, j = best(up, low, ctl_i[FIRST_ORDER] != 0)
@@ -115,8 +116,9 @@ def select_serial(win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts
 
 @inner(_nrt=False)
 def _serial_events(bufs, ctl_i, ctl_f, window, timed, t):
-    """:func:`_exchange`'s events of one process; a CLOCK event leaves the INFO block in
-    ``recv1`` as the Allgather would (the solver reads the clock flag and the active rows)."""
+    """:func:`psvm.svc.engine._exchange`'s events of one process; a CLOCK event leaves the
+    INFO block in ``recv1`` as the Allgather would (the solver reads the clock flag and the
+    active rows)."""
     clock = _clock(ctl_f, t) if timed else 0.0
     event = _events(ctl_i, ctl_f, clock, float(ctl_i[N_KEEP]), float(window))
     if event == CLOCK:
@@ -127,7 +129,7 @@ def _serial_events(bufs, ctl_i, ctl_f, window, timed, t):
 
 @njit(cache=True, nogil=True, inline="always")
 def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j):
-    """:func:`step` of one process, on window positions i and j (j: the first-order
+    """:func:`psvm.svc.engine.step` of one process, on window positions i and j (j: the first-order
     partner; second order finds its own). NONE or NO_PAIR."""
     QD, low, obj = win[6], win[10], win[11]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
