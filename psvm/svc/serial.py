@@ -70,8 +70,8 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
     bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
     entry = ctl_i[N_ITER]
     event = BUDGET
-    small = bufs[6].shape[0] > 0  # a block holds the window's columns (_serial_column)
-    quiet = False  # the last was a small window's and tested no elimination (a CUT comes next)
+    small = bufs[6].shape[0] > 0  # a block for the window's columns (_serial_column)
+    quiet = False  # plain runs may follow: a small window, no elimination test last (a cut may)
     while True:
         if quiet:
             _quiet(win, cache, bufs, ctl_i, ctl_f, out, _plain_until(ctl_i, entry))
