@@ -52,12 +52,10 @@ def parse_args(argv: list[str]) -> dict:
 
 
 def _body(argv: list[str]) -> int:
-    import numpy as np
-
+    """Each rank predicts its lines of the test file; rank 0 writes them in the file's order
+    and prints svm-predict's summary."""
     from psvm.comm import world
     from psvm.io.atomic import agree_writable, write_atomic
-    from psvm.io.linear_model_file import read_any_model
-    from psvm.io.shard import load_shard
     from psvm.threads import apply_threads
 
     opts = parse_args(argv)
@@ -65,8 +63,28 @@ def _body(argv: list[str]) -> int:
     apply_threads(None, comm)  # the node's cores shared by its ranks, as psvm-train
     inputs = {"the test file": opts["test"], "the model file": opts["model"]}
     agree_writable(comm, {"the output file": opts["output"]}, inputs)
+    model = _read_model(comm, opts)
+    model, shard = _test_rows(comm, opts, model)
+    regression = getattr(model, "svm_type", None) in REGRESSORS  # (LIBLINEAR's: no svm_type)
+    if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line
+        if comm.rank == 0 and not opts["quiet"]:
+            print(f"{LAPLACE}={float(model.meta['probA'][0]):g}")
+    text, pred, truth = _predictions(comm, model, shard, opts["probability"] and not regression)
+    if comm.rank == 0:
+        with write_atomic(opts["output"]) as f:
+            f.write(text)
+        if not opts["quiet"]:
+            print(result_lines(pred, truth, regression))
+    return 0
+
+
+def _read_model(comm, opts: dict):
+    """The model file, LIBLINEAR's format (psvm-train --solver sgd) or LIBSVM's, its errors
+    agreed; svm-predict's line on a probability model read without -b."""
+    from psvm.io.linear_model_file import read_any_model
+
     model, error = None, None
-    try:  # LIBLINEAR's format (psvm-train --solver sgd) or LIBSVM's
+    try:
         model = read_any_model(opts["model"])
     except (OSError, ValueError) as e:
         error = e
@@ -81,6 +99,14 @@ def _body(argv: list[str]) -> int:
     if comm.rank == 0 and not (opts["probability"] or opts["quiet"]) and svm_type:
         if model.has_probability:  # as svm-predict (LIBLINEAR's predict says nothing)
             print("Model supports probability estimates, but disabled in prediction.")
+    return model
+
+
+def _test_rows(comm, opts: dict, model) -> tuple:
+    """(model, shard): this rank's lines of the test file, and the model, both 0-based when
+    one of them holds feature index 0."""
+    from psvm.io.shard import load_shard
+
     # by default, as LIBSVM: a feature the model never saw adds to an RBF row's norm
     width = model.n_features if opts["strict"] else None
     gram, need = None, 0
@@ -110,31 +136,32 @@ def _body(argv: list[str]) -> int:
             reason = "holds feature index 0, which the model has not seen (--strict-features)"
             comm.agree(LibsvmFormatError(opts["test"], None, reason))
         model, shard = model.zero_based(), shard.zero_based()
-    regression = svm_type in REGRESSORS
-    if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line
-        if comm.rank == 0 and not opts["quiet"]:
-            print(f"{LAPLACE}={float(model.meta['probA'][0]):g}")
-    if opts["probability"] and not regression:
+    return model, shard
+
+
+def _predictions(comm, model, shard, probability: bool) -> tuple:
+    """(the output file's text, the predictions, the true labels or values): on rank 0 in the
+    file's order, (None, None, None) elsewhere. ``probability``: svm-predict -b 1's lines."""
+    import numpy as np
+
+    if probability:
         pred, prob = model.predict_proba(shard.X)
         prob = comm.gatherv(prob.ravel())
-        head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
-        n_cols = model.classes.size
-        if svm_type == "one_class":  # svm-predict 3.3x: P(normal), P(outlier)
-            head, n_cols = "label normal outlier\n", 2
     else:
         pred = np.asarray(model.predict(shard.X) if shard.n_local else [], dtype=np.float64)
     pred, truth = comm.gatherv(np.asarray(pred, np.float64)), comm.gatherv(shard.y)  # file order
-    if comm.rank == 0:
-        if opts["probability"] and not regression:
-            text = head + _proba_lines(pred, prob.reshape(pred.size, n_cols))
-        else:
-            labels, which = np.unique(pred, return_inverse=True)
-            text = "".join(np.array([f"{v:.17g}\n" for v in labels], dtype=object)[which])
-        with write_atomic(opts["output"]) as f:
-            f.write(text)
-        if not opts["quiet"]:
-            print(result_lines(pred, truth, regression))
-    return 0
+    if comm.rank != 0:
+        return None, None, None
+    if probability:
+        head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
+        n_cols = model.classes.size
+        # svm-predict 3.3x: P(normal), P(outlier) (LIBLINEAR's logistic models: no svm_type)
+        if getattr(model, "svm_type", None) == "one_class":
+            head, n_cols = "label normal outlier\n", 2
+        return head + _proba_lines(pred, prob.reshape(pred.size, n_cols)), pred, truth
+    labels, which = np.unique(pred, return_inverse=True)
+    text = "".join(np.array([f"{v:.17g}\n" for v in labels], dtype=object)[which])
+    return text, pred, truth
 
 
 def _proba_lines(pred, prob) -> str:

@@ -75,34 +75,19 @@ def parse_args(argv: list[str]) -> dict:
 
 def body(argv: list[str]) -> int:
     """Train on every rank's shard; rank 0 writes the model (and the statistics)."""
-    import numpy as np
-
-    from psvm._params import check_class_weights, validate_sgd_params
+    from psvm._params import validate_sgd_params
     from psvm.comm import world
     from psvm.io.atomic import agree_writable
-    from psvm.io.linear_model_file import write_linear_model
     from psvm.io.shard import load_shard
-    from psvm.sgd.model import LinearModel, to_width
+    from psvm.sgd.model import LinearModel
     from psvm.sgd.msf import make_policy
-    from psvm.sgd.problem import (
-        SPARSE_INTERCEPT_DECAY,
-        SGDState,
-        check_model_memory,
-        make_problem,
-    )
+    from psvm.sgd.problem import SGDState
     from psvm.sgd.trainer import SGDTrainer
-    from psvm.stats import Stats, progress_log, reduce_stats
+    from psvm.stats import Stats, progress_log
 
     opts = parse_args(argv)
     comm = world()
-    given = ("learning_rate", "eta0", "sync_every", "msf_target", "max_iter", "tol", "average")
-    cfg_args = {k: opts[k] for k in given if k in opts}  # the others: SGDConfig's defaults
-    if cfg_args.get("tol") == 0:  # 0: no early stop; < 0 or NaN: refused
-        cfg_args["tol"] = None
-    cfg_args["intercept_decay"] = SPARSE_INTERCEPT_DECAY
-    with flag_named(FLAGS):  # parameter errors before any file is read
-        validate_sgd_params(**cfg_args)
-        check_class_weights(opts["class_weight"], zero_ok=True)
+    cfg_args = _config_args(opts)  # parameter errors before any file is read
     agree_writable(
         comm,
         {"the model file": opts["model"], "the --stats file": opts.get("stats")},
@@ -119,6 +104,48 @@ def body(argv: list[str]) -> int:
     lam = opts.get("alpha", 1.0 / shard.n_samples)
     with flag_named(FLAGS):
         cfg = validate_sgd_params(alpha=lam, **cfg_args)
+    stats = Stats()
+    stats.values["n_threads"] = n_threads
+    prob = _problem(comm, opts, shard, classes, stats, t0)
+    state = SGDState.zeros(prob.n_models, shard.n_features, opts.get("random_state", 0), comm.rank)
+    policy = make_policy(cfg.sync_every, cfg.msf_target)
+    with stats.timer("train"):
+        trainer = SGDTrainer(comm, prob, cfg, state, policy, stats, log)
+        trainer.run(cfg.max_iter)
+        W, w0 = trainer.weights()
+    model = LinearModel(W.copy(), w0.copy(), classes)
+    report = _report(comm, stats, shard, opts, lam, trainer, policy)
+    if comm.rank == 0:
+        _write(opts, model, report, trainer, log, t0, comm.size)
+    return 0
+
+
+def _config_args(opts: dict) -> dict:
+    """The SGD settings given on the command line (the others: SGDConfig's defaults),
+    checked, each error naming its flag; the regularisation waits for the number of rows."""
+    from psvm._params import check_class_weights, validate_sgd_params
+    from psvm.sgd.problem import SPARSE_INTERCEPT_DECAY
+
+    given = ("learning_rate", "eta0", "sync_every", "msf_target", "max_iter", "tol", "average")
+    cfg_args = {k: opts[k] for k in given if k in opts}
+    if cfg_args.get("tol") == 0:  # 0: no early stop; < 0 or NaN: refused
+        cfg_args["tol"] = None
+    cfg_args["intercept_decay"] = SPARSE_INTERCEPT_DECAY
+    with flag_named(FLAGS):
+        validate_sgd_params(**cfg_args)
+        check_class_weights(opts["class_weight"], zero_ok=True)
+    return cfg_args
+
+
+def _problem(comm, opts: dict, shard, classes, stats, t0: float):
+    """The SGD problem of the shard (and of the --validation file), its memory checked; the
+    load's seconds since ``t0`` in ``stats``."""
+    import numpy as np
+
+    from psvm.io.shard import load_shard
+    from psvm.sgd.model import to_width
+    from psvm.sgd.problem import check_model_memory, make_problem
+
     # codes so that, with two classes, the first label is the positive one (LIBLINEAR)
     order = classes[::-1] if classes.size == 2 else classes
     codes = _codes(shard.y, order)
@@ -128,23 +155,22 @@ def body(argv: list[str]) -> int:
     if "validation" in opts:
         vs = load_shard(comm, opts["validation"], min_classes=0)  # scored as LIBLINEAR predicts:
         validation = (to_width(vs.X, shard.n_features), _codes(vs.y, order), None)  # any width
-    stats = Stats()
-    stats.values["n_threads"] = n_threads
     stats.seconds["load"] = time.perf_counter() - t0
     prob = make_problem(comm, shard.X, codes, classes.size, class_weight=cw, validation=validation)
+    width = opts.get("n_features")
     source = (
         f"--n-features {width}"
         if width
         else f"{opts['train']!r} has feature indices up to {shard.n_features}"
     )
     check_model_memory(comm, prob.n_models, shard.n_features, source)
-    state = SGDState.zeros(prob.n_models, shard.n_features, opts.get("random_state", 0), comm.rank)
-    policy = make_policy(cfg.sync_every, cfg.msf_target)
-    with stats.timer("train"):
-        trainer = SGDTrainer(comm, prob, cfg, state, policy, stats, log)
-        trainer.run(cfg.max_iter)
-        W, w0 = trainer.weights()
-    model = LinearModel(W.copy(), w0.copy(), classes)
+    return prob
+
+
+def _report(comm, stats, shard, opts: dict, lam: float, trainer, policy) -> dict:
+    """The run's statistics over the ranks (collective), with the settings that shaped it."""
+    from psvm.stats import reduce_stats
+
     report = reduce_stats(comm, stats)
     report["values"].update(
         solver="sgd",
@@ -157,18 +183,23 @@ def body(argv: list[str]) -> int:
         converged=bool(trainer.converged),
         msf=policy.state(),
     )
-    if comm.rank == 0:
-        write_linear_model(opts["model"], model)
-        if "stats" in opts:
-            write_json(opts["stats"], report)
-        if log is not None:
-            c = report["counts"]
-            log(
-                f"{c['n_iter']} epochs, {c.get('n_sync', 0)} model averages, objective "
-                f"{trainer.state.objectives[-1]:.6g}"
-            )
-            log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {comm.size} rank(s)")
-    return 0
+    return report
+
+
+def _write(opts: dict, model, report: dict, trainer, log, t0: float, ranks: int) -> None:
+    """Rank 0's files (the model, the --stats JSON) and closing lines."""
+    from psvm.io.linear_model_file import write_linear_model
+
+    write_linear_model(opts["model"], model)
+    if "stats" in opts:
+        write_json(opts["stats"], report)
+    if log is not None:
+        c = report["counts"]
+        log(
+            f"{c['n_iter']} epochs, {c.get('n_sync', 0)} model averages, objective "
+            f"{trainer.state.objectives[-1]:.6g}"
+        )
+        log(f"Wrote {opts['model']} in {time.perf_counter() - t0:.2f}s on {ranks} rank(s)")
 
 
 def _codes(labels, order):
