@@ -33,7 +33,7 @@ that leave go *stale* with an exact G, and reconstruction brings them up to
 date with the variables that changed since (:mod:`psvm.svc.reconstruct`).
 At a cut, when the ranks' new windows are uneven, the ranks deal their rows out
 again and lend rows to each other; the lent rows go home before anything needs
-their owner's state (:mod:`psvm.svc.balance`).
+their owner's state (:mod:`psvm.svc.balance`, :mod:`psvm.svc.lending`).
 """
 
 from __future__ import annotations
@@ -49,27 +49,25 @@ import numpy as np
 from psvm._params import FIRST_ORDER, SVCConfig
 from psvm.comm.compiled import CLOCK_FN
 from psvm.comm.process import Terminated
-from psvm.gram import PRECOMPUTED
 from psvm.jit import compile_first_on_one_rank
 from psvm.kernels import take_rows
 from psvm.kernels.csr import stack_rows
 from psvm.stats import Stats
-from psvm.svc import balance, serial
 from psvm.svc import engine as E
+from psvm.svc import serial
 from psvm.svc.cache import ColumnCache
 from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
 from psvm.svc.elimination import MULTI_GAPS, make_policy
+from psvm.svc.lending import Lending
 from psvm.svc.packets import ROW
 from psvm.svc.problem import BinaryProblem, BinaryResult
-from psvm.svc.reconstruct import Departures, violators
-from psvm.svc.select import best_of_sign, bids, candidates
-from psvm.svc.state import filled, gather_csr, rho_and_r
+from psvm.svc.reconstruct import Departures, Reconstruction
+from psvm.svc.resume import Resumable
+from psvm.svc.state import filled, rho_and_r
+from psvm.svc.traces import TRACE_POINTS, TRACE_TYPES, add_solve
 from psvm.svc.window import Window
 
-# up to this many kernel values (stale variables x changed rows), one compiled call brings the
-# stale rows up to date; past it, the blocked and threaded sums of each departure pay
-EPOCH_SUMS_VALUES = 1 << 16
 MAX_DEPARTURES = 16  # alpha snapshots kept for stale rows before they are brought up to date
 RELAYOUT = 0.75  # cut the window to the active rows when they are this share of it or less
 # one process reads the columns of a window of at most this many kernel rows from a block
@@ -78,53 +76,7 @@ BLOCK_ROWS = 128
 _NO_BLOCK = np.zeros((0, 0)), np.zeros(0, dtype=bool)
 PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
-# a solve's trace keeps at most this many samples: the engine's buffer holds one more, and
-# when that one comes it thins them (:func:`psvm.svc.engine._record`)
-TRACE_POINTS = 500
-TRACES = ("iter", "gap", "active", "cache_misses", "seconds")
 FIRST_CALL_ROWS = 10**7  # the first engine call's iterations times the variables, about
-ENGINE_TIMERS = (  # the engine's sampled phase timers, as the statistics name them
-    ("select", E.T_SELECT),
-    ("kernel", E.T_KERNEL),
-    ("update", E.T_UPDATE),
-)
-
-
-def sampled_seconds(timers: np.ndarray, n_iter: int, timed: int, engine_seconds: float) -> dict:
-    """The engine's phase times: select, kernel and update sampled on one iteration in
-    ``TIMED_EVERY`` and scaled to all ``n_iter`` iterations; comm (the Allgathers) and the
-    column fills (misses, columns carried over or completed, added to kernel) timed on every
-    call. A stall of the machine in a timed iteration counts ``TIMED_EVERY`` times (a w8a fit
-    once read 1.55 s of kernel in 0.89 s of training): the sampled sum is then cut, in
-    proportion, to the rest of the engine calls' own time."""
-    t = timers.tolist()  # (Python floats: cheaper than numpy scalars on a small solve)
-    scale = max(n_iter, 1) / max(timed, 1)
-    seconds = {name: t[k] * scale for name, k in ENGINE_TIMERS}
-    comm, fills = t[E.T_COMM], t[E.T_FILLS]
-    rest, total = max(engine_seconds - comm - fills, 0.0), sum(seconds.values())
-    if total > rest:
-        seconds = {name: v * rest / total for name, v in seconds.items()}
-    seconds["kernel"] += fills
-    seconds["comm"] = comm
-    return seconds
-
-
-def _add_solve(
-    samples: list, t_start: float, end: tuple | None, times: tuple, seconds: dict, traces: dict
-) -> None:
-    """A solve's record (:meth:`Solver._record`): its trace samples (the clock from the
-    solve's start) and ``end``, the final state if the samples lack it, appended to
-    ``traces``; its phase times (:func:`sampled_seconds` of ``times``) added to ``seconds``."""
-    samples = [*samples[:-1], samples[-1] - t_start]
-    for k, name in enumerate(TRACES):
-        trace = traces[name]
-        trace.extend(samples[k].tolist())
-        if end is not None:
-            trace.append(end[k])
-    for name, v in sampled_seconds(*times).items():
-        seconds[name] += v
-
-
 NO_LIMIT = np.iinfo(np.int64).max  # (np.iinfo costs microseconds a call)
 
 
@@ -142,15 +94,14 @@ def first_budget(n: int) -> int:
     return int(min(1 << 16, max(1000, FIRST_CALL_ROWS // max(n, 1))))
 
 
-TRACE_TYPES = (np.int64, float, np.int64, np.int64, float)  # of TRACES' samples
-
-
 class Cancelled(Exception):
     """A solve stopped because the fit ended (another pair's error, Ctrl-C)."""
 
 
-class Solver:
-    """SMO over a sharded binary problem; see the module docstring."""
+class Solver(Lending, Reconstruction, Resumable):
+    """SMO over a sharded binary problem; see the module docstring. Its parts in modules of
+    their own: lent rows (:mod:`psvm.svc.lending`), reconstruction
+    (:mod:`psvm.svc.reconstruct`), the state in a checkpoint (:mod:`psvm.svc.resume`)."""
 
     def __init__(
         self,
@@ -257,50 +208,6 @@ class Solver:
         self._up, self._low = np.empty(n), np.empty(n)  # scratch of the selection passes
         self._obj = np.empty(n)
         self._dense_lent = False  # a window's dense copy overwrote the shard's (_set_window)
-
-    def _to_file(self, a: np.ndarray) -> np.ndarray:
-        """Per-variable values (a row each, or a value each) in row-major order (a row's
-        variables together), so the ranks' pieces concatenate in global order for every P
-        (checkpoints)."""
-        if self.per_row == 1:
-            return a
-        tail = a.shape[1:]
-        return a.reshape(self.per_row, -1, *tail).swapaxes(0, 1).reshape(-1, *tail)
-
-    def _from_file(self, a):
-        if self.per_row == 1 or not isinstance(a, np.ndarray) or a.ndim == 0:
-            return a
-        tail = a.shape[1:]
-        return a.reshape(-1, self.per_row, *tail).swapaxes(0, 1).reshape(-1, *tail)
-
-    def _gather_rows(self, local: np.ndarray, coef: np.ndarray) -> tuple[tuple, np.ndarray]:
-        """The rows of the local variables ``local`` of every rank, each once, in global row
-        order, and ``coef`` (a row per variable, a column per sum) added per row: an SVR row's
-        two variables share x, so its kernel values are computed once (collective). Sums over
-        them add the same terms in the same order for every P."""
-        rows = self.row_of[local]
-        if self.per_row > 1:  # a row's first variable, then its second (``local`` is sorted)
-            rows, inv = np.unique(rows, return_inverse=True)
-            acc = np.zeros((rows.size, coef.shape[1]))
-            np.add.at(acc, inv, coef)
-            coef = acc
-        K, width = self.K, coef.shape[1]
-        F = gather_csr(self.comm, *take_rows(K.indptr, K.indices, K.data, rows))
-        return F, self.comm.allgatherv(np.ascontiguousarray(coef).ravel()).reshape(-1, width)
-
-    def _start_gradient(self) -> None:
-        """G = p + Q alpha0 for a start away from 0 (one-class, the nu types); collective.
-
-        The rows of the non-zero alphas travel (global order), and each rank sums
-        their kernel values against its rows: the same terms, in the same order, for every P.
-        """
-        nz = np.flatnonzero(self.alpha)
-        F, coef = self._gather_rows(nz, (self.y[nz] * self.alpha[nz])[:, None])
-        moved = np.flatnonzero(coef[:, 0])  # nu-SVR: a row's a and a* cancel at the start
-        if moved.size and self.K.n:
-            K = self.K
-            acc = K.sums(take_rows(*F, moved), coef[moved, 0], np.arange(K.n, dtype=np.int64))
-            self.G += self.y * acc[self.row_of]  # in place: the full window's arrays see it
 
     def _controls(self, cfg: SVCConfig) -> None:
         """The engine's control arrays: settings, the policy as integers, counters, traces."""
@@ -435,126 +342,6 @@ class Solver:
             self.departures.leave(members[~keep], self.alpha)
         with self.stats.timer("cut"):  # the new window's arrays and kernel, the cache's layout
             self._relayout(*self._lend(members[keep], old))
-
-    # -- lent rows: windows balanced across ranks (:mod:`psvm.svc.balance`) -----------
-    def _lend(self, rows: np.ndarray, old: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Deal the ranks' new windows (``rows``: own, active, in global order) out again if
-        they are uneven (collective). Returns the rows this rank works on, its own and those
-        it borrows, in global order, and their positions in its window before (-1: none)."""
-        if self.comm.size == 1 or self.per_row > 1:  # (SVR's two variables a row: not lent)
-            return rows, old[rows]
-        K = self.K
-        mine = np.array([rows.size, K.exact32, K.integral, K.table.size and not K.whole_table])
-        every = self.comm.allgatherv(mine).reshape(-1, mine.size)
-        # a lent row must fit its borrower's column copies (float32; int8 and an rbf table,
-        # which covers only the rank's own rows unless it covers every rank's)
-        fits = (every[:, 1:3] == every[0, 1:3]).all() and not every[:, 3].any()
-        parts = balance.deal(every[:, 0]) if fits else None
-        if parts is None:
-            return rows, old[rows]
-        rank = self.comm.rank
-        dest = balance.destinations(parts, rank)
-        out = dest != rank
-        lent = rows[out]
-        records = np.column_stack(
-            (self.gid[lent], self.y[lent], self.C[lent], self.QD[lent], K.sq[lent],
-             self.alpha[lent], self.G[lent], self.streak[lent], K.row_nnz[lent])
-        )  # fmt: skip
-        csr = take_rows(K.indptr, K.indices, K.data, lent)
-        got, g_csr = balance.lend(self.comm, dest[out], records, csr)
-        self._adopt(got)
-        self._borrowed = (g_csr, got[:, balance.SQ], got[:, balance.DIAG])
-        self._parts, self._lent = parts, lent
-        self.stats.add("rows_lent", int(lent.size))
-        guests = self.n_own + np.arange(got.shape[0])
-        lower, kept = int(parts[:rank, rank].sum()), rows[~out]  # from lower ranks: before
-        none = np.full(guests.size, -1)
-        new = np.concatenate((guests[:lower], kept, guests[lower:]))
-        return new, np.concatenate((none[:lower], old[kept], none[lower:]))
-
-    def _adopt(self, got: np.ndarray) -> None:
-        """The borrowed rows' state joins the local arrays after the own. The arrays keep
-        room for it across cuts (new pages cost this VM 2.4 ms a MB)."""
-        B, n, k = balance, self.n_own, got.shape[0]
-        g = got[:, B.GID].astype(np.int64)
-        fields = {
-            "y": got[:, B.Y], "C": got[:, B.BOUND], "QD": got[:, B.DIAG],
-            "gid": g, "grow": g, "row_of": np.arange(n, n + k), "alpha": got[:, B.ALPHA],
-            "G": got[:, B.GRAD], "active": np.ones(k), "streak": got[:, B.STREAK],
-            "in_window": np.zeros(k),
-        }  # fmt: skip
-        store = self._store
-        if store is None or store["y"].size < n + k:
-            store = self._store = {f: np.empty(n + 2 * k, getattr(self, f).dtype) for f in fields}
-            for f, a in store.items():
-                a[:n] = getattr(self, f)[:n]
-        for f, v in fields.items():
-            store[f][n : n + k] = v
-            setattr(self, f, store[f][: n + k])
-        if self._up.size < n + k:  # the selection passes' scratch, a column's rejoined rows
-            self._up, self._low, self._obj = (np.empty(n + 2 * k) for _ in range(3))
-            self.bufs = (*self.bufs[:5], np.empty(n + 2 * k), *self.bufs[6:])
-
-    def _home(self, relayout: bool = True) -> np.ndarray:
-        """Lent rows go home: the borrowed rows' state goes back to their owners, which put
-        them in their windows again (collective; state synced). Returns the window position
-        each own variable had (-1: none)."""
-        if self._parts is None:
-            return self.window.pos
-        n = self.n_own
-        state = np.column_stack((self.alpha[n:], self.G[n:], self.active[n:], self.streak[n:]))
-        back = balance.send_home(self.comm, self._parts, state)
-        old = self.window.pos[:n]
-        for f in self._store:
-            setattr(self, f, getattr(self, f)[:n])
-        lent = self._lent
-        self.alpha[lent], self.G[lent] = back[:, 0], back[:, 1]
-        self.active[lent], self.streak[lent] = back[:, 2] != 0, back[:, 3]
-        self.in_window[lent] = True
-        self._parts, self._borrowed, self._lent = None, None, self._lent[:0]
-        if relayout:
-            rows = np.flatnonzero(self.in_window)
-            self._relayout(rows, old[rows])
-        return old
-
-    def _refresh_stale(self) -> None:
-        """Bring G of the stale rows up to date with the variables changed since they left
-        (collective; local state must be synced)."""
-        dep = self.departures
-        if not len(dep):
-            return
-        changed, coef = dep.changes(self.y, self.alpha)
-        F, coef = self._gather_rows(changed, coef)
-        stale = np.flatnonzero(~self.in_window)
-        epoch = dep.epoch[stale]
-        if self.K.kid != PRECOMPUTED and stale.size * (F[0].size - 1) <= EPOCH_SUMS_VALUES:
-            # few rows: every departure's sums in one compiled call (the same terms, in the
-            # same order, as the loop below, whose Python cost a departure was most of it)
-            moved = (coef != 0).any(axis=0)[epoch]  # unchanged since departure: no term
-            var, since = stale[moved], epoch[moved]
-            if self.per_row == 1:
-                acc = self.K.epoch_sums(F, coef, var, since)
-            else:  # a row's two variables left together: one sum a row
-                rows, first, inv = np.unique(
-                    self.row_of[var], return_index=True, return_inverse=True
-                )
-                acc = self.K.epoch_sums(F, coef, rows, since[first])[inv]
-            self.G[var] += self.y[var] * acc
-            dep.reset(stale, self.alpha)
-            return
-        for e in np.unique(epoch):
-            var = stale[epoch == e]
-            moved = np.flatnonzero(coef[:, e])  # unchanged since departure e: no term
-            if not moved.size:
-                continue
-            F_e, coef_e = take_rows(*F, moved), coef[moved, e]
-            if self.per_row == 1:  # each variable its own row, and ``var`` sorted
-                acc = self.K.sums(F_e, coef_e, var)
-            else:
-                rows, inv = np.unique(self.row_of[var], return_inverse=True)
-                acc = self.K.sums(F_e, coef_e, rows)[inv]
-            self.G[var] += self.y[var] * acc
-        dep.reset(stale, self.alpha)
 
     # -- the loop ----------------------------------------------------------
     def solve(self) -> BinaryResult:
@@ -691,119 +478,8 @@ class Solver:
         samples = [a[:n].copy() for a in self.trace]  # (copies: not the whole buffers kept)
         timed = int(self.counts[E.C_TIMED])
         times = (self.timers.copy(), n_iter, timed, self._engine_seconds)
-        st.later(partial(_add_solve, samples, self._t_start, end, times))
+        st.later(partial(add_solve, samples, self._t_start, end, times))
         if self.comm.size > 1:
             rounds = int(self.counts[E.C_ROUND1]), int(self.counts[E.C_ROUND2])
             nbytes = rounds[0] * self.bufs[0].nbytes + rounds[1] * self.bufs[2].nbytes
             self.comm.record("allgather", sum(rounds), nbytes, float(self.timers[E.T_COMM]))
-
-    # -- checkpoints -------------------------------------------------------
-    def _save(self, n_iter: int) -> None:
-        """Write the state between two iterations (collective)."""
-        with self.stats.timer("checkpoint"):
-            self._sync()  # (stale rows keep their G and departures: a save changes no value)
-            self._home()
-            gap0 = float(self.ctl_f[E.GAP0])
-            dep = self.departures
-            arrays = {
-                "alpha": self.alpha,
-                "G": self.G,
-                "active": self.active.astype(np.int8),
-                "streak": self.streak,
-                "window": self.in_window.astype(np.int8),
-                "epoch": dep.epoch,
-            }
-            if len(dep):
-                arrays["snapshots"] = np.stack(dep.alphas, axis=1)
-            scalars = {
-                "n_iter": n_iter,
-                "gap0": None if np.isnan(gap0) else gap0,
-                "gaps": self._gaps,
-                "unshrunk": self._unshrunk,
-            }
-            arrays = {k: self._to_file(v) for k, v in arrays.items()}
-            self.checkpoint.save(self.pair, arrays, scalars)
-        self.stats.add("n_checkpoint")
-
-    def _restore(self, s: dict) -> None:
-        self.alpha[:], self.G[:] = s["alpha"], s["G"]
-        self.active[:] = s["active"] != 0
-        self.streak[:] = s["streak"]
-        self._relayout(np.flatnonzero(self._pairs(s["window"] != 0)))
-        if "snapshots" in s:  # the stale rows' departures, as the saving run held them
-            self.departures.epoch[:] = s["epoch"]
-            self.departures.alphas = [np.array(a) for a in s["snapshots"].T]
-        elif s.get("departed"):  # an older file: stale rows saved up to date
-            self.departures.reset(np.flatnonzero(~self.in_window), self.alpha)
-        self._gaps, self._unshrunk = list(s["gaps"]), bool(s["unshrunk"])
-        self.ctl_i[E.N_ITER] = self.ctl_i[E.CLOCK_DONE] = int(s["n_iter"])
-        self.ctl_f[E.GAP0] = np.nan if s["gap0"] is None else s["gap0"]
-        self.stats.values["resumed_at_iter"] = int(s["n_iter"])
-
-    # -- elimination and reconstruction ------------------------------------
-    def _can_reconstruct(self) -> bool:
-        """Whether any rank has eliminated rows that a reconstruction could revive."""
-        return self.exact and self.eliminated_any_global()
-
-    def _thresholds_crossed(self, gap: float) -> bool:
-        """'multi' reconstruction points and LIBSVM's single unshrink, crossed now."""
-        tol = self.cfg.tol
-        hit = False
-        while self._gaps and gap < self._gaps[0] * tol:
-            self._gaps.pop(0)
-            hit = True
-        return hit and self.eliminated_any_global()
-
-    def eliminated_any_global(self) -> bool:
-        # (rows out of the window are stale, eliminated, or lent)
-        return bool(self.comm.max_(int(self.n_active < self.y.size - self._lent.size)))
-
-    def _unshrink_due(self, gap: float) -> bool:
-        u = self.policy.unshrink_gap
-        if u is not None and not self._unshrunk and gap <= u * self.cfg.tol:
-            self._unshrunk = True
-            return True
-        return False
-
-    def _reconstruct(self, all_rows: bool) -> float:
-        """Rebuild G of the stale rows, then revive every violator (or every row).
-
-        Rows eliminated but still in the window have exact G already. Returns
-        the gap m - M over all rows.
-        """
-        st = self.stats
-        with st.timer("reconstruct"):
-            st.add("n_reconstruct")
-            self._sync()
-            lent = self._parts is not None
-            old = self._home(relayout=False)  # (the window is set below: once)
-            self._refresh_stale()
-            everyone = np.ones(self.y.size, dtype=bool)
-            up, low = self._up[: everyone.size], self._low[: everyone.size]  # (may be longer)
-            args = (self.y, self.alpha, self.C, self.G, everyone, up, low)
-            if self.nu:
-                bids(*args)
-                ext = [best_of_sign(up, low, self.y, s) for s in (1.0, -1.0)]
-                local = [ext[0][0], ext[0][2], ext[1][0], ext[1][2]]
-            else:
-                m, _, minus_M, _ = candidates(*args)
-                local = [m, minus_M, m, minus_M]
-            m, minus_M, m_neg, minus_M_neg = self.comm.max_(np.array(local))
-            out = np.flatnonzero(~self.active)
-            scratch = np.empty(out.size, dtype=np.int64)
-            n_bad = violators(
-                out, self.y, self.alpha, self.C, self.G, m, -minus_M, m_neg, -minus_M_neg, scratch
-            )
-            st.add("n_false_positive", n_bad)  # eliminated rows that violate after all
-            back = out if all_rows else scratch[:n_bad]
-            self.active[back] = True
-            self.streak[back] = 0
-            if lent or not self.in_window[back].all():
-                self.in_window[back] = True
-                rows = np.flatnonzero(self._pairs(self.in_window))
-                self._relayout(rows, old[rows])
-            else:  # all in the window already: just the flags
-                self.window.revive(back)
-                self._count_active()
-        gap = max(m + minus_M, m_neg + minus_M_neg)
-        return float(gap) if gap > -np.inf else 0.0

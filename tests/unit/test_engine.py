@@ -199,7 +199,7 @@ def test_budget_and_max_iter_events():
 def test_trace_is_bounded_and_thinned_on_a_power_of_two_stride():
     """54k iterations on one pair: the trace keeps at most TRACE_POINTS samples plus the
     final state, on multiples of one stride."""
-    from psvm.svc.solver import TRACE_POINTS
+    from psvm.svc.traces import TRACE_POINTS
 
     X, y = load_iris(return_X_y=True)
     keep = y > 0
@@ -273,13 +273,13 @@ def test_the_loop_leaves_the_bids_of_a_full_pass(monkeypatch):
 def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
     """A stall in a timed iteration counts TIMED_EVERY times: the three sampled timers are cut,
     in proportion, to the time the engine calls took (less the column fills' own)."""
-    from psvm.svc import solver
+    from psvm.svc.traces import sampled_seconds
 
     timers = np.zeros(engine.N_TIMERS)
     timers[[engine.T_SELECT, engine.T_KERNEL]] = 0.001, 0.003
-    plain = solver.sampled_seconds(timers, 640, 10, 1.0)  # 64 iterations a timed one
+    plain = sampled_seconds(timers, 640, 10, 1.0)  # 64 iterations a timed one
     assert plain["select"] == pytest.approx(0.064) and plain["kernel"] == pytest.approx(0.192)
-    cut = solver.sampled_seconds(timers, 640, 10, 0.1)
+    cut = sampled_seconds(timers, 640, 10, 0.1)
     assert sum(cut.values()) == pytest.approx(0.1)
     assert cut["kernel"] == pytest.approx(3 * cut["select"]) and cut["comm"] == 0.0
 
@@ -298,19 +298,19 @@ def test_sampled_timers_never_exceed_the_engine_time(monkeypatch):
 def test_fills_and_allgathers_are_timed_each_and_not_scaled():
     """The column fills' and the Allgathers' own times (every call timed) count unscaled, and
     a stall cut leaves them whole: the sampled timers share what is left of the engine's."""
-    from psvm.svc import solver
+    from psvm.svc.traces import sampled_seconds
 
     timers = np.zeros(engine.N_TIMERS)
     timers[[engine.T_SELECT, engine.T_KERNEL, engine.T_FILLS, engine.T_COMM]] = (
         0.001, 0.003, 0.05, 0.02,
     )  # fmt: skip
-    plain = solver.sampled_seconds(timers, 640, 10, 1.0)
+    plain = sampled_seconds(timers, 640, 10, 1.0)
     assert plain["kernel"] == pytest.approx(0.192 + 0.05) and plain["select"] == 0.064
     assert plain["comm"] == 0.02
-    cut = solver.sampled_seconds(timers, 640, 10, 0.11)  # 0.04 s left for the sampled ones
+    cut = sampled_seconds(timers, 640, 10, 0.11)  # 0.04 s left for the sampled ones
     assert cut["kernel"] == pytest.approx(0.03 + 0.05) and cut["select"] == pytest.approx(0.01)
     assert cut["comm"] == 0.02
-    assert solver.sampled_seconds(timers, 640, 10, 0.01)["kernel"] == 0.05
+    assert sampled_seconds(timers, 640, 10, 0.01)["kernel"] == 0.05
 
 
 @pytest.mark.parametrize(
