@@ -54,7 +54,7 @@ from psvm.kernels import take_rows
 from psvm.kernels.csr import stack_rows
 from psvm.stats import Stats
 from psvm.svc import engine as E
-from psvm.svc import serial
+from psvm.svc import engine_nu, serial
 from psvm.svc.cache import ColumnCache
 from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
@@ -263,7 +263,7 @@ class Solver(Lending, Reconstruction, Resumable):
 
     def _engine(self):
         """The compiled loop: per sign of y (the nu types), one process's, or the packets'."""
-        return E.run_nu if self.nu else serial.run_serial if self.comm.size == 1 else E.run
+        return engine_nu.run_nu if self.nu else serial.run_serial if self.comm.size == 1 else E.run
 
     def _window_kernel(self, rows: np.ndarray, full: bool) -> tuple:
         """The kernel over the window's rows, each once (an SVR window's two halves read one

@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 import psvm
 from psvm.comm.compiled import allgather
 from psvm.kernels import RBF, exp, from_pre
-from psvm.svc import engine, serial
+from psvm.svc import engine, engine_nu, serial
 from psvm.svc.cache import ColumnCache
 from psvm.svc.elimination import ALWAYS, GAP_FRACTION, NEVER
 
@@ -316,9 +316,9 @@ def test_fills_and_allgathers_are_timed_each_and_not_scaled():
 @pytest.mark.parametrize(
     "make, loop, slot",  # the engine loop, in the solver's slot for it (module, name)
     [
-        (psvm.SVC, "run_serial", (serial, "run_serial")),
-        (psvm.SVC, "run", (serial, "run_serial")),  # the packets' loop on one process (a copy)
-        (psvm.NuSVC, "run_nu", (engine, "run_nu")),
+        (psvm.SVC, serial.run_serial, (serial, "run_serial")),
+        (psvm.SVC, engine.run, (serial, "run_serial")),  # the packets' loop on one process
+        (psvm.NuSVC, engine_nu.run_nu, (engine_nu, "run_nu")),
     ],
     ids=["one process", "packets", "nu"],
 )
@@ -338,11 +338,10 @@ def test_every_miss_and_allgather_reads_the_clock_around_itself(monkeypatch, mak
         ts[0], ts[1] = step * next(calls), 0
         return 0
 
-    seen = []
-    real = getattr(serial if loop == "run_serial" else engine, loop)
+    seen, one_process = [], loop is serial.run_serial  # (before the slot is patched)
 
     def recording(*args):
-        event = real(*args)
+        event = loop(*args)
         counts = args[10]
         seen.append((args[11][engine.T_FILLS], counts[engine.C_ROUND1] + counts[engine.C_ROUND2]))
         return event
@@ -353,7 +352,7 @@ def test_every_miss_and_allgather_reads_the_clock_around_itself(monkeypatch, mak
     clf = make(heuristic="none").fit(X[y > 0], y[y > 0])
     misses = clf.fit_stats_["counts"]["cache_misses"]
     fills, rounds = seen[-1]  # Allgathers: none in the one-process loop
-    assert misses > 2 and fills == step * misses and (rounds > 0) == (loop != "run_serial")
+    assert misses > 2 and fills == step * misses and (rounds > 0) != one_process
     seconds = clf.fit_stats_["seconds_max"]
     assert seconds["kernel"] == step * misses and seconds["comm"] == step * rounds
 
