@@ -69,6 +69,12 @@ class Stats:
         self._apply()
         return self._traces
 
+    def __getstate__(self) -> dict:
+        """The records applied first: a pickle holds plain values, not the functions that
+        make them (which may move between versions)."""
+        self._apply()
+        return self.__dict__
+
     def __setstate__(self, state: dict) -> None:
         """A pickle made before records (times and traces as plain attributes) loads too."""
         for name in ("seconds", "traces"):

@@ -7,7 +7,8 @@ Events are rare (a handful per solve, plus one per budget), so no Python runs
 per iteration. Every event is decided from values all ranks share (the
 gathered packets, the iteration count), so all ranks return on the same
 iteration and Python's collective handling of it stays in step. :data:`BUDGET` too:
-the ranks grow the budget together (:meth:`psvm.svc.solver.Solver._run`).
+the ranks grow the budget together (:meth:`psvm.svc.solver.Solver._run`). The nu types
+run :func:`psvm.svc.engine_nu.run_nu`, one process the loop of :mod:`psvm.svc.serial`.
 
 One iteration (see :mod:`psvm.svc.solver` for the algorithm), as in LIBSVM's
 ``Solver::Solve``, each part a function:

@@ -77,6 +77,7 @@ _NO_BLOCK = np.zeros((0, 0)), np.zeros(0, dtype=bool)
 PROGRESS_SECONDS = 5.0  # between two progress lines
 CALL_SECONDS = 0.05  # an engine call's budget grows until a call takes about this long
 FIRST_CALL_ROWS = 10**7  # the first engine call's iterations times the variables, about
+_add_solve = add_solve  # (the statistics' records in pickles made before traces.py)
 NO_LIMIT = np.iinfo(np.int64).max  # (np.iinfo costs microseconds a call)
 
 
@@ -166,7 +167,7 @@ class Solver(Lending, Reconstruction, Resumable):
         self.streak = np.zeros(n, dtype=np.int64)
         self.in_window = filled(n, True, bool)
         self.grow = self.offset + np.arange(self.K.n)  # local row -> global row (cache key)
-        # rows lent across ranks (:mod:`psvm.svc.balance`): the ranks' deal while rows are
+        # rows lent across ranks (:mod:`psvm.svc.lending`): the ranks' deal while rows are
         # lent, the own variables lent out (in global order), the rows borrowed (sparse rows,
         # norms, diagonal; local rows past the own ones), memory for the state of both
         self.n_own = n

@@ -2,6 +2,7 @@
 statistics as one by one, errors in pair order, the others stopped."""
 
 import math
+import pickle
 import threading
 from contextlib import closing
 from types import SimpleNamespace
@@ -249,6 +250,9 @@ def test_records_are_applied_in_order_when_times_or_traces_are_read():
     mine = Stats()
     mine.merge(stats)  # a part's records, then the part: in order
     assert mine.traces["iter"] == [1, 2, 3] and applied == [1, 2, 3]
+    stats.later(lambda seconds, traces: traces["iter"].append(5))  # (a lambda: no pickle)
+    copy = pickle.loads(pickle.dumps(stats))  # the records applied first: plain values
+    assert copy.traces["iter"] == [1, 2, 3, 5] and copy._later == [] == stats._later
     before = Stats.__new__(Stats)  # a pickle made before records: plain attributes
     before.__setstate__({"counts": {}, "seconds": {"kernel": 1.0}, "traces": {"iter": [4]}})
     assert before.seconds == {"kernel": 1.0} and before.traces == {"iter": [4]}
