@@ -9,17 +9,13 @@ global row order kept (rank r owns rows ``offsets[r]:offsets[r + 1]``).
 
 from __future__ import annotations
 
-import errno
-import io
 import os
-import stat
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
-from psvm.io.atomic import descriptor, descriptor_error
 from psvm.io.gram_rows import (
     SERIAL_FRACTION,
     SERIAL_RANGE,
@@ -30,13 +26,12 @@ from psvm.io.gram_rows import (
 from psvm.io.libsvm_format import (
     MAX_INDEX,
     LibsvmFormatError,
-    _line_start_at_or_after,
     data_line_number,
     parse_block,
     read_byte_range,
     split_byte_ranges,
-    uncompressed_path,
 )
+from psvm.io.sources import open_source, stream_block
 
 if TYPE_CHECKING:
     from psvm.comm import Comm
@@ -281,11 +276,7 @@ def load_shard(
             ValueError(f"n_features must be an integer in [1, {MAX_INDEX}], got {n_features!r}")
         )
 
-    # a pipe or /dev/stdin: only rank 0 reads it (mpiexec gives stdin to rank 0 alone)
-    # (a descriptor's path names another file in each process: rank 0's is read, as a stream)
-    stream = comm.bcast_obj(comm.rank == 0 and (_is_stream(path) or descriptor(path) is not None))
-    comm.agree(_check_readable(path) if comm.rank == 0 or not stream else None)
-    raw = path if stream else _decompress_once_per_node(comm, path)
+    raw, stream = open_source(comm, path)
 
     parsed, block, lines_before = _parse_own_lines(
         comm, path, raw, n_features, gram, allow_zero, stream, width_name
@@ -347,7 +338,7 @@ def _parse_own_lines(
     """Parse this rank's byte range of ``raw`` (a ``stream``: the lines rank 0 deals out):
     (parsed, block, lines before it); a bad line on any rank raises on every rank."""
     err, parsed = None, None
-    block = _stream_block(comm, raw) if stream else b""
+    block = stream_block(comm, raw) if stream else b""
     try:
         if not stream:
             start, end = split_byte_ranges(os.path.getsize(raw), comm.size)[comm.rank]
@@ -422,62 +413,6 @@ def _gram_error(path, parsed, block, lines_before, train, n_cols, need, serials=
     value = float(parsed.data[parsed.indptr[row]]) if code in (SERIAL_RANGE, SERIAL_FRACTION) else 0
     line = lines_before + data_line_number(block, row)
     return LibsvmFormatError(path, line, bad_row_reason(code, a, b, value, train))
-
-
-def _is_stream(path: str) -> bool:
-    """Whether ``path`` is read as a stream (a pipe, a terminal, another device): no size,
-    no seeking."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False  # (:func:`_check_readable` says why)
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
-
-
-def _stream_block(comm: Comm, path: str) -> bytes:
-    """This rank's lines of a stream: rank 0 reads it whole and deals it out in byte ranges
-    that start lines, as :func:`split_byte_ranges` and :func:`read_byte_range` split a file
-    (collective)."""
-    data, err = b"", None
-    if comm.rank == 0:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            err = e
-    comm.agree(err)
-    counts = np.zeros(comm.size, dtype=np.int64)
-    if comm.rank == 0:
-        f, size = io.BytesIO(data), len(data)
-        ranges = split_byte_ranges(size, comm.size)
-        counts = np.diff([*(_line_start_at_or_after(f, s, size) for s, _ in ranges), size])
-    return comm.alltoallv(np.frombuffer(data, dtype=np.uint8), counts).tobytes()
-
-
-def _check_readable(path: str) -> OSError | None:
-    """The error every rank should raise if ``path`` cannot be read, else None."""
-    if not os.path.exists(path):
-        return FileNotFoundError(2, "No such file or directory", path)
-    reason = descriptor_error(path)  # (one of MPI's, say)
-    if reason is not None:
-        return OSError(errno.EBADF, reason, path)
-    if os.path.isdir(path):
-        return IsADirectoryError(21, "Is a directory", path)
-    if not os.access(path, os.R_OK):
-        return PermissionError(13, "Permission denied", path)
-    return None
-
-
-def _decompress_once_per_node(comm: Comm, path: str) -> str:
-    """Node leaders fill the cache; the agree doubles as the barrier."""
-    err = None
-    if comm.node_leader():
-        try:
-            uncompressed_path(path)
-        except (LibsvmFormatError, OSError) as e:
-            err = e
-    comm.agree(err)
-    return uncompressed_path(path)
 
 
 def _rebalance(comm: Comm, y, row_nnz, indices, data):

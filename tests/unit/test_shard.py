@@ -172,8 +172,8 @@ def test_first_overflowing_row():
 
 def test_missing_file_error_pickles():
     # Comm.agree sends the error between ranks.
-    from psvm.io.shard import _check_readable
+    from psvm.io.sources import check_readable
 
-    e = _check_readable("/no/such/file")
+    e = check_readable("/no/such/file")
     e2 = pickle.loads(pickle.dumps(e))
     assert type(e2) is FileNotFoundError and str(e2) == str(e) and e2.filename == "/no/such/file"
