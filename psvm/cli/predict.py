@@ -65,11 +65,13 @@ def _body(argv: list[str]) -> int:
     agree_writable(comm, {"the output file": opts["output"]}, inputs)
     model = _read_model(comm, opts)
     model, shard = _test_rows(comm, opts, model)
-    regression = getattr(model, "svm_type", None) in REGRESSORS  # (LIBLINEAR's: no svm_type)
+    svm_type = getattr(model, "svm_type", None)  # (None: LIBLINEAR's)
+    regression = svm_type in REGRESSORS
     if opts["probability"] and regression:  # the values as without -b, after LIBSVM's line
         if comm.rank == 0 and not opts["quiet"]:
             print(f"{LAPLACE}={float(model.meta['probA'][0]):g}")
-    text, pred, truth = _predictions(comm, model, shard, opts["probability"] and not regression)
+    probability = opts["probability"] and not regression
+    text, pred, truth = _predictions(comm, model, shard, probability, svm_type)
     if comm.rank == 0:
         with write_atomic(opts["output"]) as f:
             f.write(text)
@@ -139,7 +141,7 @@ def _test_rows(comm, opts: dict, model) -> tuple:
     return model, shard
 
 
-def _predictions(comm, model, shard, probability: bool) -> tuple:
+def _predictions(comm, model, shard, probability: bool, svm_type: str | None) -> tuple:
     """(the output file's text, the predictions, the true labels or values): on rank 0 in the
     file's order, (None, None, None) elsewhere. ``probability``: svm-predict -b 1's lines."""
     import numpy as np
@@ -155,8 +157,7 @@ def _predictions(comm, model, shard, probability: bool) -> tuple:
     if probability:
         head = "labels " + " ".join(f"{c:d}" for c in model.classes.tolist()) + "\n"
         n_cols = model.classes.size
-        # svm-predict 3.3x: P(normal), P(outlier) (LIBLINEAR's logistic models: no svm_type)
-        if getattr(model, "svm_type", None) == "one_class":
+        if svm_type == "one_class":  # svm-predict 3.3x: P(normal), P(outlier)
             head, n_cols = "label normal outlier\n", 2
         return head + _proba_lines(pred, prob.reshape(pred.size, n_cols)), pred, truth
     labels, which = np.unique(pred, return_inverse=True)
