@@ -129,7 +129,7 @@ class KernelSVM(BaseEstimator):
         import numba
 
         from psvm.io.atomic import agree_writable
-        from psvm.svc.multiclass import scale_hint  # numba modules: on first fit
+        from psvm.svc.training import scale_hint  # numba modules: on first fit
 
         agree_writable(comm, {"the checkpoint file": self.checkpoint})
         labelled = self._task == "classification"  # else no classes to weigh

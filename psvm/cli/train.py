@@ -228,7 +228,7 @@ def _load(comm, opts: dict, params: dict, log):
     """This rank's shard of the training file and, for the classifiers, the classes in
     LIBSVM's order (collective)."""
     from psvm.io.shard import load_shard
-    from psvm.svc.multiclass import scale_hint
+    from psvm.svc.training import scale_hint
 
     gram = "train" if params["kernel"] == "precomputed" else None  # LIBSVM's 0:serial rows
     classify, classes = opts["svm_type"] in CLASSIFIERS, None
@@ -273,7 +273,7 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
         return model
     sigma = None
     if probability and opts["svm_type"] in REGRESSORS:  # svm_svr_probability: a Laplace sigma
-        from psvm.svc.multiclass import solver_config
+        from psvm.svc.training import solver_config
         from psvm.svc.platt import fit_svr_sigma  # by 5-fold CV, before the model, as svm_train
 
         gamma = solver_config(comm, shard, params).gamma  # the whole set's

@@ -24,7 +24,7 @@ from psvm.kernels import csr_arrays
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import CheckpointConfig
-from psvm.svc.multiclass import (
+from psvm.svc.training import (
     NU_ALL_BOUND,
     OVERFLOW,
     TrainingError,

@@ -10,12 +10,12 @@ from mpi4py import MPI
 from sklearn.datasets import load_iris
 
 import psvm
-from psvm.svc import multiclass
+from psvm.svc import training
 
 comm = MPI.COMM_WORLD
 if comm.rank == comm.size - 1:
-    probe = multiclass.arithmetic_probe
-    multiclass.arithmetic_probe = lambda: probe()[:-1] + b"\x01"
+    probe = training.arithmetic_probe
+    training.arithmetic_probe = lambda: probe()[:-1] + b"\x01"
 X, y = load_iris(return_X_y=True)
 try:
     psvm.SVC().fit(X, y)

@@ -306,7 +306,7 @@ def test_rank_0_writes_its_dealt_pairs_progress_as_it_comes():
 def _solve(fail=()):
     def solve(pair, problem, stats, cancel, workers, log=None):
         if pair in fail:
-            from psvm.svc.multiclass import TrainingError
+            from psvm.svc.training import TrainingError
 
             raise TrainingError(f"pair {pair}")
         stats.add("n_iter", 10 + pair)

@@ -229,7 +229,7 @@ def test_nu_svc_infeasible_nu_is_refused():
 def test_one_class_nu_of_one_says_nu_not_the_kernel():
     """nu = 1 puts every alpha at its bound: rho is infinite (LIBSVM's too), and the error
     names nu as the cause before the kernel's overflow."""
-    from psvm.svc.multiclass import TrainingError
+    from psvm.svc.training import TrainingError
 
     X = np.random.default_rng(0).normal(size=(20, 2))
     with pytest.raises(TrainingError, match=r"rho inf.*nu = 1 bounds every alpha: lower nu"):
