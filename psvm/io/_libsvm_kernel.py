@@ -60,6 +60,24 @@ def _word_at(buf, i, e, word):
     return True
 
 
+@inner(inline="always")  # (numba's inlining: a call parsed 5-10% slower)
+def _exponent(buf, i, e):
+    """An exponent's sign and digits from i -> (their end, the digits' count, its value,
+    capped past 100000: any such power of ten is 0 or inf)."""
+    neg = False
+    if i < e and (buf[i] == 43 or buf[i] == 45):
+        neg = buf[i] == 45
+        i += 1
+    ev = 0
+    n_exp = 0
+    while i < e and 48 <= buf[i] <= 57:
+        if ev < 100000:
+            ev = ev * 10 + (buf[i] - 48)
+        n_exp += 1
+        i += 1
+    return i, n_exp, -ev if neg else ev
+
+
 @inner
 def _parse_float(buf, s, e):
     """Decimal float in buf[s:e] -> (status, value).
@@ -73,11 +91,8 @@ def _parse_float(buf, s, e):
         neg = buf[i] == 45
         i += 1
     if i < e and ((buf[i] | 32) == 110 or (buf[i] | 32) == 105):
-        if _word_at(buf, i, e, _W_NAN) or _word_at(buf, i, e, _W_INF):
-            return 3, 0.0
-        if _word_at(buf, i, e, _W_INFINITY):
-            return 3, 0.0
-        return 2, 0.0
+        word = _word_at(buf, i, e, _W_NAN) or _word_at(buf, i, e, _W_INF)
+        return (3 if word or _word_at(buf, i, e, _W_INFINITY) else 2), 0.0
     mant = 0
     slow = False
     n_digits = 0
@@ -100,21 +115,10 @@ def _parse_float(buf, s, e):
     if n_digits == 0:
         return 2, 0.0
     if i < e and (buf[i] | 32) == 101:
-        i += 1
-        eneg = False
-        if i < e and (buf[i] == 43 or buf[i] == 45):
-            eneg = buf[i] == 45
-            i += 1
-        ev = 0
-        n_exp = 0
-        while i < e and 48 <= buf[i] <= 57:
-            if ev < 100000:
-                ev = ev * 10 + (buf[i] - 48)
-            n_exp += 1
-            i += 1
+        i, n_exp, ev = _exponent(buf, i + 1, e)
         if n_exp == 0:
             return 2, 0.0
-        exp10 += -ev if eneg else ev
+        exp10 += ev
     if i != e:
         return 2, 0.0
     if slow:
@@ -188,6 +192,28 @@ def _next_token(buf, pos, n):
     return pos + 1, False
 
 
+@inner(inline="always")  # (as _exponent)
+def _feature_index(buf, s, colon, base, prev, limit):
+    """The index in buf[s:colon], after ``prev`` -> (OK or an error code, the index, the
+    error's two numbers)."""
+    if colon - s == 3 and buf[s] == 113 and buf[s + 1] == 105 and buf[s + 2] == 100:
+        return ERR_QID, 0, 0, 0
+    st, idx = _parse_index(buf, s, colon)
+    if st == 2:
+        return ERR_INDEX, 0, 0, 0
+    if st == 4:  # (_parse_index refuses any index past MAX_INDEX)
+        return ERR_INDEX_BIG, 0, 0, 0
+    if st == 5:
+        return ERR_INDEX_NEG, 0, 0, 0
+    if idx < base:
+        return (ERR_INDEX_LT1 if base == 1 else ERR_INDEX_LT0), idx, idx, 0
+    if idx <= prev:
+        return ERR_ORDER, idx, prev, idx
+    if limit > 0 and idx - base >= limit:
+        return ERR_LIMIT, idx, idx, limit
+    return OK, idx, 0, 0
+
+
 @njit(cache=True, nogil=True)
 def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
     """Parse LIBSVM lines of ``buf`` (uint8) into preallocated CSR arrays.
@@ -232,7 +258,7 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
             if not at_token:  # the row ends
                 break
             s = pos
-            colon = -1
+            colon = -1  # (this scan in a helper, inlined or not, parsed 10-25% slower)
             while pos < n:
                 c = buf[pos]
                 if _is_ws(c) or c == 10 or c == 35:
@@ -242,22 +268,9 @@ def parse_kernel(buf, limit, base, y, indptr, indices, data, slow):
                 pos += 1
             if colon < 0:
                 return row, nnz, n_slow, ERR_NO_COLON, line, s, pos, 0, 0
-            if colon - s == 3 and buf[s] == 113 and buf[s + 1] == 105 and buf[s + 2] == 100:
-                return row, nnz, n_slow, ERR_QID, line, s, pos, 0, 0
-            st, idx = _parse_index(buf, s, colon)
-            if st == 2:
-                return row, nnz, n_slow, ERR_INDEX, line, s, pos, 0, 0
-            if st == 4:  # (_parse_index refuses any index past MAX_INDEX)
-                return row, nnz, n_slow, ERR_INDEX_BIG, line, s, pos, 0, 0
-            if st == 5:
-                return row, nnz, n_slow, ERR_INDEX_NEG, line, s, pos, 0, 0
-            if idx < base:
-                code = ERR_INDEX_LT1 if base == 1 else ERR_INDEX_LT0
-                return row, nnz, n_slow, code, line, s, pos, idx, 0
-            if idx <= prev:
-                return row, nnz, n_slow, ERR_ORDER, line, s, pos, prev, idx
-            if limit > 0 and idx - base >= limit:
-                return row, nnz, n_slow, ERR_LIMIT, line, s, pos, idx, limit
+            code, idx, a, b = _feature_index(buf, s, colon, base, prev, limit)
+            if code != OK:
+                return row, nnz, n_slow, code, line, s, pos, a, b
             st, v = _parse_float(buf, colon + 1, pos)
             if st == 2:
                 return row, nnz, n_slow, ERR_VALUE, line, s, pos, idx, 0
