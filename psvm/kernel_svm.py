@@ -277,7 +277,7 @@ class KernelSVM(BaseEstimator):
         """(model, support or None, shape_fit_) from a model file of this type, for inputs of
         ``n_features`` columns if given (a precomputed kernel: the training rows, the width
         of its Gram matrices; default: psvm's count, else the largest serial number)."""
-        from psvm.io.model_file import read_model
+        from psvm.io.model_read import read_model
 
         model = read_model(path)
         gram = model.kernel == "precomputed"

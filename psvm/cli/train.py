@@ -273,8 +273,8 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
         return model
     sigma = None
     if probability and opts["svm_type"] in REGRESSORS:  # svm_svr_probability: a Laplace sigma
-        from psvm.svc.training import solver_config
         from psvm.svc.platt import fit_svr_sigma  # by 5-fold CV, before the model, as svm_train
+        from psvm.svc.training import solver_config
 
         gamma = solver_config(comm, shard, params).gamma  # the whole set's
         sigma = fit_svr_sigma(comm, shard, params, gamma, seed=seed, stats=stats)

@@ -29,7 +29,8 @@ import os
 import numpy as np
 
 from psvm.io.atomic import write_atomic
-from psvm.io.model_file import ModelFormatError, _g, file_label, read_model
+from psvm.io.model_format import ModelFormatError, file_label, float_text
+from psvm.io.model_read import read_model
 from psvm.sgd.model import LinearModel
 
 # LIBLINEAR's classification solvers (its solver_type_table); all predict alike.
@@ -67,7 +68,7 @@ def write_linear_model(path: str | os.PathLike, model: LinearModel) -> None:
         f"bias {1 if bias else -1}",
         "w",
     ]
-    lines += ["".join(_g(v) + " " for v in row) for row in W.tolist()]
+    lines += ["".join(float_text(v) + " " for v in row) for row in W.tolist()]
     with write_atomic(path, encoding="ascii", newline="\n") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -94,76 +95,97 @@ def read_linear_model(path: str | os.PathLike) -> LinearModel:
     """
     path = os.fspath(path)
     with open(path, encoding="ascii", errors="replace") as f:
-        lines = f.read().splitlines()
+        text = _Text(path, f.read().splitlines())
+    header, w_line = text.header()
+    solver, labels, d, bias = text.fields(header, w_line)
+    nr_w = 1 if labels.size == 2 and solver != "MCSVM_CS" else labels.size
+    W = text.weights(w_line, d + (1 if bias >= 0 else 0), nr_w, d)
+    coef = W[:d].T.copy()
+    intercept = W[d] * bias if bias >= 0 else np.zeros(nr_w)
+    return LinearModel(coef, intercept, labels, solver_type=solver)
 
-    def error(lno: int, reason: str) -> ModelFormatError:
-        return ModelFormatError(path, lno, reason)
 
-    def number(tok: str, lno: int, what: str, kind=float):
+class _Text:
+    """A LIBLINEAR model file's lines, read part by part; errors name the file and line."""
+
+    def __init__(self, path: str, lines: list[str]):
+        self.path, self.lines = path, lines
+
+    def error(self, lno: int, reason: str) -> ModelFormatError:
+        return ModelFormatError(self.path, lno, reason)
+
+    def number(self, tok: str, lno: int, what: str, kind=float):
         try:
             if "_" in tok:  # int() and float() accept '1_0'; LIBLINEAR's strtod does not
                 raise ValueError
             v = kind(tok)
         except ValueError:
-            raise error(
+            raise self.error(
                 lno, f"{what} is not {'an integer' if kind is int else 'a number'}: {tok!r}"
             ) from None
         if kind is float and not np.isfinite(v):
-            raise error(lno, f"{what} is not finite: {tok!r}")
+            raise self.error(lno, f"{what} is not finite: {tok!r}")
         return v
 
-    header: dict[str, tuple[int, list[str]]] = {}
-    w_line = 0
-    for lno, text in enumerate(lines, 1):
-        toks = text.split()
-        if toks == ["w"]:
-            w_line = lno
-            break
-        if not toks or toks[0] not in _KEYS:
-            raise error(lno, f"unknown header line {text.strip()!r}")
-        if toks[0] in header:
-            raise error(lno, f"duplicate header field {toks[0]!r}")
-        header[toks[0]] = (lno, toks[1:])
-    if "solver_type" in header:
-        lno, vals = header["solver_type"]
-        if len(vals) == 1 and vals[0] not in _CLASSIFIERS:
-            kind = "not a classification" if vals[0] in _OTHERS else "an unknown"
-            raise error(
-                lno, f"solver_type {vals[0]!r} is {kind} solver; psvm reads classifiers only"
+    def header(self) -> tuple[dict[str, tuple[int, list[str]]], int]:
+        """The header's fields (key: line number, values) and the 'w' line's number."""
+        header: dict[str, tuple[int, list[str]]] = {}
+        w_line = 0
+        for lno, text in enumerate(self.lines, 1):
+            toks = text.split()
+            if toks == ["w"]:
+                w_line = lno
+                break
+            if not toks or toks[0] not in _KEYS:
+                raise self.error(lno, f"unknown header line {text.strip()!r}")
+            if toks[0] in header:
+                raise self.error(lno, f"duplicate header field {toks[0]!r}")
+            header[toks[0]] = (lno, toks[1:])
+        if "solver_type" in header:
+            lno, vals = header["solver_type"]
+            if len(vals) == 1 and vals[0] not in _CLASSIFIERS:
+                kind = "not a classification" if vals[0] in _OTHERS else "an unknown"
+                raise self.error(
+                    lno, f"solver_type {vals[0]!r} is {kind} solver; psvm reads classifiers only"
+                )
+        if not w_line:
+            raise self.error(max(len(self.lines), 1), "end of file before the 'w' line")
+        return header, w_line
+
+    def fields(self, header: dict, w_line: int) -> tuple[str, np.ndarray, int, float]:
+        """The solver, the labels, nr_feature and the bias, checked."""
+        for key in ("solver_type", "nr_class", "nr_feature", "bias"):
+            if key not in header or len(header[key][1]) != 1:
+                raise self.error(header.get(key, (w_line,))[0], f"{key} needs exactly one value")
+        lno, (tok,) = header["nr_class"]
+        k = self.number(tok, lno, "nr_class", int)
+        if k < 2:
+            raise self.error(lno, f"nr_class must be >= 2, got {k}")
+        if "label" not in header or len(header["label"][1]) != k:
+            raise self.error(
+                header.get("label", (w_line,))[0], f"label needs {k} values (nr_class)"
             )
-    if not w_line:
-        raise error(max(len(lines), 1), "end of file before the 'w' line")
-    for key in ("solver_type", "nr_class", "nr_feature", "bias"):
-        if key not in header or len(header[key][1]) != 1:
-            raise error(header.get(key, (w_line,))[0], f"{key} needs exactly one value")
-    solver = header["solver_type"][1][0]
-    lno, (tok,) = header["nr_class"]
-    k = number(tok, lno, "nr_class", int)
-    if k < 2:
-        raise error(lno, f"nr_class must be >= 2, got {k}")
-    if "label" not in header or len(header["label"][1]) != k:
-        raise error(header.get("label", (w_line,))[0], f"label needs {k} values (nr_class)")
-    lno, toks = header["label"]
-    labels = np.array([number(t, lno, "label", int) for t in toks], dtype=np.int64)
-    lno, (tok,) = header["nr_feature"]
-    d = number(tok, lno, "nr_feature", int)
-    if d < 0:
-        raise error(lno, f"nr_feature must be >= 0, got {d}")
-    bias = number(header["bias"][1][0], header["bias"][0], "bias")
-    nr_w = 1 if k == 2 and solver != "MCSVM_CS" else k
-    rows = d + (1 if bias >= 0 else 0)
-    W = np.empty((rows, nr_w))
-    for r in range(rows):
-        lno = w_line + 1 + r
-        if lno > len(lines):
-            raise error(lno, f"file ends after {r} weight lines, expected {rows}")
-        toks = lines[lno - 1].split()
-        if len(toks) != nr_w:
-            raise error(lno, f"expected {nr_w} weight(s), got {len(toks)}")
-        W[r] = [number(t, lno, "a weight") for t in toks]
-    for lno in range(w_line + rows + 1, len(lines) + 1):
-        if lines[lno - 1].strip():
-            raise error(lno, f"more weight lines than nr_feature {d}")
-    coef = W[:d].T.copy()
-    intercept = W[d] * bias if bias >= 0 else np.zeros(nr_w)
-    return LinearModel(coef, intercept, labels, solver_type=solver)
+        lno, toks = header["label"]
+        labels = np.array([self.number(t, lno, "label", int) for t in toks], dtype=np.int64)
+        lno, (tok,) = header["nr_feature"]
+        d = self.number(tok, lno, "nr_feature", int)
+        if d < 0:
+            raise self.error(lno, f"nr_feature must be >= 0, got {d}")
+        bias = self.number(header["bias"][1][0], header["bias"][0], "bias")
+        return header["solver_type"][1][0], labels, d, bias
+
+    def weights(self, w_line: int, rows: int, nr_w: int, d: int) -> np.ndarray:
+        """The ``rows`` lines of ``nr_w`` weights after the 'w' line, and nothing after."""
+        lines, W = self.lines, np.empty((rows, nr_w))
+        for r in range(rows):
+            lno = w_line + 1 + r
+            if lno > len(lines):
+                raise self.error(lno, f"file ends after {r} weight lines, expected {rows}")
+            toks = lines[lno - 1].split()
+            if len(toks) != nr_w:
+                raise self.error(lno, f"expected {nr_w} weight(s), got {len(toks)}")
+            W[r] = [self.number(t, lno, "a weight") for t in toks]
+        for lno in range(w_line + rows + 1, len(lines) + 1):
+            if lines[lno - 1].strip():
+                raise self.error(lno, f"more weight lines than nr_feature {d}")
+        return W

@@ -251,7 +251,7 @@ def load_shard(
         ``n_features`` counts column 0 too; else the usual 1-based columns.
     model_labels : bool, default=False
         Every label must be one a model file holds (a classifier's training file): an
-        integer within 32 bits (:func:`psvm.io.model_file.file_label`), checked before
+        integer within 32 bits (:func:`psvm.io.model_format.file_label`), checked before
         training, so that the run does not fail only when it writes the model.
 
     Returns
@@ -373,7 +373,7 @@ def _classes(comm: Comm, path: str, y: np.ndarray, min_classes: int) -> np.ndarr
 
 def _label_error(path: str, parsed, block: bytes, lines_before: int):
     """The error naming the first line whose label no model file holds, else None."""
-    from psvm.io.model_file import unwritable_labels
+    from psvm.io.model_format import unwritable_labels
 
     bad = np.flatnonzero(unwritable_labels(parsed.y))
     if not bad.size:

@@ -24,6 +24,9 @@ from psvm.kernels import csr_arrays
 from psvm.model import SVCModel
 from psvm.stats import Stats
 from psvm.svc.checkpoint import CheckpointConfig
+from psvm.svc.problem import BinaryProblem
+from psvm.svc.solver import Solver
+from psvm.svc.state import fill_start, start_total
 from psvm.svc.training import (
     NU_ALL_BOUND,
     OVERFLOW,
@@ -36,9 +39,6 @@ from psvm.svc.training import (
     solver_config,
     solver_rows,
 )
-from psvm.svc.problem import BinaryProblem
-from psvm.svc.solver import Solver
-from psvm.svc.state import fill_start, start_total
 
 
 def _problem(comm, cfg: SVCConfig, Xc, shard, weight: np.ndarray, weighted: bool):
