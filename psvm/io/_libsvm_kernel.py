@@ -91,8 +91,9 @@ def _parse_float(buf, s, e):
         neg = buf[i] == 45
         i += 1
     if i < e and ((buf[i] | 32) == 110 or (buf[i] | 32) == 105):
-        word = _word_at(buf, i, e, _W_NAN) or _word_at(buf, i, e, _W_INF)
-        return (3 if word or _word_at(buf, i, e, _W_INFINITY) else 2), 0.0
+        if _word_at(buf, i, e, _W_NAN) or _word_at(buf, i, e, _W_INF):
+            return 3, 0.0
+        return (3 if _word_at(buf, i, e, _W_INFINITY) else 2), 0.0
     mant = 0
     slow = False
     n_digits = 0

@@ -99,7 +99,7 @@ def read_linear_model(path: str | os.PathLike) -> LinearModel:
     header, w_line = text.header()
     solver, labels, d, bias = text.fields(header, w_line)
     nr_w = 1 if labels.size == 2 and solver != "MCSVM_CS" else labels.size
-    W = text.weights(w_line, d + (1 if bias >= 0 else 0), nr_w, d)
+    W = text.weights(w_line, d, bias, nr_w)
     coef = W[:d].T.copy()
     intercept = W[d] * bias if bias >= 0 else np.zeros(nr_w)
     return LinearModel(coef, intercept, labels, solver_type=solver)
@@ -174,8 +174,10 @@ class _Text:
         bias = self.number(header["bias"][1][0], header["bias"][0], "bias")
         return header["solver_type"][1][0], labels, d, bias
 
-    def weights(self, w_line: int, rows: int, nr_w: int, d: int) -> np.ndarray:
-        """The ``rows`` lines of ``nr_w`` weights after the 'w' line, and nothing after."""
+    def weights(self, w_line: int, d: int, bias: float, nr_w: int) -> np.ndarray:
+        """The lines of ``nr_w`` weights after the 'w' line, one a feature and one for the bias
+        if ``bias >= 0``, and nothing after."""
+        rows = d + (1 if bias >= 0 else 0)
         lines, W = self.lines, np.empty((rows, nr_w))
         for r in range(rows):
             lno = w_line + 1 + r

@@ -291,7 +291,7 @@ def _read_svs(
 
 def _read_trailer(
     rd: _Reader, lines: list[str], sv_line: int, total_sv: int, meta: dict
-) -> tuple[int | None, int | None]:
+) -> tuple[int | None, int | None, bool]:
     """psvm's ``#psvm`` lines after the SVs (n_features, its line, whether the data was
     0-based); other comments and blank lines are skipped."""
     n_features = n_features_line = None

@@ -141,8 +141,8 @@ def fit_ovo(
         shard, cls, C_row, run = spread(comm, shard, cls, C_row)
     Xc, X = solver_rows(run, shard.X, cfg.kernel)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
-    fit = dict(log=log, alpha0=alpha0, weighted=sample_weight is not None, cancel=cancel)
-    plan = _Pairs(run, shard, cfg, Xc, cls, C_row, pairs, ck, dealt=owner is not None, **fit)
+    weighted, dealt = sample_weight is not None, owner is not None
+    plan = _Pairs(run, shard, cfg, Xc, cls, C_row, pairs, ck, log, alpha0, weighted, cancel, dealt)
     results = _PairResults(cls.size, k, plan.nu)
     # closed on any error here too (Ctrl-C included): the pairs still running stop now
     with closing(_solved(comm, plan, owner, stats, log)) as solved:
@@ -174,12 +174,13 @@ _FIT_LOG = object()  # a pair's progress lines go to the fit's log
 
 class _Pairs:
     """fit_ovo's class pairs on communicator ``run``: each one's rows and problem
-    (:meth:`prepare`) and its solve (:meth:`solve`), as :mod:`psvm.svc.pairs` runs them."""
+    (:meth:`prepare`) and its solve (:meth:`solve`), as :mod:`psvm.svc.pairs` runs them.
+    Collective: the rows' kernel facts are agreed on making it."""
 
     def __init__(
-        self, run, shard, cfg, Xc, cls, C_row, pairs, ck, *, log, alpha0, weighted, cancel, dealt
+        self, run, shard, cfg, Xc, cls, C_row, pairs, ck, log, alpha0, weighted, cancel, dealt
     ):
-        self.run, self.shard, self.cfg, self.Xc = run, shard, cfg, Xc
+        self.run, self.max_row_nnz, self.cfg, self.Xc = run, shard.max_row_nnz, cfg, Xc
         self.cls, self.C_row, self.pairs, self.ck = cls, C_row, pairs, ck
         self.log, self.alpha0, self.weighted, self.cancel = log, alpha0, weighted, cancel
         self.nu = cfg.svm_type == "nu_svc"
@@ -226,7 +227,7 @@ class _Pairs:
             C=self.C_row[rows],
             offset=comm.exscan_sum(rows.size),
             n_samples=comm.sum_(int(rows.size)),
-            max_row_nnz=self.shard.max_row_nnz,
+            max_row_nnz=self.max_row_nnz,
             sq=sq if every or sq is None else sq[rows],
             diag=diag if every or diag is None else diag[rows],
             exact32=facts["exact32"],
