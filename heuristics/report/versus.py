@@ -119,15 +119,25 @@ def time_figure(study, rows, svc):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(f"CPU time / none's (median of {study['repeats']}; bars: min-max)")
         ax.grid(axis="x", alpha=0.3)
-    ax0 = axes[0][0]
-    ax0.set_yticks(range(len(order)), [lab if head else labelled(lab) for lab, head in order])
-    for tick, (_, head) in zip(ax0.get_yticklabels(), order, strict=True):
+    _row_labels(axes[0][0], order)
+    _time_legend(fig, ranks)
+    return fig, axes
+
+
+def _row_labels(ax, order) -> None:
+    """The configurations' names down the first panel, the group heads in grey italics."""
+    ax.set_yticks(range(len(order)), [lab if head else labelled(lab) for lab, head in order])
+    for tick, (_, head) in zip(ax.get_yticklabels(), order, strict=True):
         tick.set_fontsize(8)
         if head:
             tick.set_fontstyle("italic")
             tick.set_color("0.35")
-    bold_default(ax0.get_yticklabels())
-    ax0.set_ylim(len(order) - 0.5, -0.5)
+    bold_default(ax.get_yticklabels())
+    ax.set_ylim(len(order) - 0.5, -0.5)
+
+
+def _time_legend(fig, ranks) -> None:
+    """The markers of each P, the line of none and the default's band, below the panels."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -141,7 +151,6 @@ def time_figure(study, rows, svc):
     ]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8)
     fig._legend_space = 0.35 / fig.get_size_inches()[1]
-    return fig, axes
 
 
 def _per_heuristic(rows) -> list[str]:
