@@ -286,17 +286,9 @@ def load_shard(
     base = 0 if allow_zero and comm.max_(int(parsed.has_zero)) else 1
     if base == 0 and not parsed.has_zero:  # another rank's lines hold index 0
         parsed.indices[:] += 1
-    y, indptr, indices, data = parsed.y, parsed.indptr, parsed.indices, parsed.data
-    row_nnz = np.diff(indptr)
-    local_max = np.array(
-        [
-            int(indices.max()) + 1 if indices.size else 0,
-            int(row_nnz.max()) if y.size else 0,
-            max_serial(indptr, indices, data) if gram == "train" else gram_columns,
-        ],
-        dtype=np.int64,
-    )
-    max_index, max_row_nnz, need = (int(v) for v in comm.max_(local_max))
+    y, indices, data = parsed.y, parsed.indices, parsed.data
+    row_nnz = np.diff(parsed.indptr)
+    max_index, max_row_nnz, need = _widths(comm, parsed, row_nnz, gram, gram_columns)
     if gram is not None:  # serial numbers first: a bad one would make other rows look short
         train = gram == "train"
         comm.agree(_gram_error(path, parsed, block, lines_before, train, max_index, -1))
@@ -313,9 +305,8 @@ def load_shard(
         indptr = np.zeros(y.size + 1, dtype=np.int64)
         np.cumsum(row_nnz, out=indptr[1:])
     else:
-        offsets = np.zeros(comm.size + 1, dtype=np.int64)
+        indptr, offsets = parsed.indptr, np.zeros(comm.size + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-
     n_feat = int(n_features) + 1 - base if n_features is not None else max_index
     X = sp.csr_matrix((data, indices, indptr), shape=(y.size, n_feat))
     X.has_sorted_indices = True
@@ -329,6 +320,21 @@ def load_shard(
         classes=classes,
         index_base=base,
     )
+
+
+def _widths(comm: Comm, parsed, row_nnz: np.ndarray, gram, gram_columns: int) -> tuple:
+    """Over every rank's rows: the columns used, the widest row, and the Gram matrix's
+    columns the rows must reach (its rows' largest serial number, or ``gram_columns``)."""
+    indices = parsed.indices
+    local_max = np.array(
+        [
+            int(indices.max()) + 1 if indices.size else 0,
+            int(row_nnz.max()) if row_nnz.size else 0,
+            max_serial(parsed.indptr, indices, parsed.data) if gram == "train" else gram_columns,
+        ],
+        dtype=np.int64,
+    )
+    return tuple(int(v) for v in comm.max_(local_max))
 
 
 def _parse_own_lines(
