@@ -122,7 +122,7 @@ class KernelSVM(BaseEstimator):
         """The thread count of one fit, or of a prediction (``comm`` None): n_threads (default:
         the node's share), else n_jobs."""
         if check_threads(self.n_threads) is None and self.n_jobs is not None:
-            return numba_threads(self.n_jobs)
+            return numba_threads(self.n_jobs, comm)
         return rank_threads(self.n_threads, comm)
 
     def _fit(self, comm, params: dict, checkpoint, X, y, sample_weight) -> None:

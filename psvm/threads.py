@@ -114,17 +114,23 @@ def thread_count(n, comm, name: str = "n_threads") -> int:
     """This rank's numba thread count for ``n``.
 
     ``n`` None or 0: the default, :func:`default_threads` of the ranks of
-    ``comm`` on this node (a collective over ``comm``: every rank calls it);
-    ``comm`` None: of the launcher's count (:func:`launcher_local_ranks`).
-    A positive ``n`` is used as given, capped at numba's pool. ``name`` is the
-    parameter named in a validation error (``n_threads``, ``-o``).
+    ``comm`` on this node; ``comm`` None: of the launcher's count
+    (:func:`launcher_local_ranks`). A positive ``n`` is used as given, capped at
+    numba's pool. ``name`` is the parameter named in a validation error
+    (``n_threads``, ``-o``). Collective over ``comm`` whatever ``n``: the ranks'
+    counts may differ (a rank's own ``n_threads``), their calls may not.
     """
     import numba
 
+    local = node_ranks(comm)
     n = check_threads(n, name)
-    if n is None:
-        n = default_threads(comm.local_size() if comm is not None else launcher_local_ranks())
-    return min(n, numba.config.NUMBA_NUM_THREADS)
+    return min(default_threads(local) if n is None else n, numba.config.NUMBA_NUM_THREADS)
+
+
+def node_ranks(comm) -> int:
+    """The ranks of ``comm`` on this node (a collective), or the launcher's count with
+    ``comm`` None."""
+    return comm.local_size() if comm is not None else launcher_local_ranks()
 
 
 def thread_warning(n, comm, name: str = "n_threads") -> str | None:
@@ -136,11 +142,10 @@ def thread_warning(n, comm, name: str = "n_threads") -> str | None:
     machine are taken as pinned, each to its own set (Open MPI binds ranks to cores)."""
     import numba
 
+    local = node_ranks(comm)  # (first: every rank calls the collective, whatever its count)
     asked = check_threads(n, name)
     if asked is None:
         return None
-    # (first: every rank calls the collective, whatever its pool and cores)
-    local = comm.local_size() if comm is not None else launcher_local_ranks()
     pool, cores = numba.config.NUMBA_NUM_THREADS, usable_cores()
     used, notes = min(asked, pool), []
     if asked > pool:
@@ -206,11 +211,14 @@ def rank_threads(n, comm, name: str = "n_threads") -> Iterator[int]:
 
 
 @contextmanager
-def numba_threads(n_jobs) -> Iterator[None]:
+def numba_threads(n_jobs, comm=None) -> Iterator[None]:
     """Run the block with ``n_jobs`` numba threads (-1: all, -2: all but one), then restore.
 
-    The older knob of :class:`psvm.SVC` (``n_jobs``); None leaves the count alone.
+    The older knob of :class:`psvm.SVC` (``n_jobs``); None leaves the count alone. With
+    ``comm``, a collective, as :func:`thread_count`: the other ranks may count by default.
     """
+    if comm is not None:
+        comm.local_size()  # (the collective of the ranks that count by default)
     if n_jobs is None:
         yield
         return

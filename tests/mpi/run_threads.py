@@ -4,9 +4,10 @@ Usage: mpiexec -n P python -m mpi4py run_threads.py DIR
 
 Cases: the ranks on this node (a shared-memory split) and the default count
 applied; psvm.SVC and psvm.SGDSVC fits (the count during the fit, and
-numba's count restored afterwards); psvm.SVC.predict, local to a rank (the
-count while the decision values are computed, then numba's restored);
-psvm-train (smo and sgd) in this process by default and with ``-o 1``, and
+numba's count restored afterwards), also with a count of their own on ranks 1+
+only; psvm.SVC.predict, local to a rank (the count while the decision values
+are computed, then numba's restored); psvm-train (smo and sgd) in this process
+by default and with ``-o 1`` (on every rank, or on rank 1 only), and
 psvm-predict, which leave the count set. ``DIR`` receives a
 small training file. Before every case each rank sets numba's whole pool, so
 a case that applies nothing shows it. Rank 0 prints one JSON line: per case,
@@ -18,6 +19,7 @@ import os
 import sys
 
 import numba
+import numpy as np
 from sklearn.datasets import make_blobs
 
 import psvm
@@ -53,6 +55,19 @@ def main(folder: str) -> None:
         out[cls.__name__] = every_rank(
             [est.fit_stats_["values"]["n_threads"], numba.get_num_threads()]
         )
+    # each rank its own count (the docs allow it: no bit of the model changes); rank 0 by
+    # default, the others one thread: the same model, no rank waiting in another's collective
+    mixed = {
+        "SVC n_threads": (psvm.SVC, {}, {"n_threads": 1}),
+        "SVC n_jobs": (psvm.SVC, {}, {"n_jobs": 1}),
+        "SGDSVC n_threads": (psvm.SGDSVC, {"random_state": 0}, {"n_threads": 1}),
+    }
+    for name, (cls, common, own) in mixed.items():
+        numba.set_num_threads(TOP)
+        est = cls(**common, **(own if comm.rank else {})).fit(X, y)
+        alike = cls(**common).fit(X, y)  # (SGD's seed is random by default)
+        same = bool(np.array_equal(est.decision_function(X), alike.decision_function(X)))
+        out[name] = every_rank([est.fit_stats_["values"]["n_threads"], same])
     seen = []
     compiled = psvm.model.decision_values
 
@@ -69,6 +84,7 @@ def main(folder: str) -> None:
     for name, argv in {
         "cli": ["-q", data, model],
         "cli -o 1": ["-q", "-o", "1", data, model],
+        "cli -o 1 on rank 1": ["-q", *(["-o", "1"] if comm.rank == 1 else []), data, model],
         "cli sgd": ["--solver", "sgd", "--epochs", "2", "-q", data, model],
     }.items():
         numba.set_num_threads(TOP)
