@@ -73,6 +73,13 @@ def test_cli_parameter_errors_on_every_rank(shared_data, tmp_path):
         r = run_cli(TRAIN, [*flags, data, tmp_path / "m"], 2, timeout=120)
         assert r.returncode != 0 and message in r.stderr, (flags, r.stderr[-2000:])
         assert not (tmp_path / "m").exists()
+    zeros = tmp_path / "zeros"  # nu-SVC's margin r is 0: the linear kernel is 0 on every row
+    zeros.write_text("1 1:0\n" * 3 + "-1 1:0\n" * 3)
+    r = run_cli(TRAIN, ["-s", "1", "-t", "0", zeros, tmp_path / "m"], 2, timeout=120)
+    assert r.returncode == 1, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert lines == [lines[0]] and "nu-SVC's margin r is 0 in class pair 1 of 1" in lines[0]
+    assert not (tmp_path / "m").exists()
 
 
 def test_predict_regression_under_mpiexec(shared_data, tmp_path):

@@ -32,6 +32,7 @@ from psvm.svc.training import (
     OVERFLOW,
     TrainingError,
     check_finite,
+    check_nu_margin,
     gathered_model,
     kernel_facts,
     open_checkpoint,
@@ -83,11 +84,10 @@ def _solve_pair(
     name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
     pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
     res = Solver(comm, problem, cfg, stats, pair_log, ck, pair, cancel).solve()
-    check_finite(
-        res,
-        f"in class pair {pair + 1} of {n_pairs}",
-        NU_BOUND if cfg.svm_type == "nu_svc" else OVERFLOW,
-    )
+    where, nu = f"in class pair {pair + 1} of {n_pairs}", cfg.svm_type == "nu_svc"
+    check_finite(res, where, NU_BOUND if nu else OVERFLOW)
+    if nu:
+        check_nu_margin(res, where)
     if ck is not None:
         scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
         ck.pair_solved(pair, res.alpha, scalars)

@@ -137,6 +137,16 @@ def check_finite(res: BinaryResult, where: str, cause: str = OVERFLOW) -> None:
         )
 
 
+def check_nu_margin(res: BinaryResult, where: str) -> None:
+    """Refuse nu-SVC's margin r = 0 (or an r whose inverse overflows): the model is the
+    solution over r (LIBSVM's solve_nu_svc, whose model then holds NaN). r is agreed."""
+    if not math.isfinite(1.0 / res.r if res.r else math.inf):
+        raise TrainingError(
+            f"nu-SVC's margin r is {res.r:g} {where}, and its model is the solution over r: "
+            "the kernel does not tell these rows apart (e.g. all-zero features, gamma=0)"
+        )
+
+
 def solver_config(comm, shard, params: dict) -> SVCConfig:
     """The solver's settings for ``shard`` (gamma resolved over all ranks), after checking
     that the ranks compute kernels with the same bits (collective)."""

@@ -226,6 +226,20 @@ def test_nu_svc_infeasible_nu_is_refused():
         psvm.NuSVC(nu=0.9).fit(X, y)
 
 
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_nu_svc_refuses_a_kernel_that_tells_no_rows_apart(kernel):
+    """All-zero features (linear: K = 0) or gamma = 0 (rbf: K = 1): nu-SVC's margin r is 0,
+    and its model, the solution over r, is not finite (scikit-learn raises a ValueError;
+    LIBSVM's model holds NaN). One error, not a ZeroDivisionError (a user's trial)."""
+    from psvm.svc.training import TrainingError
+
+    X = np.zeros((6, 2)) if kernel == "linear" else np.arange(12.0).reshape(6, 2)
+    y = [0, 0, 0, 1, 1, 1]
+    with pytest.raises(TrainingError, match=r"^nu-SVC's margin r is 0 in class pair 1 of 1"):
+        psvm.NuSVC(kernel=kernel, gamma=0.0).fit(X, y)
+    psvm.NuSVC(kernel=kernel).fit(X + np.arange(6)[:, None], y)  # rows told apart: a model
+
+
 def test_one_class_nu_of_one_says_nu_not_the_kernel():
     """nu = 1 puts every alpha at its bound: rho is infinite (LIBSVM's too), and the error
     names nu as the cause before the kernel's overflow."""
