@@ -103,6 +103,17 @@ def test_replicated_input_is_compared_exactly():
     assert out["balanced partial_fit"].startswith(
         "InputError: parameters differ between ranks: ['class_weight']"
     )
+    for face in ("svc", "sgd"):  # X's column names, which every rank must give alike
+        assert out[f"{face} names, sharded"] == "ok ['a', 'b', 'c']"
+        assert out[f"{face} names reversed on the last rank, sharded"] == (
+            "InputError: X's feature names differ between ranks: rank 0 has ['a', 'b', 'c'], "
+            "rank 2 has ['c', 'b', 'a']; every rank must give the same columns in the same "
+            "order (DataFrames with the same columns, or arrays)"
+        )
+        assert out[f"{face} names on the first ranks only, replicated"].startswith(
+            "InputError: X's feature names differ between ranks: rank 0 has ['a', 'b', 'c'], "
+            "rank 2 has none (no DataFrame)"
+        )
 
 
 def test_joblib_and_fork_workers_fit_as_one_process():

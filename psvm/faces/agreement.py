@@ -130,6 +130,7 @@ class RankInput(NamedTuple):
     max_row_nnz: int
     digest: str  # input_digest, replicated input on several ranks only
     classes: np.ndarray | None  # partial_fit's classes
+    feature_names: tuple | None  # a DataFrame's columns (scikit-learn's feature_names_in_)
 
 
 @dataclass(frozen=True)
@@ -155,20 +156,25 @@ def agree_on_training_set(
     classes: np.ndarray | None = None,
     every_class_weighted: bool = True,
     labelled: bool = True,
+    feature_names: np.ndarray | None = None,
 ) -> TrainingSet:
     """The global facts of the checked input (X canonical CSR); collective: one allgather.
 
     Raises :class:`InputError` on every rank alike: replicated copies that
-    differ, dense shards of other widths, no rows at all, and the class rules
-    of :func:`check_classes`. ``classes``: partial_fit's labels, then the same
-    on every rank; None: the labels of y over all ranks. Not ``labelled`` (regression,
-    novelty): no classes, and y's bits go into the digest.
+    differ, dense shards of other widths, X's columns named otherwise than on rank 0
+    (``feature_names``: scikit-learn's ``feature_names_in_``, None without names), no
+    rows at all, and the class rules of :func:`check_classes`. ``classes``: partial_fit's
+    labels, then the same on every rank; None: the labels of y over all ranks. Not
+    ``labelled`` (regression, novelty): no classes, and y's bits go into the digest.
     """
     digested = not sharded and comm.size > 1
     mine = _rank_input(X, y, sample_weight, sparse, classes, labelled, digested)
+    if comm.size > 1 and feature_names is not None:
+        mine = mine._replace(feature_names=tuple(feature_names.tolist()))
     ranks = comm.allgather_obj(mine) if comm.size > 1 else [mine]
     if not sharded and len(ranks) > 1:
         same_everywhere(ranks)
+    same_feature_names(ranks)
     given = classes is not None
     if given:
         same_classes(ranks)
@@ -218,6 +224,7 @@ def _rank_input(X, y, sample_weight, sparse, classes, labelled, digested) -> Ran
         max_row_nnz=int((X.indptr[1:] - X.indptr[:-1]).max(initial=0)),
         digest=digest,
         classes=classes,
+        feature_names=None,
     )
 
 
@@ -262,6 +269,26 @@ def same_everywhere(ranks: list[RankInput]) -> None:
             f"rank(s) {differ} differ from rank 0 (shapes {[r.shape for r in ranks]}); pass "
             "distributed='sharded' to give each rank its own rows"
         )
+
+
+def same_feature_names(ranks: list[RankInput]) -> None:
+    """InputError unless every rank's X names its columns as rank 0's does (or none does):
+    the ranks would train on columns in different orders, and keep different
+    ``feature_names_in_``."""
+    first = ranks[0].feature_names
+    differ = [k for k, r in enumerate(ranks) if r.feature_names != first]
+    if differ:
+        raise InputError(
+            f"X's feature names differ between ranks: rank 0 {_names(first)}, rank "
+            f"{differ[0]} {_names(ranks[differ[0]].feature_names)}; every rank must give the "
+            "same columns in the same order (DataFrames with the same columns, or arrays)"
+        )
+
+
+def _names(names: tuple | None) -> str:
+    if names is None:
+        return "has none (no DataFrame)"
+    return f"has {list(names[:4])}" + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def same_classes(ranks: list[RankInput]) -> None:

@@ -120,6 +120,7 @@ def fit_input(
         classes=classes,
         every_class_weighted=every_class_weighted,
         labelled=labelled,
+        feature_names=getattr(est, "feature_names_in_", None),
     )
     if sharded or comm.size == 1:
         rows = slice(0, Xc.shape[0])

@@ -6,9 +6,10 @@ For psvm.SVC and psvm.SGDSVC (distributed='replicated'), the last ranks alter
 their copy of the input: X scaled by 1 + k * 6e-10 on rank k (the old check,
 sums equal within 1e-9, let rank 1 go on while rank 0 raised: a hang), X
 changed in its last bit, two labels swapped (same counts), one sample weight
-changed; then the last rank fits with other parameters. Every rank must raise
-the same ValueError; the unaltered input fits, with numeric labels and with
-strings (the digest hashes the labels' class codes).
+changed; then the last rank fits with other parameters, then with DataFrames whose
+columns it names otherwise. Every rank must raise the same ValueError; the
+unaltered input fits, with numeric labels and with strings (the digest hashes the
+labels' class codes).
 Collective assertions; rank 0 prints one JSON line: case -> error (or "ok").
 """
 
@@ -78,8 +79,40 @@ def main():
         every = comm.allgather_obj(result)
         assert all(r == every[0] for r in every), (name, every)
         out[name] = result
+    out.update(_feature_names(comm, X, y))
     if comm.rank == 0:
         print(json.dumps(out), flush=True)
+
+
+def _feature_names(comm, X, y) -> dict:
+    """Fits whose X names its columns (a DataFrame: scikit-learn's feature_names_in_), the
+    same on every rank, or otherwise on the last rank: the ranks must agree on the names."""
+    import pandas as pd
+
+    last = comm.rank == comm.size - 1
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    own = np.array_split(np.arange(y.size), comm.size)[comm.rank]
+    part = frame.iloc[own]
+    cases = {
+        "names, sharded": ("sharded", part, y[own]),
+        "names reversed on the last rank, sharded": (
+            "sharded", part[["c", "b", "a"]] if last else part, y[own]
+        ),
+        "names on the first ranks only, replicated": ("replicated", X if last else frame, y),
+    }  # fmt: skip
+    out = {}
+    for name, (distributed, Xc, yc) in cases.items():
+        for face in ("svc", "sgd"):
+            est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
+            try:
+                names = est.set_params(distributed=distributed).fit(Xc, yc).feature_names_in_
+                result = f"ok {names.tolist()}"
+            except ValueError as e:
+                result = f"{type(e).__name__}: {e}"
+            every = comm.allgather_obj(result)
+            assert all(r == every[0] for r in every), (face, name, every)
+            out[f"{face} {name}"] = result
+    return out
 
 
 def _swap(y, last):
