@@ -117,13 +117,14 @@ def thread_count(n, comm, name: str = "n_threads") -> int:
     ``comm`` on this node; ``comm`` None: of the launcher's count
     (:func:`launcher_local_ranks`). A positive ``n`` is used as given, capped at
     numba's pool. ``name`` is the parameter named in a validation error
-    (``n_threads``, ``-o``). Collective over ``comm`` whatever ``n``: the ranks'
-    counts may differ (a rank's own ``n_threads``), their calls may not.
+    (``n_threads``, ``-o``), checked before the collective. Collective over ``comm``
+    whatever ``n``: the ranks' counts may differ (a rank's own ``n_threads``), their calls
+    may not.
     """
     import numba
 
-    local = node_ranks(comm)
     n = check_threads(n, name)
+    local = node_ranks(comm)
     return min(default_threads(local) if n is None else n, numba.config.NUMBA_NUM_THREADS)
 
 
@@ -139,11 +140,12 @@ def thread_warning(n, comm, name: str = "n_threads") -> str | None:
     ``mpiexec -n 2`` with 2 threads a rank trained w8a 10x slower than with one: a parallel
     loop waits for its threads' time slices. The node's ranks are ``comm``'s (a collective),
     or the launcher's count with ``comm`` None. Ranks whose CPU sets together fit the
-    machine are taken as pinned, each to its own set (Open MPI binds ranks to cores)."""
+    machine are taken as pinned, each to its own set (Open MPI binds ranks to cores).
+    Collective over ``comm`` whatever ``n``, as :func:`thread_count`."""
     import numba
 
-    local = node_ranks(comm)  # (first: every rank calls the collective, whatever its count)
     asked = check_threads(n, name)
+    local = node_ranks(comm)  # (every rank calls the collective, whatever its count)
     if asked is None:
         return None
     pool, cores = numba.config.NUMBA_NUM_THREADS, usable_cores()

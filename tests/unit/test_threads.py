@@ -93,11 +93,13 @@ def test_apply_default_from_the_local_ranks(cores):
         assert threads.apply_threads(0, Node(4 * TOP)) == 1 == numba.get_num_threads()
 
 
-def test_apply_explicit_count_skips_the_split_and_caps():
+def test_apply_explicit_count_makes_the_split_and_caps():
+    """An explicit count makes the node's collective too: the ranks' counts may differ (a
+    rank's own n_threads or -o), and a rank that skipped it left the others waiting."""
     node = Node(1000)
     assert threads.apply_threads(1, node) == 1 == numba.get_num_threads()
     assert threads.apply_threads(TOP + 5, node) == TOP == numba.get_num_threads()
-    assert node.calls == 0
+    assert node.calls == 2
 
 
 def test_apply_validates_before_any_collective():
@@ -274,7 +276,7 @@ def test_thread_warning_says_when_a_count_will_not_run_as_asked(
     monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", pool)
     node = Node(local)
     warning = threads.thread_warning(n, node, "-o")
-    assert node.calls == (n is not None)
+    assert node.calls == 1
     assert warning == expected if expected is None else warning.startswith(expected), warning
 
 
