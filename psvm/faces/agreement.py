@@ -168,9 +168,8 @@ def agree_on_training_set(
     ``labelled`` (regression, novelty): no classes, and y's bits go into the digest.
     """
     digested = not sharded and comm.size > 1
-    mine = _rank_input(X, y, sample_weight, sparse, classes, labelled, digested)
-    if comm.size > 1 and feature_names is not None:
-        mine = mine._replace(feature_names=tuple(feature_names.tolist()))
+    names = None if feature_names is None else tuple(feature_names.tolist())
+    mine = _rank_input(X, y, sample_weight, sparse, classes, labelled, digested, names)
     ranks = comm.allgather_obj(mine) if comm.size > 1 else [mine]
     if not sharded and len(ranks) > 1:
         same_everywhere(ranks)
@@ -199,7 +198,7 @@ def agree_on_training_set(
     )
 
 
-def _rank_input(X, y, sample_weight, sparse, classes, labelled, digested) -> RankInput:
+def _rank_input(X, y, sample_weight, sparse, classes, labelled, digested, names) -> RankInput:
     """This rank's facts; ``digested``: with a digest of its rows (replicated input)."""
     if labelled:
         labels, counts = label_counts(y)
@@ -224,7 +223,7 @@ def _rank_input(X, y, sample_weight, sparse, classes, labelled, digested) -> Ran
         max_row_nnz=int((X.indptr[1:] - X.indptr[:-1]).max(initial=0)),
         digest=digest,
         classes=classes,
-        feature_names=None,
+        feature_names=names,
     )
 
 
