@@ -105,6 +105,10 @@ def test_replicated_input_is_compared_exactly():
     )
     for face in ("svc", "sgd"):  # X's column names, which every rank must give alike
         assert out[f"{face} names, sharded"] == "ok ['a', 'b', 'c']"
+        # a rank without rows may pass an array: it takes the others' names
+        assert out[f"{face} names, no rows as an array on the last rank, sharded"] == (
+            "ok ['a', 'b', 'c']"
+        )
         assert out[f"{face} names reversed on the last rank, sharded"] == (
             "InputError: X's feature names differ between ranks: rank 0 has ['a', 'b', 'c'], "
             "rank 2 has ['c', 'b', 'a']; every rank must give the same columns in the same "

@@ -31,9 +31,11 @@ def test_two_ranks_share_the_node(tmp_path):
     assert out["cli"] == [[0, share]] * 2
     assert out["cli sgd"] == [[0, share]] * 2
     assert out["cli -o 1"] == [[0, 1]] * 2
-    assert out["cli -o 1 on rank 1"] == [[0, share], [0, 1]]
+    two = min(2, cores)  # (rank 1's own count)
+    assert out["cli -o 2 on rank 1"] == [[0, share], [0, two]]
+    assert [code for code, _ in out["cli -o -1 on rank 1"]] == [1, 1]  # one error, no hang
     for name in ("SVC n_threads", "SVC n_jobs", "SGDSVC n_threads"):  # (the same model)
-        assert out[name] == [[share, True], [1, True]], name
+        assert out[name] == [[share, True], [two, True]], name
     assert out["SVC.predict"] == [[share, cores]] * 2  # local, by mpiexec's count; restored
     assert out["cli predict"] == [[0, share]] * 2
 

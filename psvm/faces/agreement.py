@@ -143,6 +143,7 @@ class TrainingSet:
     n_features: int
     rows_before: int  # rows of the ranks before this one ('sharded'; 0 when 'replicated')
     max_row_nnz: int
+    feature_names: tuple | None  # X's column names, agreed (:func:`same_feature_names`)
 
 
 def agree_on_training_set(
@@ -173,7 +174,7 @@ def agree_on_training_set(
     ranks = comm.allgather_obj(mine) if comm.size > 1 else [mine]
     if not sharded and len(ranks) > 1:
         same_everywhere(ranks)
-    same_feature_names(ranks)
+    names = same_feature_names(ranks)
     given = classes is not None
     if given:
         same_classes(ranks)
@@ -195,6 +196,7 @@ def agree_on_training_set(
         n_features=n_features,
         rows_before=sum(rows[: comm.rank]) if sharded else 0,
         max_row_nnz=max(r.max_row_nnz for r in ranks),
+        feature_names=names,
     )
 
 
@@ -270,18 +272,21 @@ def same_everywhere(ranks: list[RankInput]) -> None:
         )
 
 
-def same_feature_names(ranks: list[RankInput]) -> None:
-    """InputError unless every rank's X names its columns as rank 0's does (or none does):
-    the ranks would train on columns in different orders, and keep different
-    ``feature_names_in_``."""
-    first = ranks[0].feature_names
-    differ = [k for k, r in enumerate(ranks) if r.feature_names != first]
+def same_feature_names(ranks: list[RankInput]) -> tuple | None:
+    """The column names of every rank's X, or an InputError where they differ: the ranks
+    would train on columns in different orders, and keep different ``feature_names_in_``.
+    A rank without rows and without names (an empty array beside DataFrames) takes the
+    others' names."""
+    named = [(k, r) for k, r in enumerate(ranks) if r.shape[0] or r.feature_names is not None]
+    k0, first = named[0] if named else (0, ranks[0])
+    differ = [k for k, r in named if r.feature_names != first.feature_names]
     if differ:
         raise InputError(
-            f"X's feature names differ between ranks: rank 0 {_names(first)}, rank "
-            f"{differ[0]} {_names(ranks[differ[0]].feature_names)}; every rank must give the "
-            "same columns in the same order (DataFrames with the same columns, or arrays)"
+            f"X's feature names differ between ranks: rank {k0} {_names(first.feature_names)}, "
+            f"rank {differ[0]} {_names(ranks[differ[0]].feature_names)}; every rank must give "
+            "the same columns in the same order (DataFrames with the same columns, or arrays)"
         )
+    return first.feature_names
 
 
 def _names(names: tuple | None) -> str:

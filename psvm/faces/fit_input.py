@@ -128,6 +128,8 @@ def fit_input(
         offsets = nnz_balanced_offsets(np.diff(Xc.indptr), comm.size)
         rows = slice(int(offsets[comm.rank]), int(offsets[comm.rank + 1]))
     est.n_features_in_ = facts.n_features
+    if facts.feature_names is not None:  # (a rank without rows may have passed an array)
+        est.feature_names_in_ = np.asarray(facts.feature_names, dtype=object)
     mine = Xc if rows == slice(0, Xc.shape[0]) else Xc[rows]  # (scipy copies every row)
     return FitInput(
         X=widen(mine, facts.n_features),  # a sparse shard may lack the last features

@@ -16,6 +16,7 @@ from contextlib import closing
 from dataclasses import replace
 from functools import partial
 from threading import Event
+from typing import NamedTuple
 
 import numpy as np
 
@@ -73,27 +74,6 @@ def nu_start(comm, problem: BinaryProblem, nu: float, weighted: bool) -> None:
     problem.alpha0, problem.p = alpha, np.zeros(problem.y.size)
 
 
-def _solve_pair(
-    comm, problem, cfg, stats, log, ck, pair: int, n_pairs: int, cancel: Event | None = None
-) -> BinaryResult:
-    """Class pair ``pair``'s result: from the checkpoint if it finished there, else solved
-    (and recorded in the checkpoint)."""
-    done = None if ck is None else ck.finished_pair(pair, problem.offset, problem.y.size)
-    if done is not None:
-        return BinaryResult(**done)
-    name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
-    pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
-    res = Solver(comm, problem, cfg, stats, pair_log, ck, pair, cancel).solve()
-    where, nu = f"in class pair {pair + 1} of {n_pairs}", cfg.svm_type == "nu_svc"
-    check_finite(res, where, NU_BOUND if nu else OVERFLOW)
-    if nu:
-        check_nu_margin(res, where)
-    if ck is not None:
-        scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
-        ck.pair_solved(pair, res.alpha, scalars)
-    return res
-
-
 def fit_ovo(
     comm,
     shard,
@@ -141,8 +121,8 @@ def fit_ovo(
         shard, cls, C_row, run = spread(comm, shard, cls, C_row)
     Xc, X = solver_rows(run, shard.X, cfg.kernel)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
-    weighted, dealt = sample_weight is not None, owner is not None
-    plan = _Pairs(run, shard, cfg, Xc, cls, C_row, pairs, ck, log, alpha0, weighted, cancel, dealt)
+    fit = _Fit(log, alpha0, sample_weight is not None, cancel, owner is not None, fold)
+    plan = _Pairs(run, shard, cfg, Xc, cls, C_row, pairs, ck, fit)
     results = _PairResults(cls.size, k, plan.nu)
     # closed on any error here too (Ctrl-C included): the pairs still running stop now
     with closing(_solved(comm, plan, owner, stats, log)) as solved:
@@ -172,24 +152,32 @@ def _solved(comm, plan: _Pairs, owner: np.ndarray | None, stats: Stats, log) -> 
 _FIT_LOG = object()  # a pair's progress lines go to the fit's log
 
 
+class _Fit(NamedTuple):
+    """What fit_ovo's pairs read of its arguments."""
+
+    log: Callable[[str], None] | None
+    alpha0: np.ndarray | None  # a start, in dual_coef's layout
+    weighted: bool  # sample weights given (nu-SVC's start)
+    cancel: Event | None
+    dealt: bool  # the pairs dealt out to the ranks
+    fold: bool  # a fold's training rows (said in errors)
+
+
 class _Pairs:
     """fit_ovo's class pairs on communicator ``run``: each one's rows and problem
     (:meth:`prepare`) and its solve (:meth:`solve`), as :mod:`psvm.svc.pairs` runs them.
     Collective: the rows' kernel facts are agreed on making it."""
 
-    def __init__(
-        self, run, shard, cfg, Xc, cls, C_row, pairs, ck, log, alpha0, weighted, cancel, dealt
-    ):
+    def __init__(self, run, shard, cfg, Xc, cls, C_row, pairs, ck, fit: _Fit):
         self.run, self.max_row_nnz, self.cfg, self.Xc = run, shard.max_row_nnz, cfg, Xc
-        self.cls, self.C_row, self.pairs, self.ck = cls, C_row, pairs, ck
-        self.log, self.alpha0, self.weighted, self.cancel = log, alpha0, weighted, cancel
+        self.cls, self.C_row, self.pairs, self.ck, self.fit = cls, C_row, pairs, ck, fit
         self.nu = cfg.svm_type == "nu_svc"
         self.arrays = csr_arrays(Xc)
         self.facts = kernel_facts(run, cfg, self.arrays)  # once for every pair
         self.bounded = C_row > 0  # rows of zero weight are left out
         # a prepared pair's (rows, first), for its result; none when the pairs are dealt out
         # (a rank prepares all its pairs before any result)
-        self._kept = None if dealt else {}
+        self._kept = None if fit.dealt else {}
 
     def members(self, pair: int) -> tuple[np.ndarray, np.ndarray]:
         """Pair (a, b)'s rows (those with C_t > 0) and which of them are class a."""
@@ -210,10 +198,11 @@ class _Pairs:
             self._kept[pair] = rows, first
         problem = self._problem(rows, first)
         if self.nu:
-            nu_start(self.run, problem, self.cfg.nu, self.weighted)
-        elif self.alpha0 is not None:
+            nu_start(self.run, problem, self.cfg.nu, self.fit.weighted)
+        elif self.fit.alpha0 is not None:
             a, b = self.pairs[pair]
-            problem.alpha0 = np.abs(np.where(first, self.alpha0[b - 1, rows], self.alpha0[a, rows]))
+            alpha0 = self.fit.alpha0
+            problem.alpha0 = np.abs(np.where(first, alpha0[b - 1, rows], alpha0[a, rows]))
         return problem
 
     def _problem(self, rows: np.ndarray, first: np.ndarray) -> BinaryProblem:
@@ -238,20 +227,38 @@ class _Pairs:
     def solve(self, pair, problem, pair_stats, stop, workers: int, log=_FIT_LOG) -> tuple:
         """The pair's result and LIBSVM's lines after it (collective under ``run``: every
         rank makes them if any logs)."""
-        log = self.log if log is _FIT_LOG else log
+        log = self.fit.log if log is _FIT_LOG else log
         cfg = self.cfg
         if workers > 1:
             cfg = replace(cfg, cache_size=cfg.cache_size / workers)
-        stop = self.cancel if stop is None else stop
-        res = _solve_pair(
-            self.run, problem, cfg, pair_stats, log, self.ck, pair, len(self.pairs), stop
-        )
+        stop = self.fit.cancel if stop is None else stop
+        res = self._result(pair, problem, cfg, pair_stats, log, stop)
         if log is None and self.run.size == 1:
             return res, []
         scale = _scale(res, self.nu)
         shown = replace(res, rho=res.rho * scale, objective=res.objective * scale * scale)
         note = f"C = {scale:f}" if self.nu else None
         return res, [pair_summary(self.run, problem, shown, note=note)]
+
+    def _result(self, pair: int, problem, cfg, stats, log, cancel) -> BinaryResult:
+        """Class pair ``pair``'s result: from the checkpoint if it finished there, else solved
+        (and recorded in the checkpoint)."""
+        ck, n_pairs = self.ck, len(self.pairs)
+        done = None if ck is None else ck.finished_pair(pair, problem.offset, problem.y.size)
+        if done is not None:
+            return BinaryResult(**done)
+        name = f"pair {pair + 1}/{n_pairs}"  # in the progress lines, if more than one
+        pair_log = log if log is None or n_pairs == 1 else partial(_prefixed, log, name)
+        res = Solver(self.run, problem, cfg, stats, pair_log, ck, pair, cancel).solve()
+        where = f"in class pair {pair + 1} of {n_pairs}"
+        where += " of a fold's training rows" if self.fit.fold else ""
+        check_finite(res, where, NU_BOUND if self.nu else OVERFLOW)
+        if self.nu:
+            check_nu_margin(res, where)
+        if ck is not None:
+            scalars = {k: v for k, v in vars(res).items() if k != "alpha"}
+            ck.pair_solved(pair, res.alpha, scalars)
+        return res
 
 
 def _scale(res: BinaryResult, nu: bool) -> float:

@@ -142,8 +142,9 @@ def check_nu_margin(res: BinaryResult, where: str) -> None:
     solution over r (LIBSVM's solve_nu_svc, whose model then holds NaN). r is agreed."""
     if not math.isfinite(1.0 / res.r if res.r else math.inf):
         raise TrainingError(
-            f"nu-SVC's margin r is {res.r:g} {where}, and its model is the solution over r: "
-            "the kernel does not tell these rows apart (e.g. all-zero features, gamma=0)"
+            f"nu-SVC's margin r is {res.r:g} {where}, and its model is the solution over r "
+            "(LIBSVM's holds NaN then): the kernel leaves these rows no margin (e.g. all-zero "
+            "features, gamma=0)"
         )
 
 

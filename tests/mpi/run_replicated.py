@@ -99,6 +99,9 @@ def _feature_names(comm, X, y) -> dict:
             "sharded", part[["c", "b", "a"]] if last else part, y[own]
         ),
         "names on the first ranks only, replicated": ("replicated", X if last else frame, y),
+        "names, no rows as an array on the last rank, sharded": (
+            "sharded", np.empty((0, 3)) if last else part, y[:0] if last else y[own]
+        ),
     }  # fmt: skip
     out = {}
     for name, (distributed, Xc, yc) in cases.items():

@@ -56,11 +56,11 @@ def main(folder: str) -> None:
             [est.fit_stats_["values"]["n_threads"], numba.get_num_threads()]
         )
     # each rank its own count (the docs allow it: no bit of the model changes); rank 0 by
-    # default, the others one thread: the same model, no rank waiting in another's collective
+    # default, the others two threads: the same model, no rank waiting in another's collective
     mixed = {
-        "SVC n_threads": (psvm.SVC, {}, {"n_threads": 1}),
-        "SVC n_jobs": (psvm.SVC, {}, {"n_jobs": 1}),
-        "SGDSVC n_threads": (psvm.SGDSVC, {"random_state": 0}, {"n_threads": 1}),
+        "SVC n_threads": (psvm.SVC, {}, {"n_threads": 2}),
+        "SVC n_jobs": (psvm.SVC, {}, {"n_jobs": 2}),
+        "SGDSVC n_threads": (psvm.SGDSVC, {"random_state": 0}, {"n_threads": 2}),
     }
     for name, (cls, common, own) in mixed.items():
         numba.set_num_threads(TOP)
@@ -84,7 +84,8 @@ def main(folder: str) -> None:
     for name, argv in {
         "cli": ["-q", data, model],
         "cli -o 1": ["-q", "-o", "1", data, model],
-        "cli -o 1 on rank 1": ["-q", *(["-o", "1"] if comm.rank == 1 else []), data, model],
+        "cli -o 2 on rank 1": ["-q", *(["-o", "2"] if comm.rank == 1 else []), data, model],
+        "cli -o -1 on rank 1": ["-q", *(["-o", "-1"] if comm.rank == 1 else []), data, model],
         "cli sgd": ["--solver", "sgd", "--epochs", "2", "-q", data, model],
     }.items():
         numba.set_num_threads(TOP)

@@ -102,6 +102,17 @@ def test_apply_explicit_count_makes_the_split_and_caps():
     assert node.calls == 2
 
 
+@pytest.mark.parametrize("n_jobs", [None, 1, -1])
+def test_n_jobs_makes_the_node_collective_too(n_jobs):
+    """psvm.SVC's n_jobs on one rank and the default on another: both make the node's
+    collective once, as the default count does."""
+    node = Node(2)
+    with threads.numba_threads(n_jobs, node):
+        if n_jobs == 1:
+            assert numba.get_num_threads() == 1
+    assert node.calls == 1
+
+
 def test_apply_validates_before_any_collective():
     node = Node(2)
     with pytest.raises(ParameterError, match="^-o must be"):
