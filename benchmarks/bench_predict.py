@@ -34,10 +34,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from heuristics.bench import DATASETS, dataset_paths, machine, mpiexec, tool, versions
+from heuristics.bench import (
+    DATASETS,
+    dataset_paths,
+    machine,
+    mpiexec,
+    tool,
+    versions,
+    write_output,
+)
 from heuristics.report.text import markdown_table
 
 REPO = Path(__file__).resolve().parents[1]
+WITH_TEST = [name for name, ds in DATASETS.items() if ds.test is not None]
 
 CHILD = """
 import sys, time
@@ -147,17 +156,17 @@ def _x(v: float) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default="a9a,ijcnn1", help=f"comma-separated, from {list(DATASETS)}")
+    p.add_argument("--data", default="a9a,ijcnn1", help=f"comma-separated, from {WITH_TEST}")
     p.add_argument("--ranks", default="1,2", help="psvm-predict process counts (mpiexec -n P)")
     p.add_argument("--test-rows", type=int, default=None, help="the first ROWS test rows only")
     p.add_argument("--repeat", type=int, default=3, help="runs of each tool; the fastest counts")
-    p.add_argument("--md", default=str(REPO / "benchmarks/results/predict.md"))
-    p.add_argument("--json", default=str(REPO / "benchmarks/results/predict.json"))
+    p.add_argument("--md", default=str(REPO / "benchmarks/results/predict.md"), help="'': none")
+    p.add_argument("--json", default=str(REPO / "benchmarks/results/predict.json"), help="'': none")
     a = p.parse_args(argv)
     names = a.data.split(",")
     for name in names:
         if name not in DATASETS or DATASETS[name].test is None:
-            p.error(f"{name!r}: choose data sets with a test file from {list(DATASETS)}")
+            p.error(f"{name!r}: choose data sets with a test file from {WITH_TEST}")
     if shutil.which("svm-predict") is None:
         p.error("LIBSVM's svm-predict is not on PATH")
     ranks = [int(r) for r in a.ranks.split(",")]
@@ -179,10 +188,9 @@ def main(argv=None) -> None:
         print("\n".join(f"{h}: {c}" for h, c in zip(head, body[0], strict=True)), flush=True)
     head, body = table(res)
     md = [*(f"{line}  " for line in header), "", *markdown_table(head, body)]
-    Path(a.md).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.md).write_text("\n".join(md) + "\n")
+    write_output(a.md, "\n".join(md) + "\n")
     record = {"argv": sys.argv, "header": header, "machine": m, "versions": versions()}
-    Path(a.json).write_text(json.dumps({**record, "results": res}, indent=1))
+    write_output(a.json, json.dumps({**record, "results": res}, indent=1))
 
 
 if __name__ == "__main__":

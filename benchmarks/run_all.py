@@ -63,6 +63,8 @@ def _rss_mb() -> float:
 
 def reference(solver: str, name: str, rows: int | None) -> dict:
     """Train one reference solver in this process (a child of the entry point)."""
+    import sklearn.datasets  # noqa: F401  (its import is no load time: psvm's excludes its own)
+
     ds = DATASETS[name]
     train, test = dataset_paths(ds, rows, None)
     t0 = time.perf_counter()

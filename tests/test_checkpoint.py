@@ -201,6 +201,33 @@ def test_resume_refuses_another_runs_checkpoint(tmp_path, a9a, n):
     assert r.returncode != 0 and "cannot be read" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("n", [1, 2])
+def test_resume_refuses_a_damaged_solver_state(tmp_path, a9a, n):
+    """A valid .npz whose solver state was damaged after psvm wrote it (an array cut short or
+    gone, NaN in alpha) is one clear error on every rank, not a traceback or a kernel to
+    blame (a user's trial)."""
+    train, _ = a9a
+    ckpt = tmp_path / "c.ckpt"
+    flags = ["-q", "-c", "1", "--checkpoint", ckpt]
+    r = run_cli(TRAIN, [*flags, "--checkpoint-iters", "200", train, tmp_path / "m"], n)
+    assert r.returncode == 0 and ckpt.exists(), r.stderr
+    with np.load(ckpt) as z:
+        saved = {k: z[k] for k in z.files if not k.startswith("pair0_")}
+    saved["finished"] = np.array("[]")  # the pair not finished: its state is read
+    cut = dict(saved, state_alpha=saved["state_alpha"][:10])
+    nan = dict(saved, state_alpha=np.full_like(saved["state_alpha"], np.nan))
+    no_g = {k: v for k, v in saved.items() if k != "state_G"}
+    for damaged, why in ((cut, "'alpha' holds"), (nan, "not finite"), (no_g, "no 'G'")):
+        with open(ckpt, "wb") as f:
+            np.savez(f, **damaged)
+        r = run_cli(TRAIN, [*flags, "--resume", train, tmp_path / "m2"], n)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        lines = r.stderr.strip().splitlines()
+        assert lines == [lines[0]] and "its solver state is damaged" in lines[0], lines
+        assert why in lines[0], lines
+        assert not (tmp_path / "m2").exists()
+
+
 def test_resume_without_a_file_starts_afresh(tmp_path, a9a):
     train, _ = a9a
     r = run_cli(

@@ -136,6 +136,28 @@ def test_predict_to_a_missing_folder_is_one_line(tmp_path):
     )
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("n", [None, 2])
+def test_a_full_disk_at_the_end_is_one_line(tmp_path, n):
+    """A write that fails after training (a full disk: /dev/full takes no byte) is one line
+    and exit 1 for the model, --stats and the predictions, in both solvers (a user's trial
+    found a traceback, and under mpiexec an abort)."""
+    data, model = tmp_path / "d.txt", tmp_path / "d.model"
+    data.write_text(GOOD)
+    assert run_cli(TRAIN, ["-q", data, model], None, timeout=60).returncode == 0
+    full = "No space left on device"
+    for module, args in (
+        (TRAIN, ["-q", data, "/dev/full"]),
+        (TRAIN, ["-q", "--solver", "sgd", data, "/dev/full"]),
+        (TRAIN, ["-q", "--stats", "/dev/full", data, tmp_path / "m2"]),
+        (PREDICT, [data, model, "/dev/full"]),
+    ):
+        r = run_cli(module, args, n, timeout=120)
+        assert r.returncode == 1, (args, r.stderr[-2000:])
+        lines = r.stderr.strip().splitlines()
+        assert lines == [lines[0]] and lines[0].endswith(f"'/dev/full': {full}"), (args, lines)
+
+
 def test_missing_file(tmp_path):
     r = run_cli(TRAIN, ["-q", tmp_path / "nope.txt", tmp_path / "m"], 2, timeout=60)
     assert r.returncode != 0 and "nope.txt" in r.stderr

@@ -63,8 +63,9 @@ def _produced(study) -> list[str]:
         f"reconstruction / selection, `1st` = first-order) x P in {study['ranks']} x "
         f"{study['repeats']} repeats per data set; `none` runs once per selection since it "
         f"has nothing to reconstruct. Tolerance -e {study['tol']:g}, kernel cache "
-        f"{study['cache_mb']:g} MB per rank, RBF kernel, one single-threaded process per "
-        f"rank. Each P runs as one `mpiexec` launch that calls psvm-train's `main` once per "
+        f"{study['cache_mb']:g} MB per rank, RBF kernel, one process per rank with psvm's "
+        f"default threads (the node's cores shared by its ranks; each record keeps its "
+        f"count). Each P runs as one `mpiexec` launch that calls psvm-train's `main` once per "
         f"run (after one discarded warm-up run), in repeat-major order; each record keeps "
         f"its exact psvm-train command line. scikit-learn SVC is timed in the parent "
         f"process with the same C, gamma, tol and cache.",

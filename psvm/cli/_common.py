@@ -351,6 +351,21 @@ def libsvm_class_order(labels):
     return np.array(labels)
 
 
+@contextmanager
+def last_output(path: str) -> Iterator[None]:
+    """Rank 0's last files (the model, ``--stats``, the predictions): an error writing one
+    (a full disk, a file size limit) is one line and exit 1, as a bad option. No other rank
+    waits for rank 0 then but in the guard's closing, which rank 0 makes as it leaves."""
+    from psvm.io.atomic import OutputPathError
+
+    try:
+        yield
+    except OSError as e:
+        error = OutputPathError(f"cannot write {os.fspath(path)!r}: {e.strerror or e}")
+        error.collective = True  # (see above: reported once, no abort)
+        raise error from None
+
+
 def write_json(path: str, obj: dict) -> None:
     """The run statistics file, written atomically."""
     from psvm.io.atomic import write_atomic

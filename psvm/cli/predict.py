@@ -12,6 +12,7 @@ from psvm.cli._common import (
     LAPLACE,
     HelpRequested,
     UsageError,
+    last_output,
     late_options,
     number,
     run_main,
@@ -73,7 +74,7 @@ def _body(argv: list[str]) -> int:
     probability = opts["probability"] and not regression
     text, pred, truth = _predictions(comm, model, shard, probability, svm_type)
     if comm.rank == 0:
-        with write_atomic(opts["output"]) as f:
+        with last_output(opts["output"]), write_atomic(opts["output"]) as f:
             f.write(text)
         if not opts["quiet"]:
             print(result_lines(pred, truth, regression))

@@ -16,6 +16,7 @@ from psvm.cli._common import (
     UsageError,
     apply_cli_threads,
     flag_named,
+    last_output,
     libsvm_class_order,
     parse_train_args,
     run_main,
@@ -312,9 +313,11 @@ def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
         print("\n".join(result), flush=True)  # also under -q, as svm-train
         report["values"]["cross_validation"] = result
     else:
-        write_model(opts["model"], result, body)
+        with last_output(opts["model"]):
+            write_model(opts["model"], result, body)
     if "stats" in opts:
-        write_json(opts["stats"], report)
+        with last_output(opts["stats"]):
+            write_json(opts["stats"], report)
     if log is not None and not cv:
         if result.svm_type in CLASSIFIERS:
             log(f"Total nSV = {n_sv}")  # svm-train: no total for the other types

@@ -17,6 +17,7 @@ from psvm.cli._common import (
     UsageError,
     apply_cli_threads,
     flag_named,
+    last_output,
     libsvm_class_order,
     number,
     parse_train_args,
@@ -190,9 +191,11 @@ def _write(opts: dict, model, report: dict, trainer, log, t0: float, ranks: int)
     """Rank 0's files (the model, the --stats JSON) and closing lines."""
     from psvm.io.linear_model_file import write_linear_model
 
-    write_linear_model(opts["model"], model)
+    with last_output(opts["model"]):
+        write_linear_model(opts["model"], model)
     if "stats" in opts:
-        write_json(opts["stats"], report)
+        with last_output(opts["stats"]):
+            write_json(opts["stats"], report)
     if log is not None:
         c = report["counts"]
         log(

@@ -30,6 +30,23 @@ from psvm.io.atomic import write_atomic
 STATE_ARRAYS = ("alpha", "G", "active", "streak", "window", "epoch", "snapshots")
 
 
+# what a saved solver state holds (resume.py reads each)
+_STATE_KEYS = ("alpha", "G", "active", "streak", "window", "n_iter", "gaps", "unshrunk", "gap0")
+
+
+def _check_state(state: dict, n: int) -> None:
+    """A KeyError or ValueError unless ``state`` holds every part, ``n`` rows of each array
+    and finite alpha and G."""
+    for k in _STATE_KEYS:
+        if k not in state:
+            raise KeyError(k)
+    for k in STATE_ARRAYS:
+        if k in state and len(state[k]) != n:
+            raise ValueError(f"{k!r} holds {len(state[k])} of this rank's {n} rows")
+    if not (np.isfinite(state["alpha"]).all() and np.isfinite(state["G"]).all()):
+        raise ValueError("alpha or G is not finite")
+
+
 def _not_ours(path: str) -> str:
     return f"checkpoint {path!r} cannot be read: it is not an .npz file that psvm wrote"
 
@@ -139,7 +156,7 @@ class Checkpoint:
                 if str(saved["identity"]) != self.identity:
                     raise CheckpointError(
                         f"checkpoint {self.cfg.path!r} was written by a run with other data or "
-                        "parameters; remove it or drop --resume"
+                        "parameters; remove it or drop --resume (resume=False)"
                     )
                 done = json.loads(str(saved["finished"]))
                 self.finished = [dict(r, alpha=saved[f"pair{p}_alpha"]) for p, r in enumerate(done)]
@@ -169,10 +186,20 @@ class Checkpoint:
         s = self.saved
         if s is None or int(s["pair"]) != pair:
             return None
-        state = {
-            k: s[f"state_{k}"][offset : offset + n_local] for k in STATE_ARRAYS if f"state_{k}" in s
-        }
-        state.update(json.loads(str(s["state_scalars"])))
+        state, error = {}, None
+        try:
+            for k in STATE_ARRAYS:
+                if f"state_{k}" in s:
+                    state[k] = s[f"state_{k}"][offset : offset + n_local]
+            state.update(json.loads(str(s["state_scalars"])))
+            _check_state(state, n_local)
+        except (KeyError, ValueError, TypeError) as exc:  # a file damaged after psvm wrote it
+            why = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+            error = CheckpointError(
+                f"checkpoint {self.cfg.path!r} cannot be read: its solver state is damaged "
+                f"({why}); remove it"
+            )
+        self.comm.agree(error)  # (a rank's rows may be the damaged ones)
         return state
 
     def _gather(self, local: np.ndarray) -> np.ndarray | None:
