@@ -19,6 +19,7 @@ one. The solver is deterministic, so traces are kept for the first repeat only.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -212,5 +213,17 @@ def load_records(out: str | Path) -> tuple[dict, list[dict]]:
     study = json.loads((out / "study.json").read_text())
     records = []
     for path in sorted((out / "records").glob("*.jsonl")):
-        records.extend(json.loads(ln) for ln in path.read_text().splitlines() if ln.strip())
+        records.extend(_records(path))
     return study, records
+
+
+def _records(path: Path) -> list[dict]:
+    """A records file's records; a last line cut short (a run interrupted while it wrote)
+    is left out with a note on stderr."""
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    try:
+        last = [json.loads(lines[-1])] if lines else []
+    except json.JSONDecodeError:
+        print(f"psvm-report: {path}: its last line is cut short: left out", file=sys.stderr)
+        last = []
+    return [json.loads(ln) for ln in lines[:-1]] + last

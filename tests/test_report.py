@@ -451,3 +451,21 @@ def test_the_report_names_the_machine_it_ran_on(tmp_path):
     md = (out / "REPORT.md").read_text()
     assert "the machine's 8 cores may run other jobs" in md and "has 8 cores" in md
     assert "2 cores" not in md and "2-core" not in md
+
+
+def test_a_cut_short_record_and_one_p_report_without_a_gap(tmp_path, capsys):
+    """A study interrupted while it wrote a record (its last line cut short) still reports,
+    leaving that line out with a note; with one P only, the conclusions hold no empty
+    sentence about P=2 against P=1 (a user's trial)."""
+    from heuristics.report import write_report
+
+    out = _committed_a9a(tmp_path)
+    (out / "records" / "a9a.P2.jsonl").unlink()  # (the study stopped before P=2)
+    p1 = out / "records" / "a9a.P1.jsonl"
+    whole = len([ln for ln in p1.read_text().splitlines() if ln.strip()])
+    p1.write_text(p1.read_text().rstrip("\n") + '\n{"dataset": "a9a", "ran')  # cut short
+    _, records = load_records(out)
+    assert len([r for r in records if r.get("ranks") == 1]) == whole
+    assert "its last line is cut short: left out" in capsys.readouterr().err
+    write_report(out)
+    assert "against P=1 (`none`): ." not in (out / "REPORT.md").read_text()

@@ -281,6 +281,8 @@ def _scaling_text(study, rows) -> str | None:
         for r in _by(rows, heuristic="none", selection="second", ranks=pmax)
         if r["speedup"]
     ]
+    if not sp:  # (no `none` run at both P)
+        return None
     return (
         f"P={pmax} against P={min(study['ranks'])} (`none`): "
         + ", ".join(sp)
