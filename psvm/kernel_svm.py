@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from psvm._params import ParameterError, validate_svc_params
 from psvm.faces.agreement import agree_on_input, agree_on_params
-from psvm.faces.fit_input import FitInput, fit_input
+from psvm.faces.fit_input import FitInput, fit_input, refusable
 from psvm.faces.gram_input import gram_fit_input
 from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
 from psvm.faces.results import fit_report
@@ -68,7 +68,7 @@ class KernelSVM(BaseEstimator):
                 agree_on_params(comm, self)  # first: a value one rank alone refused would hang
                 # the others; n_threads and n_jobs may differ, so their errors are agreed
                 params, checkpoint = agree_on_input(comm, False, self._checked_params)
-                with self._threads(comm):
+                with self._threads(comm), refusable(self, "_Xfit"):
                     self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
             warnings.warn(

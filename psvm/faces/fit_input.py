@@ -28,14 +28,16 @@ INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_")  # set by validating 
 
 
 @contextmanager
-def refusable(est) -> Iterator[None]:
-    """A fit refused inside the block (bad input or parameters) leaves ``est``'s input
-    attributes as they were, so a fitted model still predicts; validating X set them."""
-    kept = {k: est.__dict__[k] for k in INPUT_ATTRIBUTES if k in est.__dict__}
+def refusable(est, *more: str) -> Iterator[None]:
+    """A fit refused inside the block (bad input or parameters, a problem that cannot be
+    trained) leaves ``est``'s input attributes (and the attributes ``more``) as they were, so
+    a fitted model still predicts; validating X set them."""
+    names = INPUT_ATTRIBUTES + more
+    kept = {k: est.__dict__[k] for k in names if k in est.__dict__}
     try:
         yield
     except Exception:
-        for k in INPUT_ATTRIBUTES:
+        for k in names:
             est.__dict__.pop(k, None)
         est.__dict__.update(kept)
         raise

@@ -434,6 +434,37 @@ def test_bad_fit_and_predict_inputs(breast_cancer):
         est.predict(X)
 
 
+def input_attributes(est) -> tuple:
+    names = getattr(est, "feature_names_in_", None)
+    return getattr(est, "n_features_in_", None), None if names is None else names.tolist()
+
+
+def cube(A, B):  # (x.z)^3, LIBSVM's poly kernel at gamma 1, coef0 0: as a callable
+    return (A @ B.T) ** 3
+
+
+@pytest.mark.parametrize("kernel", ["poly", cube])
+def test_a_refused_fit_leaves_the_fitted_model_as_it_was(breast_cancer, kernel):
+    """A fit refused after X was validated (one class; a kernel that overflows) keeps the
+    previous fit's input attributes (n_features_in_, feature_names_in_) and a callable
+    kernel's training X: the model still predicts what it did."""
+    pd = pytest.importorskip("pandas")
+    X, y = breast_cancer[0][:100], breast_cancer[1][:100]
+    names = [f"f{i}" for i in range(X.shape[1])]
+    est = psvm.SVC(kernel=kernel, gamma=1.0).fit(pd.DataFrame(X, columns=names), y)
+    before = est.decision_function(pd.DataFrame(X[:40], columns=names))
+    kept = input_attributes(est)
+    assert kept[0] == (None if callable(kernel) else X.shape[1])  # (as scikit-learn's)
+    other = pd.DataFrame(1e110 * X[:, :3], columns=["a", "b", "c"])
+    with pytest.raises(ValueError, match="classes has to be greater than one"):
+        est.fit(other / 1e110, np.zeros(y.size))  # refused by the input checks
+    with pytest.raises(ValueError, match="not finite in class pair 1 of 1|infinity"):
+        est.fit(other, y)  # by the solver (poly); the callable's Gram matrix by the checks
+    assert input_attributes(est) == kept
+    got = est.decision_function(pd.DataFrame(X[:40], columns=names))
+    np.testing.assert_array_equal(got, before)
+
+
 @pytest.mark.parametrize("make", [psvm.SVC, lambda: psvm.SGDSVC(random_state=0)])
 @pytest.mark.parametrize("sparse", [False, True])
 def test_values_too_large_name_the_row(make, sparse):
