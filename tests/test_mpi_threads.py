@@ -25,6 +25,7 @@ def test_two_ranks_share_the_node(tmp_path):
     share = max(1, cores // 2)
     assert out["top"] == [cores, cores]  # numba's pool is every core, as without the suite
     assert out["local_size"] == [2, 2]
+    assert out["local_size again"] == [2, None]  # (rank 0 alone: no second collective)
     assert out["default"] == [[share, share]] * 2  # returned and applied
     for name in ("SVC", "SGDSVC"):
         assert out[name] == [[share, cores]] * 2, name  # during fit; restored after

@@ -52,6 +52,7 @@ class Comm(JobControl):
         self._in_place = self._sum_op = None  # MPI handles, looked up once
         self.first_calls: set = set()  # psvm.jit.compile_first_on_one_rank's, per communicator
         self._jit = None  # the tuple of :meth:`compiled`
+        self._node_size: int | None = None  # :meth:`local_size`, once found
 
     # -- bookkeeping -------------------------------------------------------
     def _tick(self, verb: str, nbytes: int, t0: float) -> None:
@@ -286,16 +287,19 @@ class Comm(JobControl):
         return self._jit
 
     def local_size(self) -> int:
-        """How many ranks of this communicator share this node's memory (collective)."""
+        """How many ranks of this communicator share this node's memory (collective at the
+        first call, which every rank makes; later calls reuse its count)."""
         if self._c is None:
             return 1
-        from mpi4py import MPI
+        if self._node_size is None:
+            from mpi4py import MPI
 
-        node = self._c.Split_type(MPI.COMM_TYPE_SHARED)
-        try:
-            return node.Get_size()
-        finally:
-            node.Free()
+            node = self._c.Split_type(MPI.COMM_TYPE_SHARED)
+            try:
+                self._node_size = node.Get_size()
+            finally:
+                node.Free()
+        return self._node_size
 
 
 def _mpi_type(dtype: np.dtype):

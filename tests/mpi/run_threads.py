@@ -46,6 +46,9 @@ def main(folder: str) -> None:
         return comm.allgather_obj(value)
 
     out = {"top": every_rank(TOP), "local_size": every_rank(comm.local_size())}
+    # found once: a later call is no collective (rank 0 alone asks again, and no rank waits)
+    again = comm.local_size() if comm.rank == 0 else None
+    out["local_size again"] = every_rank(again)
     numba.set_num_threads(TOP)
     out["default"] = every_rank([apply_threads(None, comm), numba.get_num_threads()])
     fitted = {}
