@@ -132,8 +132,11 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             os.unlink(tmp)
-        except OSError as e:
-            reason = e.strerror or str(e)
+        except OSError as e:  # (procfs: ENOENT; a folder without write permission: EACCES)
+            reason = (
+                f"its folder {directory!r} takes no new file ({e.strerror or e}); psvm "
+                "writes a new file there and renames it over the output"
+            )
     return None if reason is None else OutputPathError(f"cannot write {what} {path!r}: {reason}")
 
 
