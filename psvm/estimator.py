@@ -17,6 +17,7 @@ from psvm.faces.results import linear_coef, ovr_decision
 from psvm.kernel_svm import KernelSVM, known_support
 from psvm.model import SVCModel
 from psvm.probability_face import ProbabilityMixin
+from psvm.svc.checkpoint import folds_after, saved_before_folds
 
 
 class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
@@ -236,6 +237,7 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
 
     def _train(self, comm, data: FitInput, params, sample_weight, stats, log, checkpoint):
         from psvm.svc.multiclass import fit_ovo  # numba modules: on first fit
+        from psvm.svc.platt import add_probability
 
         k = data.classes.size
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
@@ -249,16 +251,15 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
             sample_weight=data.sample_weight,
             stats=stats,
             log=log,
-            checkpoint=checkpoint,
+            checkpoint=saved_before_folds(checkpoint) if self._probability() else checkpoint,
         )
-        if self._probability():
-            from psvm.svc.platt import add_probability
-
+        if self._probability():  # (its folds keep no checkpoint)
             seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
-            add_probability(
-                comm, shard, params, codes, model, seed=seed, sample_weight=data.sample_weight,
-                stats=stats, log=log,
-            )  # fmt: skip
+            with folds_after(checkpoint):
+                add_probability(
+                    comm, shard, params, codes, model, seed=seed,
+                    sample_weight=data.sample_weight, stats=stats, log=log,
+                )  # fmt: skip
         model.classes = data.classes
         return model, support
 

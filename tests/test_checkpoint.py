@@ -133,6 +133,52 @@ def test_sigterm_saves_a_checkpoint_that_resumes_to_the_same_model(tmp_path, a9a
     _assert_same_run(a9a_ref, model, X_test)
 
 
+def _saved_pair(ckpt) -> int:
+    """The pair of the checkpoint's solver state (-1: no file yet; a file is replaced whole)."""
+    try:
+        with np.load(ckpt) as z:
+            return int(z["pair"])
+    except (OSError, ValueError, KeyError):
+        return -1
+
+
+@pytest.mark.parametrize("n", [None, 2])
+def test_sigterm_in_the_probability_folds_keeps_the_solved_pairs(tmp_path, a9a, n):
+    """-b 1: the class pairs are saved once solved, before LIBSVM's internal 5-fold
+    cross-validation, which keeps no checkpoint. A SIGTERM in the folds says so, and the
+    resume gives the uninterrupted run's model and probabilities (at another P too)."""
+    train, X_test = a9a
+    flags = [*FLAGS[:-2], "-b", "1"]  # (no periodic saves: the one save is the pairs')
+    ref, ckpt, model = tmp_path / "ref.model", tmp_path / "run.ckpt", tmp_path / "run.model"
+    r = run_cli(TRAIN, [*flags, train, ref], 1)
+    assert r.returncode == 0, r.stderr
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", TRAIN, *flags, "--checkpoint", str(ckpt), str(train), str(model)]
+    if n is not None:
+        cmd = [mpiexec(), "-n", str(n), *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while _saved_pair(ckpt) != 1 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (143, 9) if n else proc.returncode == 143, err
+    line = "psvm-train: terminated; the checkpoint holds every class pair; -b 1's folds start "
+    assert err.decode() == line + "again (--resume goes on)\n"
+    with np.load(ckpt) as z:  # one pair (a9a), solved: no solver state
+        assert int(z["pair"]) == 1 and "pair0_alpha" in z.files and "state_alpha" not in z.files
+    r = run_cli(TRAIN, [*flags, "--checkpoint", ckpt, "--resume", train, model], 2)
+    assert r.returncode == 0, r.stderr
+    _assert_same_run(ref, model, X_test)
+    a, b = read_model(ref), read_model(model)
+    assert b.meta["probA"] == a.meta["probA"] and b.meta["probB"] == a.meta["probB"]
+
+
 @pytest.mark.parametrize("k", [3, 14])
 def test_multiclass_crash_after_a_checkpoint_then_resume(tmp_path, shared_data, k):
     """usps: 45 class pairs; the checkpoint holds the solved pairs and the current one."""

@@ -259,18 +259,23 @@ def _load(comm, opts: dict, params: dict, log):
 
 def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log):
     """The model, with -b 1's probability information (collective)."""
+    from psvm.svc.checkpoint import folds_after, saved_before_folds
     from psvm.svc.multiclass import fit_ovo
+    from psvm.svc.platt import add_probability
     from psvm.svc.single import fit_single
 
     probability, seed = opts.get("probability"), opts.get("seed", 0)
     if classes is not None:
+        if probability:  # the pairs saved before the folds, which keep no checkpoint
+            checkpoint = saved_before_folds(checkpoint)
         model, _ = fit_ovo(
             comm, shard, params, classes, stats=stats, log=log, checkpoint=checkpoint
         )
         if probability:  # LIBSVM's pairwise sigmoids, 5-fold internal CV
-            from psvm.svc.platt import add_probability
-
-            add_probability(comm, shard, params, classes, model, seed=seed, stats=stats, log=log)
+            with folds_after(checkpoint):
+                add_probability(
+                    comm, shard, params, classes, model, seed=seed, stats=stats, log=log
+                )
         return model
     sigma = None
     if probability and opts["svm_type"] in REGRESSORS:  # svm_svr_probability: a Laplace sigma

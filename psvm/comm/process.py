@@ -170,9 +170,13 @@ def stop_line(prog: str, error: KeyboardInterrupt, rank: int | None = None) -> s
     who = f"{prog}: rank {rank}" if rank is not None else prog
     if not isinstance(error, Terminated):
         return f"{who}: interrupted"
-    if error.checkpoint is None:
+    if error.checkpoint is not None:
+        saved = f"checkpoint saved at iteration {error.checkpoint}"
+    elif error.saved is not None:
+        saved = error.saved
+    else:
         return f"{who}: terminated"
-    return f"{who}: terminated; checkpoint saved at iteration {error.checkpoint} (--resume goes on)"
+    return f"{who}: terminated; {saved} (--resume goes on)"
 
 
 def stop_status(error: KeyboardInterrupt) -> int:
@@ -196,9 +200,10 @@ def report(line: str | None, error: BaseException | None = None) -> None:
 class Terminated(KeyboardInterrupt):
     """SIGTERM reached a psvm command (a batch scheduler's time limit, ``kill``): it stops as
     on Ctrl-C, with status 143, and the kernel solver saves its checkpoint first.
-    ``checkpoint``: the iteration saved, if any."""
+    ``checkpoint``: the iteration saved, if any; else ``saved``: what the checkpoint holds."""
 
     checkpoint: int | None = None
+    saved: str | None = None
 
 
 # psvm's commands own their process: their guards also watch SIGTERM (:func:`sigint_watch`)

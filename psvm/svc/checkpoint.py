@@ -19,10 +19,13 @@ import numbers
 import os
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
+from psvm.comm.process import Terminated
 from psvm.io.atomic import write_atomic
 
 # per-row arrays of the solver state, saved in global order; "epoch" and "snapshots" (a column
@@ -63,13 +66,33 @@ class CheckpointConfig:
 
     ``seconds``: rank 0's wall clock since the last write; ``iters``: every
     that many solver iterations (0: off). ``resume``: continue from ``path``
-    if it exists, else start afresh.
+    if it exists, else start afresh. ``at_end``: also write it once every class pair is
+    solved, for work after them that keeps no checkpoint (``-b 1``'s folds).
     """
 
     path: str
     seconds: float = 600.0
     iters: int = 0
     resume: bool = False
+    at_end: bool = False
+
+
+def saved_before_folds(config: CheckpointConfig | None) -> CheckpointConfig | None:
+    """``config`` (if any) that also writes the file once every class pair is solved:
+    ``-b 1``'s folds come next and keep no checkpoint."""
+    return None if config is None else dataclasses.replace(config, at_end=True)
+
+
+@contextmanager
+def folds_after(config: CheckpointConfig | None) -> Iterator[None]:
+    """Around the folds after :func:`saved_before_folds`' pairs: a SIGTERM there says what
+    the checkpoint holds (its stop line)."""
+    try:
+        yield
+    except Terminated as e:
+        if config is not None and e.checkpoint is None:
+            e.saved = "the checkpoint holds every class pair; -b 1's folds start again"
+        raise
 
 
 def make_checkpoint_config(

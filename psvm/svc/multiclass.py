@@ -131,9 +131,12 @@ def fit_ovo(
             for line in lines if log is not None else ():
                 log(line)
     meta = {**results.meta(), "heuristic": cfg.heuristic, "reconstruction": cfg.reconstruction}
-    return gathered_model(
+    model = gathered_model(
         run, shard, cfg, X, results.is_sv, results.coef, results.rho, meta, classes, cls
     )
+    if ck is not None and ck.cfg.at_end:  # every pair solved, no solver state; last: what
+        ck.save(len(pairs), {}, {})  # follows at once is the caller's (folds_after)
+    return model
 
 
 def _solved(comm, plan: _Pairs, owner: np.ndarray | None, stats: Stats, log) -> Iterator:

@@ -295,3 +295,23 @@ def test_loaded_multiclass_model_couples_in_its_file_order(tmp_path):
     assert "label 2 1 0\n" in (tmp_path / "again").read_text()
     again = psvm.SVC.from_libsvm_model(tmp_path / "again").predict_proba(X)
     np.testing.assert_array_equal(again, prob)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # (scikit-learn 1.9's deprecation)
+def test_estimator_checkpoint_holds_every_pair_before_the_folds(tmp_path):
+    """probability=True with a checkpoint: the class pairs are saved once solved (the folds
+    after them keep none), and a resumed fit reads them back to the same model."""
+    from sklearn.datasets import load_iris
+
+    import psvm
+
+    X, y = load_iris(return_X_y=True)
+    ckpt = tmp_path / "c.ckpt"
+    kw = dict(probability=True, random_state=0, checkpoint=ckpt)
+    first = psvm.SVC(**kw).fit(X, y)
+    with np.load(ckpt) as z:  # three pairs, solved: no solver state
+        assert int(z["pair"]) == 3 and "pair2_alpha" in z.files and "state_alpha" not in z.files
+    again = psvm.SVC(**kw, resume=True).fit(X, y)
+    np.testing.assert_array_equal(again.dual_coef_, first.dual_coef_)
+    np.testing.assert_array_equal(again.probA_, first.probA_)
+    np.testing.assert_array_equal(again.predict_proba(X), first.predict_proba(X))
