@@ -247,7 +247,23 @@ def summary_figure(study, rows, labels, bound: dict):
         for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
             entries.setdefault(text, handle)
     legend = axes[0][-1].legend(
-        entries.values(), entries.keys(), fontsize=8, loc="center left", bbox_to_anchor=(1.1, 0.5)
+        entries.values(),
+        entries.keys(),
+        fontsize=8,
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        bbox_transform=_beyond(fig, axes[0][-1], saving),
     )
     bold_default(legend.get_texts())
     return fig, axes
+
+
+def _beyond(fig, ax, right):
+    """Axes coordinates shifted right past ``right`` (the secondary axis: its ticks and label)
+    by a fixed distance in inches: an axes fraction shrinks with narrow panels, and then the
+    legend covered the axis label (one data set)."""
+    from matplotlib.transforms import ScaledTranslation
+
+    renderer = fig.canvas.get_renderer()
+    past = right.get_tightbbox(renderer).x1 - ax.get_window_extent(renderer).x1
+    return ax.transAxes + ScaledTranslation(past / fig.dpi + 0.15, 0, fig.dpi_scale_trans)
