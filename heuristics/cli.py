@@ -59,7 +59,7 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULTS["test_rows"],
         help="test rows for accuracy: a stratified sample of N of the test file; 0 = all",
     )
-    h.add_argument("--seed", type=int, default=0, help="seed of the row samples")
+    h.add_argument("--seed", type=int, default=0, help="seed of the row samples (>= 0)")
     h.add_argument(
         "--repeats",
         type=int,
@@ -129,6 +129,11 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
             ranks = []
         if not ranks or min(ranks) < 1:
             raise SystemExit(f"psvm-report: --ranks {a.ranks}: process counts >= 1, e.g. 1,2")
+        twice = next((P for k, P in enumerate(ranks) if P in ranks[:k]), None)
+        if twice is not None:  # records/NAME.P<P>.jsonl would be written twice
+            raise SystemExit(f"psvm-report: --ranks {a.ranks}: P={twice} given twice")
+        if a.seed < 0:  # numpy's generators take no negative seed
+            raise SystemExit(f"psvm-report: --seed {a.seed}: must be >= 0")
         if a.cache <= 0:
             raise SystemExit(f"psvm-report: --cache {a.cache:g}: must be > 0 (MB)")
         try:

@@ -401,6 +401,11 @@ def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path,
         (["--ranks", "0"], "--ranks 0: process counts >= 1"),
         (["--ranks", "one"], "--ranks one: process counts >= 1"),
         (["--cache", "0"], "--cache 0: must be > 0"),
+        (["--seed", "-1"], "--seed -1: must be >= 0"),
+        (
+            ["--ranks", "1,2,1", "--repeats", "1", "--heuristics", "none", "--no-plots"],
+            "--ranks 1,2,1: P=1 given twice",
+        ),
         (["--data", "{train},{test}"], "--data {train} and {test} are both named"),
         (["--heuristics", "bogus,frequent"], "--heuristics bogus: unknown; one of none,"),
         (["--selections", "third"], "--selections third: unknown; one of first,second"),
@@ -410,7 +415,8 @@ def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path,
 def test_bad_study_options_stop_before_any_run(tmp_path, args, message):
     """One line before the records folder is touched (--ranks 0 ran one rank labelled P=0;
     --cache 0 failed in every run, after the old records were cleared; two files of one name
-    went into one data set's records)."""
+    went into one data set's records; --seed -1 was numpy's traceback; a P given twice
+    wrote its records file twice)."""
     train, test = (Path(__file__).resolve().parents[1] / "data" / f for f in BUNDLED)
     files = dict(train=train, test=test)
     args = [a.format(**files) for a in args]
