@@ -83,7 +83,9 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild REPORT.md and the PNGs from OUT/records; run nothing",
     )
-    h.add_argument("--no-plots", action="store_true", help="Markdown only")
+    h.add_argument(
+        "--no-plots", action="store_true", help="Markdown only (the report's old PNGs removed)"
+    )
     return p
 
 

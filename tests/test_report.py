@@ -475,3 +475,35 @@ def test_a_cut_short_record_and_one_p_report_without_a_gap(tmp_path, capsys):
     assert "its last line is cut short: left out" in capsys.readouterr().err
     write_report(out)
     assert "against P=1 (`none`): ." not in (out / "REPORT.md").read_text()
+
+
+def test_a_report_leaves_no_png_of_an_earlier_one(tmp_path):
+    """An --out reused by a study with P=1 only kept imbalance.png of one with P=2 (unlinked,
+    stale); --no-plots kept them all. Other PNGs in the folder stay."""
+    from heuristics.report import write_report
+    from heuristics.report.plots import PLOTS
+    from heuristics.report.text import PLOT_TITLES
+
+    assert PLOTS.keys() == PLOT_TITLES.keys()  # the names the report may remove
+    out = _committed_a9a(tmp_path)
+    write_report(out)
+    assert (out / "imbalance.png").is_file()
+    (out / "records" / "a9a.P2.jsonl").unlink()
+    study = json.loads((out / "study.json").read_text())
+    (out / "study.json").write_text(json.dumps({**study, "ranks": [1]}))
+    (out / "mine.png").write_bytes(b"a user's")
+    (out / "msf").mkdir()
+    (out / "msf" / "imbalance.png").write_bytes(b"msf_sweep.py's")
+    write_report(out)
+    md = (out / "REPORT.md").read_text()
+    linked = re.findall(r"\]\(([^)]+\.png)\)", md)
+    assert "summary.png" in linked and all((out / png).is_file() for png in linked)
+    assert "](imbalance.png)" not in md
+    drawn = {f"{name}.png" for name in PLOT_TITLES} - {"imbalance.png"}
+    assert {p.name for p in out.glob("*.png")} == drawn | {"mine.png"}
+    write_report(out, plots=False)
+    assert [p.name for p in out.glob("*.png")] == ["mine.png"]
+    assert (out / "msf" / "imbalance.png").is_file()
+    assert re.findall(r"\]\(([^)]+\.png)\)", (out / "REPORT.md").read_text()) == [
+        "msf/imbalance.png"
+    ]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from heuristics.report.summary import build
 from heuristics.report.tables import body_sections, bound_section
-from heuristics.report.text import conclusions, default_section
+from heuristics.report.text import PLOT_TITLES, conclusions, default_section
 from heuristics.study import load_records
 
 
@@ -33,6 +33,8 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
         from heuristics.report.plots import make_plots
 
         figures = make_plots(study, rows, svc, out)
+    for name in PLOT_TITLES.keys() - figures.keys():  # an earlier report's, now stale
+        (out / f"{name}.png").unlink(missing_ok=True)
     path = out / "REPORT.md"
     path.write_text(markdown(study, rows, svc, figures, out))
     return path
