@@ -7,7 +7,7 @@
 x data set x P (see :func:`heuristics.study.grid`), scikit-learn SVC on the same
 rows, and writes ``OUT/REPORT.md``, ``OUT/*.png``, ``OUT/study.json`` and
 ``OUT/records/*.jsonl``. ``--build-only`` rebuilds the report from those
-records without running anything.
+records without running anything, also those of a study cut short.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def parser() -> argparse.ArgumentParser:
 
 def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
     from heuristics.bench import DATASETS, DataNotFoundError, data_dir, resolve_dataset
-    from heuristics.report import write_report
+    from heuristics.report import NothingToReportError, write_report
     from heuristics.study import grid, run_study
 
     if not a.build_only:
@@ -143,22 +143,33 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
                 data_dir()  # before run_study clears OUT/records
         except DataNotFoundError as e:
             raise SystemExit(f"psvm-report: {e}") from None
-        run_study(
-            a.out,
-            data=data,
-            ranks=ranks,
-            rows=a.rows or None,
-            test_rows=a.test_rows or None,
-            repeats=a.repeats,
-            combos=combos,
-            grid_name=a.grid,
-            cache_mb=a.cache,
-            seed=a.seed,
-            command=shlex.join(["psvm-report", *argv]),
-        )
+        try:
+            run_study(
+                a.out,
+                data=data,
+                ranks=ranks,
+                rows=a.rows or None,
+                test_rows=a.test_rows or None,
+                repeats=a.repeats,
+                combos=combos,
+                grid_name=a.grid,
+                cache_mb=a.cache,
+                seed=a.seed,
+                command=shlex.join(["psvm-report", *argv]),
+            )
+        except KeyboardInterrupt:  # its records and study.json stay: say how to report them
+            print(
+                f"psvm-report: interrupted; its report so far: psvm-report heuristics "
+                f"--build-only --out {shlex.quote(a.out)}",
+                file=sys.stderr,
+            )
+            return 130
     elif not (Path(a.out) / "study.json").is_file():
         raise SystemExit(f"psvm-report: --build-only: no study in {a.out} (its study.json)")
-    path = write_report(a.out, plots=not a.no_plots)
+    try:
+        path = write_report(a.out, plots=not a.no_plots)
+    except NothingToReportError as e:
+        raise SystemExit(f"psvm-report: {e}: no report") from None
     print(f"wrote {path}")
     return 0
 

@@ -3,7 +3,9 @@
 :func:`run_study` executes the study and writes, under ``out/``:
 
 - ``study.json``: the resolved definition (data sets and subset sizes, grid,
-  ranks, repeats), the exact command, machine, versions and elapsed time;
+  ranks, repeats), the exact command, machine, versions and elapsed time; written
+  at the start and again as each data set starts, ``finished`` and the elapsed time
+  added at the end, so that a study cut short (Ctrl-C, killed) still has its report;
 - ``records/<data>.svc.jsonl``: scikit-learn SVC (shrinking off and on),
   timed in this process on the same rows with the same C, gamma, tol, cache;
 - ``records/<data>.P<P>.jsonl``: one record per psvm run, from
@@ -92,13 +94,14 @@ def run_study(
 
     out = Path(out)
     rec_dir = out / "records"
-    rec_dir.mkdir(parents=True, exist_ok=True)
-    for old in rec_dir.glob("*.jsonl"):
-        old.unlink()
     t_start = time.perf_counter()
     study = _study_header(
         command, grid_name, combos, ranks, repeats, rows, test_rows, seed, tol, cache_mb
     )
+    rec_dir.mkdir(parents=True, exist_ok=True)
+    for old in rec_dir.glob("*.jsonl"):
+        old.unlink()
+    _write_study(out, study)  # now, so that a study cut short still has its report
     n_runs = len(data) * len(ranks) * len(combos) * repeats
     log(
         f"{n_runs} psvm runs: {len(data)} data set(s) x P in {ranks} x {len(combos)} "
@@ -118,6 +121,7 @@ def run_study(
             "n_test": count_lines(test),
         }
         study["datasets"].append(info)
+        _write_study(out, study)  # before its records, which the report reads by its entry
         log(f"{ds.name}: {info['n_train']} training rows, {info['n_test']} test rows")
         X, y = load_csr(train, ds.n_features)
         Xt, yt = load_csr(test, ds.n_features)
@@ -133,8 +137,16 @@ def run_study(
             log(f"{ds.name} P={P}: {len(records)} runs in {time.perf_counter() - t:.0f}s")
     study["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     study["elapsed_seconds"] = round(time.perf_counter() - t_start, 1)
-    (out / "study.json").write_text(json.dumps(study, indent=1) + "\n")
+    _write_study(out, study)
     return study
+
+
+def _write_study(out: Path, study: dict) -> None:
+    """study.json, whole or not at all: a study killed while it wrote keeps the last one."""
+    from psvm.io.atomic import write_atomic
+
+    with write_atomic(out / "study.json") as f:
+        f.write(json.dumps(study, indent=1) + "\n")
 
 
 def _study_header(command, grid_name, combos, ranks, repeats, rows, test_rows, seed, tol, cache_mb):

@@ -477,6 +477,50 @@ def test_a_cut_short_record_and_one_p_report_without_a_gap(tmp_path, capsys):
     assert "against P=1 (`none`): ." not in (out / "REPORT.md").read_text()
 
 
+def test_an_interrupted_study_has_its_report(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in the second data set is one line that says how to report the runs so far:
+    study.json, written as each data set starts, lets --build-only report what ran and say
+    that the study did not finish (it was written at the end only: "no study"); a study
+    stopped before its first psvm run is one line."""
+    from heuristics import bench
+
+    monkeypatch.setenv("PSVM_CACHE_DIR", str(tmp_path / "cache"))
+    train = Path(__file__).resolve().parents[1] / "data" / BUNDLED[0]
+    other = tmp_path / "other.txt"
+    other.write_text(train.read_text())
+    real, calls = bench.run_worker, []
+
+    def worker(P, plan, work):
+        calls.append(P)
+        if len(calls) > 1:
+            raise KeyboardInterrupt  # as a Ctrl-C in the second data set's runs
+        return real(P, plan, work)
+
+    monkeypatch.setattr(bench, "run_worker", worker)
+    out = tmp_path / "study"
+    argv = ["heuristics", "--data", f"{train},{other}", "--rows", "200", "--test-rows", "100",
+            "--ranks", "1", "--repeats", "1", "--heuristics", "none,earliest",
+            "--reconstructions", "single", "--selections", "second", "--out", str(out)]  # fmt: skip
+    assert psvm_report(argv) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("psvm-report: interrupted; its report so far: psvm-report heuristics")
+    assert err.endswith(f" --build-only --out {out}")
+    study = json.loads((out / "study.json").read_text())
+    assert "finished" not in study and "elapsed_seconds" not in study
+    assert [d["name"] for d in study["datasets"]] == ["breast_cancer", "other"]
+    assert sorted(p.name for p in out.iterdir()) == ["records", "study.json"]  # no temporary
+    assert psvm_report(["heuristics", "--build-only", "--out", str(out)]) == 0
+    md = (out / "REPORT.md").read_text()
+    assert "**Interrupted: the study did not finish.**" in md and "none of other P=1, " in md
+    assert ", interrupted: not finished (the records hold the runs it completed)." in md
+    assert "### breast_cancer" in md and "### other" not in md
+    assert all((out / png).is_file() for png in re.findall(r"\]\(([^)]+\.png)\)", md))
+
+    (out / "records" / "breast_cancer.P1.jsonl").unlink()
+    with pytest.raises(SystemExit, match="^psvm-report: the study in .* before its first psvm run"):
+        psvm_report(["heuristics", "--build-only", "--out", str(out)])
+
+
 def test_a_report_leaves_no_png_of_an_earlier_one(tmp_path):
     """An --out reused by a study with P=1 only kept imbalance.png of one with P=2 (unlinked,
     stale); --no-plots kept them all. Other PNGs in the folder stay."""

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from heuristics.report.summary import build
+from heuristics.report.summary import build, recorded
 from heuristics.report.tables import body_sections, bound_section
 from heuristics.report.text import PLOT_TITLES, conclusions, default_section
 from heuristics.study import load_records
+
+
+class NothingToReportError(ValueError):
+    """The study stopped before its first psvm run: no figure to give."""
 
 
 def write_report(out: str | Path, plots: bool = True) -> Path:
@@ -28,6 +32,11 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
     out = Path(out)
     study, records = load_records(out)
     rows, svc = build(study, records)
+    if not rows and "finished" not in study:
+        raise NothingToReportError(f"the study in {out} stopped before its first psvm run")
+    note = interrupted(study, rows)
+    if "finished" not in study:  # a study cut short: only what it ran, no empty panels
+        study = recorded(study, rows)
     figures = {}
     if plots:
         from heuristics.report.plots import make_plots
@@ -36,11 +45,31 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
     for name in PLOT_TITLES.keys() - figures.keys():  # an earlier report's, now stale
         (out / f"{name}.png").unlink(missing_ok=True)
     path = out / "REPORT.md"
-    path.write_text(markdown(study, rows, svc, figures, out))
+    path.write_text(markdown(study, rows, svc, figures, out, note))
     return path
 
 
-def markdown(study, rows, svc, figures: dict, out: Path) -> str:
+def interrupted(study: dict, rows: list[dict]) -> list[str]:
+    """The report's warning when the study did not finish, naming the runs it lacks."""
+    if "finished" in study:
+        return []
+    done = {(r["dataset"], r["ranks"]) for r in rows}
+    lacking = [
+        f"{d['name']} P={P}"
+        for d in study["datasets"]
+        for P in study["ranks"]
+        if (d["name"], P) not in done
+    ]
+    text = (
+        "**Interrupted: the study did not finish.** This report covers the runs it recorded: "
+        f"none of {''.join(f'{x}, ' for x in lacking)}{'nor of ' if lacking else ''}the data "
+        "sets of the command below after the last it started. Rerun it for the whole study."
+    )
+    return [text, ""]
+
+
+def markdown(study, rows, svc, figures: dict, out: Path, note: list[str] = ()) -> str:
+    """REPORT.md's text; ``note`` goes before the conclusions (:func:`interrupted`)."""
     n_psvm = sum(r["repeats"] for r in rows)
     n_svc = sum(s["repeats"] for s in svc.values())
     md = [
@@ -50,6 +79,7 @@ def markdown(study, rows, svc, figures: dict, out: Path) -> str:
         f"fits recorded in `records/` (one JSON line per run). Do not edit: rerun the "
         f"command below; `--build-only` rebuilds this file from the records.",
         "",
+        *note,
         "## Conclusions",
         "",
     ]

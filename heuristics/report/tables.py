@@ -57,8 +57,7 @@ def _produced(study) -> list[str]:
         "Other jobs may share the machine, so times carry noise (see Conclusions), and "
         "ranks compete with them for the cores.",
         "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
-        f"- Started {study['started']}, finished {study.get('finished', '?')}; "
-        f"{study.get('elapsed_seconds', 0) / 60:.1f} minutes of wall time in all.",
+        f"- Started {study['started']}, {_finished(study)}.",
         f"- Grid `{study['grid']}`: {len(study['combos'])} configurations (heuristic / "
         f"reconstruction / selection, `1st` = first-order) x P in {study['ranks']} x "
         f"{study['repeats']} repeats per data set; `none` runs once per selection since it "
@@ -97,6 +96,14 @@ def _produced(study) -> list[str]:
         "",
     ]
     return out
+
+
+def _finished(study: dict) -> str:
+    """When the study ended; a study cut short (or still running) has no end in study.json."""
+    if "finished" not in study:
+        return "interrupted: not finished (the records hold the runs it completed)"
+    minutes = f"{study['elapsed_seconds'] / 60:.1f}" if "elapsed_seconds" in study else "?"
+    return f"finished {study['finished']}; {minutes} minutes of wall time in all"
 
 
 def _sampling(study: dict) -> str:
