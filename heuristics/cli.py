@@ -84,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
         help="rebuild REPORT.md and the PNGs from OUT/records; run nothing",
     )
     h.add_argument(
-        "--no-plots", action="store_true", help="Markdown only (the report's old PNGs removed)"
+        "--no-plots", action="store_true", help="Markdown only (PNGs already there are kept)"
     )
     return p
 

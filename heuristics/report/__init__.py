@@ -42,8 +42,8 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
         from heuristics.report.plots import make_plots
 
         figures = make_plots(study, rows, svc, out)
-    for name in PLOT_TITLES.keys() - figures.keys():  # an earlier report's, now stale
-        (out / f"{name}.png").unlink(missing_ok=True)
+        for name in PLOT_TITLES.keys() - figures.keys():  # an earlier report's, now stale
+            (out / f"{name}.png").unlink(missing_ok=True)
     path = out / "REPORT.md"
     path.write_text(markdown(study, rows, svc, figures, out, note))
     return path
@@ -60,10 +60,11 @@ def interrupted(study: dict, rows: list[dict]) -> list[str]:
         for P in study["ranks"]
         if (d["name"], P) not in done
     ]
+    lacks = f" It has no runs of {', '.join(lacking)}." if lacking else ""
     text = (
-        "**Interrupted: the study did not finish.** This report covers the runs it recorded: "
-        f"none of {''.join(f'{x}, ' for x in lacking)}{'nor of ' if lacking else ''}the data "
-        "sets of the command below after the last it started. Rerun it for the whole study."
+        "**Interrupted: the study did not finish.** This report covers the runs it recorded; "
+        f"data sets of the command below after the last it started are missing.{lacks} "
+        "Rerun the command for the whole study."
     )
     return [text, ""]
 
