@@ -125,6 +125,33 @@ def test_unwritable_output_fails_before_training(tmp_path, case):
     assert os.listdir(tmp_path / "adir") == []
 
 
+@pytest.mark.parametrize(
+    "module, rank1", [(TRAIN, ["-c", "2"]), (TRAIN, ["-s", "9"]), (PREDICT, ["-b", "1"])]
+)
+def test_ranks_given_other_arguments_are_one_error(tmp_path, module, rank1):
+    """mpiexec's MPMD form gives rank 1 other options: another C trained a mixed model without
+    a word, an option only rank 1 refused left rank 0 waiting. Now one line, exit 1 on every
+    rank, no output; -o alone may differ (tests/mpi/run_threads.py)."""
+    data, model, out = tmp_path / "d.txt", tmp_path / "d.model", tmp_path / "out"
+    data.write_text(GOOD * 3)
+    if module == PREDICT:
+        assert run_cli(TRAIN, ["-q", data, model], None, timeout=60).returncode == 0
+    files = [str(data), str(model)] + ([str(out)] if module == PREDICT else [])
+    one = [sys.executable, "-m", module, "-q"]
+    cmd = [mpiexec(), "-n", "1", *one, *files, ":", "-n", "1", *one, *rank1, *files]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stdout == "", r.stderr
+    prog = "psvm-train" if module == TRAIN else "psvm-predict"
+    assert r.stderr.strip() == (
+        f"{prog}: error: the ranks' command lines differ: rank 1 has "
+        f"'-q {' '.join(rank1)} {' '.join(files)}', rank 0 '-q {' '.join(files)}'; every rank "
+        "needs the same arguments (-o may differ)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["d.txt"] + (["d.model"] if module == PREDICT else [])
+    )
+
+
 def test_predict_to_a_missing_folder_is_one_line(tmp_path):
     data, model = tmp_path / "d.txt", tmp_path / "d.model"
     data.write_text(GOOD)

@@ -39,6 +39,35 @@ class HelpRequested(UsageError):
         super().__init__("help")
 
 
+class ArgumentsDifferError(ValueError):
+    """The ranks were given different command lines; raised identically on every rank."""
+
+    collective = True
+
+
+PER_RANK = frozenset({"-o"})  # options whose value a rank may set for itself (its threads)
+
+
+def agree_on_argv(comm, argv: list[str]) -> None:
+    """Refuse command lines that differ between ranks, but for :data:`PER_RANK` values
+    (collective). mpiexec's ``-n 1 cmd A : -n 1 cmd B`` or a wrapper script can give ranks
+    different options; one rank would then refuse what another accepts, or make other
+    collectives, and the others would wait for it."""
+    if comm.size == 1:
+        return
+    own = {j for k, a in enumerate(argv) if a in PER_RANK for j in (k, k + 1)}  # flag, value
+    given = comm.allgather_obj([a for k, a in enumerate(argv) if k not in own])
+    other = next((r for r, a in enumerate(given) if a != given[0]), None)
+    if other is not None:
+        import shlex
+
+        raise ArgumentsDifferError(
+            f"the ranks' command lines differ: rank {other} has {shlex.join(given[other])!r}, "
+            f"rank 0 {shlex.join(given[0])!r}; every rank needs the same arguments "
+            "(-o may differ)"
+        )
+
+
 HELP = "--help"  # -h too, where no option -h takes its value (svm-train's -h is shrinking)
 
 
@@ -308,6 +337,7 @@ def _protocol(
                 from psvm.io.atomic import inherit_descriptors
 
                 inherit_descriptors(fds)
+            agree_on_argv(comm, argv)
             return body(argv)
     except HelpRequested:
         if comm.rank == 0:
