@@ -142,7 +142,11 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
             if any(entry in DATASETS for entry in data):
                 data_dir()  # before run_study clears OUT/records
         except DataNotFoundError as e:
-            raise SystemExit(f"psvm-report: {e}") from None
+            local = [x for x in data if x in DATASETS and Path(x).is_file()]
+            mine = "".join(
+                f"; {x!r} names the built-in data set: --data ./{x} for your file" for x in local
+            )
+            raise SystemExit(f"psvm-report: {e}{mine}") from None
         try:
             run_study(
                 a.out,

@@ -192,6 +192,10 @@ def test_data_folder_from_env_then_current_directory(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="^psvm-report: data sets not found"):
         report(["heuristics", "--out", str(tmp_path / "out")])
     assert (tmp_path / "out" / "records" / "a9a.P1.jsonl").exists()
+    # a file of a built-in's name here: the name is the built-in's, and the line says so
+    (tmp_path / "w8a").write_text("1 1:1\n")
+    with pytest.raises(SystemExit, match="'w8a' names the built-in data set: --data ./w8a"):
+        report(["heuristics", "--data", "w8a", "--out", str(tmp_path / "out")])
 
 
 def test_report_on_a_users_file_sorted_by_class(tmp_path, monkeypatch):

@@ -370,14 +370,20 @@ def cache_dir() -> str:
 
 
 def cached_path(path) -> str | None:
-    """The cache file for a compressed ``path`` (keyed by path, size, mtime), else None."""
+    """The cache file for a compressed ``path`` (``STEM.PATH.VERSION``: keyed by the path,
+    then its size and mtime), else None."""
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
     if ext not in _OPENERS:
         return None
+    return os.path.join(cache_dir(), f"{_path_prefix(path)}.{version_key(path)}")
+
+
+def _path_prefix(path) -> str:
+    """What every cached version of ``path`` is named with: its stem and a hash of the path."""
     full = os.path.abspath(path)
     stem = os.path.basename(os.path.splitext(full)[0])
-    return os.path.join(cache_dir(), f"{stem}.{version_key(full)}")
+    return f"{stem}.{hashlib.sha256(full.encode()).hexdigest()[:12]}"
 
 
 def version_key(path) -> str:
@@ -417,4 +423,17 @@ def uncompressed_path(path) -> str:
             if not chunk:
                 break
             out.write(chunk)
+    _drop_older_versions(path, target)
     return target
+
+
+def _drop_older_versions(path, target: str) -> None:
+    """Remove the cached copies of ``path`` before this version: a file rewritten or touched
+    again and again would otherwise fill the cache with copies no run reads."""
+    prefix = _path_prefix(path) + "."
+    for entry in os.scandir(os.path.dirname(target)):
+        if entry.name.startswith(prefix) and entry.path != target:
+            try:
+                os.unlink(entry.path)
+            except OSError:  # (another process's prune)
+                pass

@@ -453,11 +453,16 @@ def test_compressed_round_trip(ext, tmp_path, cache_env):
     mtime = os.stat(target).st_mtime_ns
     assert uncompressed_path(path) == target and os.stat(target).st_mtime_ns == mtime
     assert not [f for f in os.listdir(cache_env) if f.startswith(".tmp-")]
-    # A changed file gets a new cache entry.
+    # A changed file gets a new cache entry, which replaces the old; other files' stay.
+    other = tmp_path / f"other.txt{ext}"
+    other.write_bytes(comp(content))
+    kept = uncompressed_path(other)
     path.write_bytes(comp(content + b"1 4:4\n"))
     os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
     assert cached_path(path) != target
     assert read_libsvm(path)[0].shape == (3, 4)
+    assert not os.path.exists(target) and os.path.exists(cached_path(path))
+    assert os.path.exists(kept)
 
 
 def test_plain_file_is_not_copied(tmp_path):
