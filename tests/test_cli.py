@@ -131,7 +131,8 @@ def test_unwritable_output_fails_before_training(tmp_path, case):
 def test_ranks_given_other_arguments_are_one_error(tmp_path, module, rank1):
     """mpiexec's MPMD form gives rank 1 other options: another C trained a mixed model without
     a word, an option only rank 1 refused left rank 0 waiting. Now one line, exit 1 on every
-    rank, no output; -o alone may differ (tests/mpi/run_threads.py)."""
+    rank, no output; -o (tests/mpi/run_threads.py) and /dev/fd/N's number may differ
+    (test_a_descriptor_psvm_did_not_inherit_is_refused)."""
     data, model, out = tmp_path / "d.txt", tmp_path / "d.model", tmp_path / "out"
     data.write_text(GOOD * 3)
     if module == PREDICT:
@@ -145,7 +146,7 @@ def test_ranks_given_other_arguments_are_one_error(tmp_path, module, rank1):
     assert r.stderr.strip() == (
         f"{prog}: error: the ranks' command lines differ: rank 1 has "
         f"'-q {' '.join(rank1)} {' '.join(files)}', rank 0 '-q {' '.join(files)}'; every rank "
-        "needs the same arguments (-o may differ)"
+        "needs the same arguments (-o and descriptors' numbers may differ)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["d.txt"] + (["d.model"] if module == PREDICT else [])

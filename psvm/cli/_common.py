@@ -46,17 +46,19 @@ class ArgumentsDifferError(ValueError):
 
 
 PER_RANK = frozenset({"-o"})  # options whose value a rank may set for itself (its threads)
+_DESCRIPTOR = re.compile(r"/(dev|proc/self)/fd/\d+")  # a process's own: per rank
 
 
 def agree_on_argv(comm, argv: list[str]) -> None:
-    """Refuse command lines that differ between ranks, but for :data:`PER_RANK` values
-    (collective). mpiexec's ``-n 1 cmd A : -n 1 cmd B`` or a wrapper script can give ranks
-    different options; one rank would then refuse what another accepts, or make other
-    collectives, and the others would wait for it."""
+    """Refuse command lines that differ between ranks, but for :data:`PER_RANK` values and
+    descriptors' names, ``/dev/fd/N`` (collective). mpiexec's ``-n 1 cmd A : -n 1 cmd B``
+    or a wrapper script can give ranks different options; one rank would then refuse what
+    another accepts, or make other collectives, and the others would wait for it."""
     if comm.size == 1:
         return
     own = {j for k, a in enumerate(argv) if a in PER_RANK for j in (k, k + 1)}  # flag, value
-    given = comm.allgather_obj([a for k, a in enumerate(argv) if k not in own])
+    shared = [_DESCRIPTOR.sub(r"/\1/fd/N", a) for k, a in enumerate(argv) if k not in own]
+    given = comm.allgather_obj(shared)
     other = next((r for r, a in enumerate(given) if a != given[0]), None)
     if other is not None:
         import shlex
@@ -64,7 +66,7 @@ def agree_on_argv(comm, argv: list[str]) -> None:
         raise ArgumentsDifferError(
             f"the ranks' command lines differ: rank {other} has {shlex.join(given[other])!r}, "
             f"rank 0 {shlex.join(given[0])!r}; every rank needs the same arguments "
-            "(-o may differ)"
+            "(-o and descriptors' numbers may differ)"
         )
 
 
