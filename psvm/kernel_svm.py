@@ -68,7 +68,7 @@ class KernelSVM(BaseEstimator):
                 agree_on_params(comm, self)  # first: a value one rank alone refused would hang
                 # the others; n_threads and n_jobs may differ, so their errors are agreed
                 params, checkpoint = agree_on_input(comm, False, self._checked_params)
-                with self._threads(comm), refusable(self, "_Xfit"):
+                with self._threads(comm), refusable(self):
                     self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
             warnings.warn(

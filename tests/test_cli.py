@@ -126,13 +126,20 @@ def test_unwritable_output_fails_before_training(tmp_path, case):
 
 
 @pytest.mark.parametrize(
-    "module, rank1", [(TRAIN, ["-c", "2"]), (TRAIN, ["-s", "9"]), (PREDICT, ["-b", "1"])]
+    "module, rank1",
+    [
+        (TRAIN, ["-c", "2"]),
+        (TRAIN, ["-s", "9"]),
+        (TRAIN, ["-o", "abc"]),  # (-o N is a rank's own; a bad value is not)
+        (PREDICT, ["-b", "1"]),
+        (PREDICT, ["-o", "2"]),  # (psvm-predict has no -o)
+    ],
 )
 def test_ranks_given_other_arguments_are_one_error(tmp_path, module, rank1):
     """mpiexec's MPMD form gives rank 1 other options: another C trained a mixed model without
     a word, an option only rank 1 refused left rank 0 waiting. Now one line, exit 1 on every
-    rank, no output; -o (tests/mpi/run_threads.py) and /dev/fd/N's number may differ
-    (test_a_descriptor_psvm_did_not_inherit_is_refused)."""
+    rank, no output; psvm-train's -o N (tests/mpi/run_threads.py) and /dev/fd/N's number
+    may differ (test_a_descriptor_psvm_did_not_inherit_is_refused)."""
     data, model, out = tmp_path / "d.txt", tmp_path / "d.model", tmp_path / "out"
     data.write_text(GOOD * 3)
     if module == PREDICT:
@@ -143,10 +150,11 @@ def test_ranks_given_other_arguments_are_one_error(tmp_path, module, rank1):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and r.stdout == "", r.stderr
     prog = "psvm-train" if module == TRAIN else "psvm-predict"
+    aside = "; -o N may differ" if module == TRAIN else ""
     assert r.stderr.strip() == (
-        f"{prog}: error: the ranks' command lines differ: rank 1 has "
-        f"'-q {' '.join(rank1)} {' '.join(files)}', rank 0 '-q {' '.join(files)}'; every rank "
-        "needs the same arguments (-o and descriptors' numbers may differ)"
+        f"{prog}: error: the ranks' command lines differ from word 2 on: rank 1 has "
+        f"'{' '.join(rank1 + files)}', rank 0 '{' '.join(files)}'; every rank needs the same "
+        f"arguments{aside}"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["d.txt"] + (["d.model"] if module == PREDICT else [])

@@ -45,28 +45,35 @@ class ArgumentsDifferError(ValueError):
     collective = True
 
 
-PER_RANK = frozenset({"-o"})  # options whose value a rank may set for itself (its threads)
 _DESCRIPTOR = re.compile(r"/(dev|proc/self)/fd/\d+")  # a process's own: per rank
 
 
-def agree_on_argv(comm, argv: list[str]) -> None:
-    """Refuse command lines that differ between ranks, but for :data:`PER_RANK` values and
-    descriptors' names, ``/dev/fd/N`` (collective). mpiexec's ``-n 1 cmd A : -n 1 cmd B``
-    or a wrapper script can give ranks different options; one rank would then refuse what
-    another accepts, or make other collectives, and the others would wait for it."""
+def agree_on_argv(
+    comm, argv: list[str], per_rank: frozenset[str] = frozenset(), no_value=frozenset()
+) -> None:
+    """Refuse command lines that differ between ranks (collective). mpiexec's ``-n 1 cmd A :
+    -n 1 cmd B`` or a wrapper script can give ranks different options; one rank would then
+    refuse what another accepts, or make other collectives, and the others would wait for
+    it. Each rank's own: a ``per_rank`` option (its threads) among the options whose value is
+    a count, and the numbers of descriptors' names, ``/dev/fd/N``. ``no_value``: the
+    command's flags without a value (:func:`switches`), to tell options from values."""
     if comm.size == 1:
         return
-    own = {j for k, a in enumerate(argv) if a in PER_RANK for j in (k, k + 1)}  # flag, value
-    shared = [_DESCRIPTOR.sub(r"/\1/fd/N", a) for k, a in enumerate(argv) if k not in own]
-    given = comm.allgather_obj(shared)
+    pairs, positional = split_options(argv, no_value)
+    own = {f for f, v in pairs if f in per_rank and v is not None and v.isdigit()}
+    kept = [t for f, v in pairs if f not in own for t in (f, v) if t is not None]
+    given = comm.allgather_obj([_DESCRIPTOR.sub(r"/\1/fd/N", a) for a in kept + positional])
     other = next((r for r, a in enumerate(given) if a != given[0]), None)
     if other is not None:
         import shlex
+        from itertools import zip_longest
 
+        k = next(k for k, (a, b) in enumerate(zip_longest(given[0], given[other])) if a != b)
+        rest = [repr(shlex.join(g[k:])) if g[k:] else "nothing" for g in (given[other], given[0])]
+        aside = "".join(f"; {f} N may differ" for f in sorted(per_rank))
         raise ArgumentsDifferError(
-            f"the ranks' command lines differ: rank {other} has {shlex.join(given[other])!r}, "
-            f"rank 0 {shlex.join(given[0])!r}; every rank needs the same arguments "
-            "(-o and descriptors' numbers may differ)"
+            f"the ranks' command lines differ from word {k + 1} on: rank {other} has {rest[0]}, "
+            f"rank 0 {rest[1]}; every rank needs the same arguments{aside}"
         )
 
 
@@ -255,14 +262,22 @@ def warn_unknown_weights(comm, class_weight: dict, classes) -> None:
             print(f"WARNING: {message}", file=sys.stderr, flush=True)
 
 
-def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> int:
+def run_main(
+    prog: str,
+    usage: str,
+    body: Callable[[list[str]], int],
+    argv,
+    argv_rules: tuple[frozenset, frozenset] = (frozenset(), frozenset()),
+) -> int:
     """Run ``body`` under the exit protocol shared by every rank (:func:`_protocol`).
+    ``argv_rules``: the command's options a rank may set for itself and its options without
+    a value, for comparing the ranks' command lines (:func:`agree_on_argv`).
 
     Without ``argv`` this is a console run: the process ends here, without the interpreter's
     teardown (:func:`psvm.comm.process.end_process`).
     """
     if argv is not None:
-        return _protocol(prog, usage, body, list(argv))
+        return _protocol(prog, usage, body, list(argv), argv_rules=argv_rules)
     try:  # the descriptors it was started with, before MPI opens its own (and MPICH's PMI socket)
         fds = frozenset(int(fd) for fd in os.listdir("/dev/fd")) - {int(os.getenv("PMI_FD", -1))}
     except (OSError, ValueError):
@@ -279,7 +294,7 @@ def run_main(prog: str, usage: str, body: Callable[[list[str]], int], argv) -> i
         sys.stdout = ReaderGone(sys.stdout)
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
     defer_numpy_modules()
-    end_process(_protocol(prog, usage, body, sys.argv[1:], fds))
+    end_process(_protocol(prog, usage, body, sys.argv[1:], fds, argv_rules))
 
 
 # numpy's submodules that scipy's copy of array-api-compat loads and nothing in a CLI run uses
@@ -317,6 +332,7 @@ def _protocol(
     body: Callable[[list[str]], int],
     argv: list[str],
     fds: frozenset[int] | None = None,
+    argv_rules: tuple[frozenset, frozenset] = (frozenset(), frozenset()),
 ) -> int:
     """``body(argv)``'s exit code, or the code of its error, reported once.
 
@@ -339,7 +355,7 @@ def _protocol(
                 from psvm.io.atomic import inherit_descriptors
 
                 inherit_descriptors(fds)
-            agree_on_argv(comm, argv)
+            agree_on_argv(comm, argv, *argv_rules)
             return body(argv)
     except HelpRequested:
         if comm.rank == 0:

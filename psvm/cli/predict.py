@@ -28,11 +28,14 @@ USAGE = (
 )
 
 
+NO_VALUE = frozenset({"-q", "--strict-features", "-h", "--help"})
+
+
 def parse_args(argv: list[str]) -> dict:
     opts: dict = {"quiet": False, "strict": False, "probability": 0}
     k = 0
     while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
-        if argv[k] in ("-q", "--strict-features"):
+        if argv[k] in ("-q", "--strict-features"):  # (NO_VALUE: these and the help)
             opts["quiet" if argv[k] == "-q" else "strict"] = True
             k += 1
         elif argv[k] == "-b":
@@ -197,7 +200,7 @@ def result_lines(pred, truth, regression: bool) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_main("psvm-predict", USAGE, _body, argv)
+    return run_main("psvm-predict", USAGE, _body, argv, (frozenset(), NO_VALUE))
 
 
 if __name__ == "__main__":

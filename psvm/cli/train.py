@@ -397,7 +397,8 @@ def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_main("psvm-train", USAGE, _body, argv)
+    no_value = frozenset(switches(FLAGS) | switches(SGD_FLAGS))
+    return run_main("psvm-train", USAGE, _body, argv, (frozenset({"-o"}), no_value))
 
 
 if __name__ == "__main__":

@@ -24,21 +24,19 @@ from psvm.kernels import canonical_csr, csr_of
 from psvm.svc.state import dense_csr
 
 TASKS = ("classification", "regression", "novelty")  # what y holds: labels, targets, nothing
-INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_")  # set by validating X
 
 
 @contextmanager
-def refusable(est, *more: str) -> Iterator[None]:
-    """A fit refused inside the block (bad input or parameters, a problem that cannot be
-    trained) leaves ``est``'s input attributes (and the attributes ``more``) as they were, so
-    a fitted model still predicts; validating X set them."""
-    names = INPUT_ATTRIBUTES + more
-    kept = {k: est.__dict__[k] for k in names if k in est.__dict__}
+def refusable(est) -> Iterator[None]:
+    """A fit refused or stopped inside the block (bad input or parameters, a problem that
+    cannot be trained, Ctrl-C) leaves ``est``'s attributes as they were, so a fitted model
+    still predicts and an unfitted one stays unfitted: validating X set ``n_features_in_``,
+    a fit sets ``class_weight_`` and a callable kernel's training X before the solver runs."""
+    kept = dict(est.__dict__)
     try:
         yield
-    except Exception:
-        for k in names:
-            est.__dict__.pop(k, None)
+    except BaseException:
+        est.__dict__.clear()
         est.__dict__.update(kept)
         raise
 

@@ -446,8 +446,11 @@ def cube(A, B):  # (x.z)^3, LIBSVM's poly kernel at gamma 1, coef0 0: as a calla
 @pytest.mark.parametrize("kernel", ["poly", cube])
 def test_a_refused_fit_leaves_the_fitted_model_as_it_was(breast_cancer, kernel):
     """A fit refused after X was validated (one class; a kernel that overflows) keeps the
-    previous fit's input attributes (n_features_in_, feature_names_in_) and a callable
-    kernel's training X: the model still predicts what it did."""
+    previous fit's attributes (n_features_in_, feature_names_in_, class_weight_) and a
+    callable kernel's training X: the model still predicts what it did. A first fit refused
+    by the solver leaves the estimator unfitted."""
+    from sklearn.exceptions import NotFittedError
+
     pd = pytest.importorskip("pandas")
     X, y = breast_cancer[0][:100], breast_cancer[1][:100]
     names = [f"f{i}" for i in range(X.shape[1])]
@@ -458,11 +461,18 @@ def test_a_refused_fit_leaves_the_fitted_model_as_it_was(breast_cancer, kernel):
     other = pd.DataFrame(1e110 * X[:, :3], columns=["a", "b", "c"])
     with pytest.raises(ValueError, match="classes has to be greater than one"):
         est.fit(other / 1e110, np.zeros(y.size))  # refused by the input checks
-    with pytest.raises(ValueError, match="not finite in class pair 1 of 1|infinity"):
-        est.fit(other, y)  # by the solver (poly); the callable's Gram matrix by the checks
+    with pytest.raises(ValueError, match="not finite in class pair 1 of 3|infinity"):
+        est.fit(other, np.where(np.arange(y.size) % 3, y, 2))  # three classes, refused by
+        # the solver (poly), by the input checks (the callable's Gram matrix overflows)
     assert input_attributes(est) == kept
+    assert est.class_weight_.tolist() == [1.0, 1.0]
     got = est.decision_function(pd.DataFrame(X[:40], columns=names))
     np.testing.assert_array_equal(got, before)
+    fresh = psvm.SVC(kernel="poly", gamma=1.0)
+    with pytest.raises(ValueError, match="not finite"):
+        fresh.fit(1e110 * X, y)
+    with pytest.raises(NotFittedError):
+        fresh.predict(X)
 
 
 @pytest.mark.parametrize("make", [psvm.SVC, lambda: psvm.SGDSVC(random_state=0)])
