@@ -99,9 +99,9 @@ def run_study(
         command, grid_name, combos, ranks, repeats, rows, test_rows, seed, tol, cache_mb
     )
     rec_dir.mkdir(parents=True, exist_ok=True)
-    for old in rec_dir.glob("*.jsonl"):
+    _write_study(out, study)  # now (a study cut short has its report), before the old records
+    for old in rec_dir.glob("*.jsonl"):  # go (a kill between: no finished study without them)
         old.unlink()
-    _write_study(out, study)  # now, so that a study cut short still has its report
     n_runs = len(data) * len(ranks) * len(combos) * repeats
     log(
         f"{n_runs} psvm runs: {len(data)} data set(s) x P in {ranks} x {len(combos)} "

@@ -237,7 +237,6 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
 
     def _train(self, comm, data: FitInput, params, sample_weight, stats, log, checkpoint):
         from psvm.svc.multiclass import fit_ovo  # numba modules: on first fit
-        from psvm.svc.platt import add_probability
 
         k = data.classes.size
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
@@ -256,6 +255,8 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
         if self._probability():  # (its folds keep no checkpoint)
             seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
             with folds_after(checkpoint):
+                from psvm.svc.platt import add_probability
+
                 add_probability(
                     comm, shard, params, codes, model, seed=seed,
                     sample_weight=data.sample_weight, stats=stats, log=log,

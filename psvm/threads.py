@@ -118,8 +118,8 @@ def thread_count(n, comm, name: str = "n_threads") -> int:
     (:func:`launcher_local_ranks`). A positive ``n`` is used as given, capped at
     numba's pool. ``name`` is the parameter named in a validation error
     (``n_threads``, ``-o``), checked before the collective. Collective over ``comm``
-    whatever ``n``: the ranks' counts may differ (a rank's own ``n_threads``), their calls
-    may not.
+    whatever ``n`` (:meth:`~psvm.comm.Comm.local_size`: its first call on a communicator):
+    the ranks' counts may differ (a rank's own ``n_threads``), their calls may not.
     """
     import numba
 

@@ -146,11 +146,12 @@ def _saved_pair(ckpt) -> int:
 def test_sigterm_in_the_probability_folds_keeps_the_solved_pairs(tmp_path, a9a, n):
     """-b 1: the class pairs are saved once solved, before LIBSVM's internal 5-fold
     cross-validation, which keeps no checkpoint. A SIGTERM in the folds says so, and the
-    resume gives the uninterrupted run's model and probabilities (at another P too)."""
+    resume solves the folds alone, to the uninterrupted run's model and probabilities (at
+    another P too)."""
     train, X_test = a9a
     flags = [*FLAGS[:-2], "-b", "1"]  # (no periodic saves: the one save is the pairs')
     ref, ckpt, model = tmp_path / "ref.model", tmp_path / "run.ckpt", tmp_path / "run.model"
-    r = run_cli(TRAIN, [*flags, train, ref], 1)
+    r = run_cli(TRAIN, [*flags, "--stats", tmp_path / "ref.json", train, ref], 1)
     assert r.returncode == 0, r.stderr
     env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", TRAIN, *flags, "--checkpoint", str(ckpt), str(train), str(model)]
@@ -168,15 +169,20 @@ def test_sigterm_in_the_probability_folds_keeps_the_solved_pairs(tmp_path, a9a, 
             proc.kill()
             proc.wait()
     assert proc.returncode in (143, 9) if n else proc.returncode == 143, err
-    line = "psvm-train: terminated; the checkpoint holds every class pair; -b 1's folds start "
-    assert err.decode() == line + "again (--resume goes on)\n"
+    line = "psvm-train: terminated; the checkpoint holds every class pair; --resume redoes only "
+    assert err.decode() == line + "-b 1's folds\n"
     with np.load(ckpt) as z:  # one pair (a9a), solved: no solver state
         assert int(z["pair"]) == 1 and "pair0_alpha" in z.files and "state_alpha" not in z.files
-    r = run_cli(TRAIN, [*flags, "--checkpoint", ckpt, "--resume", train, model], 2)
+    stats = tmp_path / "run.json"
+    resume = ["--checkpoint", ckpt, "--resume", "--stats", stats]
+    r = run_cli(TRAIN, [*flags, *resume, train, model], 2)
     assert r.returncode == 0, r.stderr
     _assert_same_run(ref, model, X_test)
     a, b = read_model(ref), read_model(model)
     assert b.meta["probA"] == a.meta["probA"] and b.meta["probB"] == a.meta["probB"]
+    # the resume's iterations are the folds' alone: the uninterrupted run's but the pair's
+    every = json.loads((tmp_path / "ref.json").read_text())["counts"]["n_iter"]
+    assert json.loads(stats.read_text())["counts"]["n_iter"] == every - a.meta["n_iter"][0] > 0
 
 
 @pytest.mark.parametrize("k", [3, 14])

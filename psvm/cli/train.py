@@ -261,7 +261,6 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
     """The model, with -b 1's probability information (collective)."""
     from psvm.svc.checkpoint import folds_after, saved_before_folds
     from psvm.svc.multiclass import fit_ovo
-    from psvm.svc.platt import add_probability
     from psvm.svc.single import fit_single
 
     probability, seed = opts.get("probability"), opts.get("seed", 0)
@@ -273,6 +272,8 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
         )
         if probability:  # LIBSVM's pairwise sigmoids, 5-fold internal CV
             with folds_after(checkpoint):
+                from psvm.svc.platt import add_probability
+
                 add_probability(
                     comm, shard, params, classes, model, seed=seed, stats=stats, log=log
                 )

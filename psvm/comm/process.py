@@ -170,13 +170,10 @@ def stop_line(prog: str, error: KeyboardInterrupt, rank: int | None = None) -> s
     who = f"{prog}: rank {rank}" if rank is not None else prog
     if not isinstance(error, Terminated):
         return f"{who}: interrupted"
+    saved = error.saved
     if error.checkpoint is not None:
-        saved = f"checkpoint saved at iteration {error.checkpoint}"
-    elif error.saved is not None:
-        saved = error.saved
-    else:
-        return f"{who}: terminated"
-    return f"{who}: terminated; {saved} (--resume goes on)"
+        saved = f"checkpoint saved at iteration {error.checkpoint} (--resume goes on)"
+    return f"{who}: terminated" + ("" if saved is None else f"; {saved}")
 
 
 def stop_status(error: KeyboardInterrupt) -> int:

@@ -137,6 +137,8 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
                 f"its folder {directory!r} takes no new file ({e.strerror or e}); psvm "
                 "writes a new file there and renames it over the output"
             )
+            if e.errno == errno.ENAMETOOLONG:  # (the temporary name is 21 characters longer)
+                reason = f"its name is too long for psvm's temporary file beside it ({e.strerror})"
     return None if reason is None else OutputPathError(f"cannot write {what} {path!r}: {reason}")
 
 

@@ -18,6 +18,8 @@ import gzip
 import hashlib
 import lzma
 import os
+import re
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -427,13 +429,19 @@ def uncompressed_path(path) -> str:
     return target
 
 
+STALE_SECONDS = 3600.0  # a copy of an older version, this old, is no run's any more
+
+
 def _drop_older_versions(path, target: str) -> None:
-    """Remove the cached copies of ``path`` before this version: a file rewritten or touched
-    again and again would otherwise fill the cache with copies no run reads."""
-    prefix = _path_prefix(path) + "."
+    """Remove the cached copies of ``path``'s other versions written an hour ago or more: a
+    file rewritten or touched again and again would otherwise fill the cache with copies no
+    run reads. (A run that is loading an older version, or a newer one, has just written or
+    found its copy; the study's subsets beside a copy have other names.)"""
+    name = re.compile(re.escape(_path_prefix(path)) + r"\.[0-9a-f]{20}")
+    old = time.time() - STALE_SECONDS
     for entry in os.scandir(os.path.dirname(target)):
-        if entry.name.startswith(prefix) and entry.path != target:
-            try:
+        try:
+            if name.fullmatch(entry.name) and entry.stat().st_mtime < old:
                 os.unlink(entry.path)
-            except OSError:  # (another process's prune)
-                pass
+        except OSError:  # (another process's prune)
+            pass

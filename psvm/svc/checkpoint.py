@@ -91,7 +91,7 @@ def folds_after(config: CheckpointConfig | None) -> Iterator[None]:
         yield
     except Terminated as e:
         if config is not None and e.checkpoint is None:
-            e.saved = "the checkpoint holds every class pair; -b 1's folds start again"
+            e.saved = "the checkpoint holds every class pair; --resume redoes only -b 1's folds"
         raise
 
 
@@ -242,7 +242,8 @@ class Checkpoint:
         return flag > 0 or (it > 0 and n_iter > 0 and n_iter % it == 0)
 
     def save(self, pair: int, arrays: dict, scalars: dict) -> None:
-        """Write the file (collective): the pair being solved and its local state arrays."""
+        """Write the file (collective): the pair being solved and its local state arrays (the
+        number of pairs and none: every pair solved)."""
         gathered = {f"state_{k}": self._gather(arrays[k]) for k in STATE_ARRAYS if k in arrays}
         error = None
         if self.comm.rank == 0:

@@ -121,6 +121,7 @@ def fit_ovo(
         shard, cls, C_row, run = spread(comm, shard, cls, C_row)
     Xc, X = solver_rows(run, shard.X, cfg.kernel)
     ck = open_checkpoint(comm, checkpoint, shard, C_row, cfg, classes, params["gamma"])
+    resumed = 0 if ck is None else len(ck.finished)  # pairs the checkpoint holds solved
     fit = _Fit(log, alpha0, sample_weight is not None, cancel, owner is not None, fold)
     plan = _Pairs(run, shard, cfg, Xc, cls, C_row, pairs, ck, fit)
     results = _PairResults(cls.size, k, plan.nu)
@@ -131,12 +132,12 @@ def fit_ovo(
             for line in lines if log is not None else ():
                 log(line)
     meta = {**results.meta(), "heuristic": cfg.heuristic, "reconstruction": cfg.reconstruction}
-    model = gathered_model(
+    fitted = gathered_model(
         run, shard, cfg, X, results.is_sv, results.coef, results.rho, meta, classes, cls
     )
-    if ck is not None and ck.cfg.at_end:  # every pair solved, no solver state; last: what
-        ck.save(len(pairs), {}, {})  # follows at once is the caller's (folds_after)
-    return model
+    if ck is not None and ck.cfg.at_end and len(ck.finished) > resumed:  # every pair solved,
+        ck.save(len(pairs), {}, {})  # no solver state; last: what follows is the caller's
+    return fitted
 
 
 def _solved(comm, plan: _Pairs, owner: np.ndarray | None, stats: Stats, log) -> Iterator:

@@ -83,6 +83,8 @@ def test_writable_error_names_what_cannot_be_written(tmp_path):
     assert "it is a folder" in str(writable_error(tmp_path))
     assert "does not exist" in str(writable_error(tmp_path / "no" / "m.model"))
     assert writable_error(tmp_path / "m.model") is None
+    long = tmp_path / ("m" * 240)  # a name the folder takes, but not the temporary's
+    assert "too long for psvm's temporary file" in str(writable_error(long))
     if os.path.isfile("/proc/version"):  # a file in a folder that takes no new one
         assert "its folder '/proc' takes no new file (No such file or directory)" in str(
             writable_error("/proc/version")

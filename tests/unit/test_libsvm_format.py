@@ -6,6 +6,7 @@ import math
 import os
 import pickle
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -453,16 +454,25 @@ def test_compressed_round_trip(ext, tmp_path, cache_env):
     mtime = os.stat(target).st_mtime_ns
     assert uncompressed_path(path) == target and os.stat(target).st_mtime_ns == mtime
     assert not [f for f in os.listdir(cache_env) if f.startswith(".tmp-")]
-    # A changed file gets a new cache entry, which replaces the old; other files' stay.
+    # A changed file gets a new cache entry; it removes the old one if that is an hour old
+    # (no run loading it any more), not a recent one nor other files' copies.
     other = tmp_path / f"other.txt{ext}"
     other.write_bytes(comp(content))
     kept = uncompressed_path(other)
-    path.write_bytes(comp(content + b"1 4:4\n"))
-    os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
-    assert cached_path(path) != target
-    assert read_libsvm(path)[0].shape == (3, 4)
-    assert not os.path.exists(target) and os.path.exists(cached_path(path))
+    hours_ago = time.time() - 2 * 3600
+    for copy in (target, kept):
+        os.utime(copy, (hours_ago, hours_ago))
+    for k, extra in enumerate([b"1 4:4\n", b"1 5:5\n"]):
+        path.write_bytes(comp(content + extra))
+        os.utime(path, ns=(mtime + (k + 1) * 10**9,) * 2)
+        assert cached_path(path) != target
+        assert read_libsvm(path)[0].shape == (3, 4 + k)
+        new = cached_path(path)
+        assert os.path.exists(target) == (k == 1) and os.path.exists(new)  # (k 1: recent)
+        target = new
     assert os.path.exists(kept)
+    versions = [f for f in os.listdir(cache_env) if f.startswith(os.path.basename(new)[:-20])]
+    assert len(versions) == 2
 
 
 def test_plain_file_is_not_copied(tmp_path):

@@ -312,6 +312,8 @@ def test_estimator_checkpoint_holds_every_pair_before_the_folds(tmp_path):
     with np.load(ckpt) as z:  # three pairs, solved: no solver state
         assert int(z["pair"]) == 3 and "pair2_alpha" in z.files and "state_alpha" not in z.files
     again = psvm.SVC(**kw, resume=True).fit(X, y)
+    pairs = sum(first._model.meta["n_iter"])  # the resume solves the folds alone
+    assert again.fit_stats_["counts"]["n_iter"] == first.fit_stats_["counts"]["n_iter"] - pairs
     np.testing.assert_array_equal(again.dual_coef_, first.dual_coef_)
     np.testing.assert_array_equal(again.probA_, first.probA_)
     np.testing.assert_array_equal(again.predict_proba(X), first.predict_proba(X))
