@@ -94,6 +94,27 @@ def test_kill_9_then_resume_with_other_rank_counts(tmp_path, a9a, a9a_ref):
         ckpt.write_bytes(saved)
 
 
+def _terminated(args: list, n: int | None, ready) -> str:
+    """psvm-train's stderr after a SIGTERM once ``ready(proc)``: one process (``n`` None) or
+    ``mpiexec -n n``; it exits with 143 (or 9, as in test_failing_rank.py: mpiexec may reap
+    a rank it killed first)."""
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", TRAIN, *args]
+    if n is not None:
+        cmd = [mpiexec(), "-n", str(n), *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert ready(proc), "not running when it should be stopped"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode in (143, 9) if n else proc.returncode == 143, err
+    return err.decode()
+
+
 @pytest.mark.parametrize("n", [None, 2, 3])
 def test_sigterm_saves_a_checkpoint_that_resumes_to_the_same_model(tmp_path, a9a, a9a_ref, n):
     """A batch scheduler's time limit: SIGTERM (mpiexec forwards it to every rank; srun sends
@@ -105,22 +126,8 @@ def test_sigterm_saves_a_checkpoint_that_resumes_to_the_same_model(tmp_path, a9a
     # saves by rank 0's clock: SIGTERM's save falls on any iteration, not on FLAGS' hundreds
     flags = [*FLAGS[:-2], "--checkpoint-seconds", "0.3"]
     ckpt, model = tmp_path / "run.ckpt", tmp_path / "run.model"
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", TRAIN, *flags, "--checkpoint", str(ckpt), str(train), str(model)]
-    if n is not None:
-        cmd = [mpiexec(), "-n", str(n), *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
-        assert until_exists(ckpt, proc, 120), "no checkpoint was written"
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    # 143; or 9 as in test_failing_rank.py: mpiexec may reap a rank it killed first
-    assert proc.returncode in (143, 9) if n else proc.returncode == 143, err
-    line = err.decode()
+    cmd = [*flags, "--checkpoint", str(ckpt), str(train), str(model)]
+    line = _terminated(cmd, n, lambda proc: until_exists(ckpt, proc, 120))
     prefix = "psvm-train: terminated; checkpoint saved at iteration "
     assert line.startswith(prefix) and line.endswith(" (--resume goes on)\n"), line
     with np.load(ckpt) as z:  # the state of the moment, not the last periodic save's
@@ -153,24 +160,16 @@ def test_sigterm_in_the_probability_folds_keeps_the_solved_pairs(tmp_path, a9a, 
     ref, ckpt, model = tmp_path / "ref.model", tmp_path / "run.ckpt", tmp_path / "run.model"
     r = run_cli(TRAIN, [*flags, "--stats", tmp_path / "ref.json", train, ref], 1)
     assert r.returncode == 0, r.stderr
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", TRAIN, *flags, "--checkpoint", str(ckpt), str(train), str(model)]
-    if n is not None:
-        cmd = [mpiexec(), "-n", str(n), *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
+
+    def pairs_saved(proc) -> bool:
         deadline = time.monotonic() + 120
         while _saved_pair(ckpt) != 1 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode in (143, 9) if n else proc.returncode == 143, err
+        return _saved_pair(ckpt) == 1
+
+    cmd = [*flags, "--checkpoint", str(ckpt), str(train), str(model)]
     line = "psvm-train: terminated; the checkpoint holds every class pair; --resume redoes only "
-    assert err.decode() == line + "-b 1's folds\n"
+    assert _terminated(cmd, n, pairs_saved) == line + "-b 1's folds\n"
     with np.load(ckpt) as z:  # one pair (a9a), solved: no solver state
         assert int(z["pair"]) == 1 and "pair0_alpha" in z.files and "state_alpha" not in z.files
     stats = tmp_path / "run.json"
