@@ -162,11 +162,10 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
                 command=shlex.join(["psvm-report", *argv]),
             )
         except KeyboardInterrupt:  # its records and study.json stay: say how to report them
-            print(
-                f"psvm-report: interrupted; its report so far: psvm-report heuristics "
-                f"--build-only --out {shlex.quote(a.out)}",
-                file=sys.stderr,
-            )
+            ran = any(Path(a.out, "records").glob("*.P*.jsonl"))
+            how = f"psvm-report heuristics --build-only --out {shlex.quote(a.out)}"
+            so_far = f"its report so far: {how}" if ran else "before its first psvm run"
+            print(f"psvm-report: interrupted; {so_far}", file=sys.stderr)
             return 130
     elif not (Path(a.out) / "study.json").is_file():
         raise SystemExit(f"psvm-report: --build-only: no study in {a.out} (its study.json)")

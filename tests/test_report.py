@@ -519,6 +519,14 @@ def test_an_interrupted_study_has_its_report(tmp_path, monkeypatch, capsys):
     assert ", interrupted: not finished (the records hold the runs it completed)." in md
     assert "### breast_cancer" in md and "### other" not in md
     assert all((out / png).is_file() for png in re.findall(r"\]\(([^)]+\.png)\)", md))
+    fits = len((out / "records" / "breast_cancer.svc.jsonl").read_text().splitlines())
+    assert f"and {fits} scikit-learn SVC" in md  # (not other's, which the report leaves out)
+
+    calls.append(0)  # a Ctrl-C in the first data set's runs: nothing to report yet
+    assert psvm_report([*argv[:-1], str(tmp_path / "early")]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "psvm-report: interrupted; before its first psvm run"
+    )
 
     (out / "records" / "breast_cancer.P1.jsonl").unlink()
     with pytest.raises(SystemExit, match="^psvm-report: the study in .* before its first psvm run"):

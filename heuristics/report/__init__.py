@@ -37,6 +37,8 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
     note = interrupted(study, rows)
     if "finished" not in study:  # a study cut short: only what it ran, no empty panels
         study = recorded(study, rows)
+        ran = {d["name"] for d in study["datasets"]}
+        svc = {key: s for key, s in svc.items() if key[0] in ran}
     figures = {}
     if plots:
         from heuristics.report.plots import make_plots
