@@ -17,7 +17,7 @@ from psvm.faces.results import linear_coef, ovr_decision
 from psvm.kernel_svm import KernelSVM, known_support
 from psvm.model import SVCModel
 from psvm.probability_face import ProbabilityMixin
-from psvm.svc.checkpoint import folds_after, saved_before_folds
+from psvm.svc.checkpoint import saved_before_folds
 
 
 class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
@@ -253,14 +253,13 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
             checkpoint=saved_before_folds(checkpoint) if self._probability() else checkpoint,
         )
         if self._probability():  # (its folds keep no checkpoint)
-            seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
-            with folds_after(checkpoint):
-                from psvm.svc.platt import add_probability
+            from psvm.svc.platt import add_probability
 
-                add_probability(
-                    comm, shard, params, codes, model, seed=seed,
-                    sample_weight=data.sample_weight, stats=stats, log=log,
-                )  # fmt: skip
+            seed = check_random_state(self.random_state).randint(np.iinfo("i").max)
+            add_probability(
+                comm, shard, params, codes, model, seed=seed, sample_weight=data.sample_weight,
+                stats=stats, log=log,
+            )  # fmt: skip
         model.classes = data.classes
         return model, support
 

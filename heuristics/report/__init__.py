@@ -32,13 +32,12 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
     out = Path(out)
     study, records = load_records(out)
     rows, svc = build(study, records)
-    if not rows and "finished" not in study:
-        raise NothingToReportError(f"the study in {out} stopped before its first psvm run")
-    note = interrupted(study, rows)
+    note = []
     if "finished" not in study:  # a study cut short: only what it ran, no empty panels
-        study = recorded(study, rows)
-        ran = {d["name"] for d in study["datasets"]}
-        svc = {key: s for key, s in svc.items() if key[0] in ran}
+        if not rows:
+            raise NothingToReportError(f"the study in {out} stopped before its first psvm run")
+        note = interrupted(study, rows)
+        study, svc = recorded(study, rows, svc)
     figures = {}
     if plots:
         from heuristics.report.plots import make_plots
@@ -52,9 +51,7 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
 
 
 def interrupted(study: dict, rows: list[dict]) -> list[str]:
-    """The report's warning when the study did not finish, naming the runs it lacks."""
-    if "finished" in study:
-        return []
+    """The report's warning for a study that did not finish, naming the runs it lacks."""
     done = {(r["dataset"], r["ranks"]) for r in rows}
     lacking = [
         f"{d['name']} P={P}"

@@ -160,15 +160,17 @@ def build(study: dict, records: list[dict]) -> tuple[list[dict], dict]:
     return rows, svc
 
 
-def recorded(study: dict, rows: list[dict]) -> dict:
-    """``study`` narrowed to the data sets and P that have runs: a study cut short lists
-    a data set as it starts, and its P from the command."""
+def recorded(study: dict, rows: list[dict], svc: dict) -> tuple[dict, dict]:
+    """``study`` and the scikit-learn results ``svc`` narrowed to the data sets and P that
+    have psvm runs: a study cut short lists a data set as it starts, and its P from the
+    command."""
     done = {r["dataset"] for r in rows}
-    return {
+    narrowed = {
         **study,
         "datasets": [d for d in study["datasets"] if d["name"] in done],
         "ranks": [P for P in study["ranks"] if any(r["ranks"] == P for r in rows)],
     }
+    return narrowed, {key: s for key, s in svc.items() if key[0] in done}
 
 
 # -- numbers the conclusions quote ------------------------------------------

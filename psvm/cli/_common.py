@@ -239,11 +239,9 @@ def apply_cli_threads(comm, opts: dict, prog: str) -> int:
     """``-o``: set this rank's numba threads and return the count, with a warning on rank 0
     (even under -q, as svm-train's warnings) when they will not run as asked: more than
     numba's pool, or more threads than the node's cores."""
-    from psvm.faces.agreement import agree_on_input
-    from psvm.threads import apply_threads, check_threads, thread_warning
+    from psvm.threads import apply_threads, thread_warning
 
-    # agreed first: a count one rank alone refused would leave the others in the collective
-    agree_on_input(comm, False, check_threads, opts.get("n_threads"), "-o")
+    # (the ranks' -o values differ only as valid counts: agree_on_argv compared the rest)
     warning = thread_warning(opts.get("n_threads"), comm, "-o")
     if warning is not None and comm.rank == 0:
         print(f"{prog}: warning: {warning}", file=sys.stderr, flush=True)
