@@ -119,7 +119,7 @@ def _sampling(study: dict) -> str:
 
 
 BOUND = (
-    "The elimination bound (grey in the figure): every heuristic applies the same rule as "
+    "The elimination bound{grey}: every heuristic applies the same rule as "
     "`earliest`, later, so until `earliest` has eliminated half of the rows none of them can "
     "have many fewer; the share of `none`'s time spent before that iteration is about the "
     "least time / `none` an exact heuristic can reach, even if every later iteration were "
@@ -169,7 +169,8 @@ def bound_section(study, rows, figures: dict) -> list[str]:
         f"saving of the default `{lab}`",
         "share of the possible saving",
     ]
-    return out + [BOUND, ""] + markdown_table(header, body)
+    grey = " (grey in the figure)" if "summary" in figures else ""
+    return out + [BOUND.format(grey=grey), ""] + markdown_table(header, body)
 
 
 def _svc_section(study, svc) -> list[str]:
@@ -221,12 +222,19 @@ def _section(title, intro, figures, names, study, rows, header, cells, only=None
     return out
 
 
+TIME = (
+    "The figure gives every configuration's time / `none` (same data, P and selection), "
+    "fastest first within each group, with the spread of the repeats; the tables give "
+    "the seconds and the ratios to scikit-learn SVC."
+)
+
+
 def _time(study, rows, figures) -> list[str]:
     return _section(
         "Training time against `none` and scikit-learn SVC",
-        "The figure gives every configuration's time / `none` (same data, P and selection), "
-        "fastest first within each group, with the spread of the repeats; the tables give "
-        "the seconds and the ratios to scikit-learn SVC.",
+        TIME
+        if "time" in figures
+        else "The tables give the seconds and the ratios to scikit-learn SVC.",
         figures,
         ["time"],
         study,

@@ -436,12 +436,15 @@ def _drop_older_versions(path, target: str) -> None:
     """Remove the cached copies of ``path``'s other versions written an hour ago or more: a
     file rewritten or touched again and again would otherwise fill the cache with copies no
     run reads. (A run that is loading an older version, or a newer one, has just written or
-    found its copy; the study's subsets beside a copy have other names.)"""
-    name = re.compile(re.escape(_path_prefix(path)) + r"\.[0-9a-f]{20}")
+    found its copy; the study's subsets beside a copy have other names.) So do the copies of
+    the stem named as before (``STEM.VERSION``, no path hash), which no run reads now."""
+    stem = os.path.basename(os.path.splitext(os.path.abspath(path))[0])
+    version = r"\.[0-9a-f]{20}"
+    names = re.compile(f"{re.escape(_path_prefix(path))}{version}|{re.escape(stem)}{version}")
     old = time.time() - STALE_SECONDS
     for entry in os.scandir(os.path.dirname(target)):
         try:
-            if name.fullmatch(entry.name) and entry.stat().st_mtime < old:
+            if names.fullmatch(entry.name) and entry.stat().st_mtime < old:
                 os.unlink(entry.path)
         except OSError:  # (another process's prune)
             pass

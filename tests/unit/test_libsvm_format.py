@@ -460,8 +460,11 @@ def test_compressed_round_trip(ext, tmp_path, cache_env):
     other.write_bytes(comp(content))
     kept = uncompressed_path(other)
     hours_ago = time.time() - 2 * 3600
-    for copy in (target, kept):
+    legacy = [os.path.join(cache_env, f"data.txt.{c * 20}") for c in "0a"]  # older psvm's names
+    for copy in (target, kept, *legacy):
+        open(copy, "ab").close()
         os.utime(copy, (hours_ago, hours_ago))
+    os.utime(legacy[1])  # (now: an older psvm may be reading it)
     for k, extra in enumerate([b"1 4:4\n", b"1 5:5\n"]):
         path.write_bytes(comp(content + extra))
         os.utime(path, ns=(mtime + (k + 1) * 10**9,) * 2)
@@ -470,7 +473,7 @@ def test_compressed_round_trip(ext, tmp_path, cache_env):
         new = cached_path(path)
         assert os.path.exists(target) == (k == 1) and os.path.exists(new)  # (k 1: recent)
         target = new
-    assert os.path.exists(kept)
+    assert os.path.exists(kept) and [os.path.exists(f) for f in legacy] == [False, True]
     versions = [f for f in os.listdir(cache_env) if f.startswith(os.path.basename(new)[:-20])]
     assert len(versions) == 2
 
