@@ -90,83 +90,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
-    from heuristics.bench import DATASETS, DataNotFoundError, data_dir, resolve_dataset
     from heuristics.report import NothingToReportError, write_report
-    from heuristics.study import grid, run_study
 
     if not a.build_only:
-        data, names = _csv(a.data), {}
-        for entry in data:
-            try:
-                name = resolve_dataset(entry).name
-            except (ValueError, OSError) as e:
-                raise SystemExit(f"psvm-report: {e}") from None
-            if name in names:  # the records and tables are keyed by the name
-                raise SystemExit(
-                    f"psvm-report: --data {names[name]} and {entry} are both named {name!r}: "
-                    "rename one"
-                )
-            names[name] = entry
-        from psvm._params import HEURISTICS, RECONSTRUCTIONS, SELECTIONS
-
-        known = {
-            "heuristics": HEURISTICS,
-            "reconstructions": RECONSTRUCTIONS,
-            "selections": SELECTIONS,
-        }
-        for flag, allowed in known.items():
-            bad = [v for v in _csv(getattr(a, flag)) if v not in allowed]
-            if bad:
-                raise SystemExit(
-                    f"psvm-report: --{flag} {','.join(bad)}: unknown; one of {','.join(allowed)}"
-                )
-        combos = grid(a.grid, _csv(a.heuristics), _csv(a.reconstructions), _csv(a.selections))
-        if not combos:
-            raise SystemExit("psvm-report: the grid is empty after --heuristics/--selections")
-        if a.repeats < 1 or a.rows < 0 or a.test_rows < 0:
-            raise SystemExit("psvm-report: --repeats must be >= 1, --rows/--test-rows >= 0")
-        try:
-            ranks = [int(P) for P in _csv(a.ranks)]
-        except ValueError:
-            ranks = []
-        if not ranks or min(ranks) < 1:
-            raise SystemExit(f"psvm-report: --ranks {a.ranks}: process counts >= 1, e.g. 1,2")
-        twice = next((P for k, P in enumerate(ranks) if P in ranks[:k]), None)
-        if twice is not None:  # records/NAME.P<P>.jsonl would be written twice
-            raise SystemExit(f"psvm-report: --ranks {a.ranks}: P={twice} given twice")
-        if a.seed < 0:  # numpy's generators take no negative seed
-            raise SystemExit(f"psvm-report: --seed {a.seed}: must be >= 0")
-        if a.cache <= 0:
-            raise SystemExit(f"psvm-report: --cache {a.cache:g}: must be > 0 (MB)")
-        try:
-            if any(entry in DATASETS for entry in data):
-                data_dir()  # before run_study clears OUT/records
-        except DataNotFoundError as e:
-            local = [x for x in data if x in DATASETS and Path(x).is_file()]
-            mine = "".join(
-                f"; {x!r} names the built-in data set: --data ./{x} for your file" for x in local
-            )
-            raise SystemExit(f"psvm-report: {e}{mine}") from None
-        try:
-            run_study(
-                a.out,
-                data=data,
-                ranks=ranks,
-                rows=a.rows or None,
-                test_rows=a.test_rows or None,
-                repeats=a.repeats,
-                combos=combos,
-                grid_name=a.grid,
-                cache_mb=a.cache,
-                seed=a.seed,
-                command=shlex.join(["psvm-report", *argv]),
-            )
-        except KeyboardInterrupt:  # its records and study.json stay: say how to report them
-            ran = any(Path(a.out, "records").glob("*.P*.jsonl"))
-            how = f"psvm-report heuristics --build-only --out {shlex.quote(a.out)}"
-            so_far = f"its report so far: {how}" if ran else "before its first psvm run"
-            print(f"psvm-report: interrupted; {so_far}", file=sys.stderr)
-            return 130
+        status = _study(a, argv, *_checked(a))
+        if status:  # Ctrl-C
+            return status
     elif not (Path(a.out) / "study.json").is_file():
         raise SystemExit(f"psvm-report: --build-only: no study in {a.out} (its study.json)")
     try:
@@ -174,6 +103,94 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
     except NothingToReportError as e:
         raise SystemExit(f"psvm-report: {e}: no report") from None
     print(f"wrote {path}")
+    return 0
+
+
+def _checked(a: argparse.Namespace) -> tuple[list[str], list[int], list]:
+    """The study's data sets, process counts and configurations, checked before anything in
+    OUT is cleared (each error one line naming its flag)."""
+    from heuristics.bench import DATASETS, DataNotFoundError, data_dir, resolve_dataset
+    from heuristics.study import grid
+    from psvm._params import HEURISTICS, RECONSTRUCTIONS, SELECTIONS
+
+    data, names = _csv(a.data), {}
+    for entry in data:
+        try:
+            name = resolve_dataset(entry).name
+        except (ValueError, OSError) as e:
+            raise SystemExit(f"psvm-report: {e}") from None
+        if name in names:  # the records and tables are keyed by the name
+            raise SystemExit(
+                f"psvm-report: --data {names[name]} and {entry} are both named {name!r}: rename one"
+            )
+        names[name] = entry
+    known = {"heuristics": HEURISTICS, "reconstructions": RECONSTRUCTIONS, "selections": SELECTIONS}
+    for flag, allowed in known.items():
+        bad = [v for v in _csv(getattr(a, flag)) if v not in allowed]
+        if bad:
+            raise SystemExit(
+                f"psvm-report: --{flag} {','.join(bad)}: unknown; one of {','.join(allowed)}"
+            )
+    combos = grid(a.grid, _csv(a.heuristics), _csv(a.reconstructions), _csv(a.selections))
+    if not combos:
+        raise SystemExit("psvm-report: the grid is empty after --heuristics/--selections")
+    if a.repeats < 1 or a.rows < 0 or a.test_rows < 0:
+        raise SystemExit("psvm-report: --repeats must be >= 1, --rows/--test-rows >= 0")
+    ranks = _ranks(a.ranks)
+    if a.seed < 0:  # numpy's generators take no negative seed
+        raise SystemExit(f"psvm-report: --seed {a.seed}: must be >= 0")
+    if a.cache <= 0:
+        raise SystemExit(f"psvm-report: --cache {a.cache:g}: must be > 0 (MB)")
+    try:
+        if any(entry in DATASETS for entry in data):
+            data_dir()  # before run_study clears OUT/records
+    except DataNotFoundError as e:
+        local = [x for x in data if x in DATASETS and Path(x).is_file()]
+        mine = "".join(
+            f"; {x!r} names the built-in data set: --data ./{x} for your file" for x in local
+        )
+        raise SystemExit(f"psvm-report: {e}{mine}") from None
+    return data, ranks, combos
+
+
+def _ranks(text: str) -> list[int]:
+    """--ranks: distinct process counts of at least 1."""
+    try:
+        ranks = [int(P) for P in _csv(text)]
+    except ValueError:
+        ranks = []
+    if not ranks or min(ranks) < 1:
+        raise SystemExit(f"psvm-report: --ranks {text}: process counts >= 1, e.g. 1,2")
+    twice = next((P for k, P in enumerate(ranks) if P in ranks[:k]), None)
+    if twice is not None:  # records/NAME.P<P>.jsonl would be written twice
+        raise SystemExit(f"psvm-report: --ranks {text}: P={twice} given twice")
+    return ranks
+
+
+def _study(a: argparse.Namespace, argv: list[str], data, ranks, combos) -> int:
+    """Run the study; 130 if Ctrl-C stopped it (its records and study.json stay), else 0."""
+    from heuristics.study import run_study
+
+    try:
+        run_study(
+            a.out,
+            data=data,
+            ranks=ranks,
+            rows=a.rows or None,
+            test_rows=a.test_rows or None,
+            repeats=a.repeats,
+            combos=combos,
+            grid_name=a.grid,
+            cache_mb=a.cache,
+            seed=a.seed,
+            command=shlex.join(["psvm-report", *argv]),
+        )
+    except KeyboardInterrupt:  # say how to report what it ran
+        ran = any(Path(a.out, "records").glob("*.P*.jsonl"))
+        how = f"psvm-report heuristics --build-only --out {shlex.quote(a.out)}"
+        so_far = f"its report so far: {how}" if ran else "before its first psvm run"
+        print(f"psvm-report: interrupted; {so_far}", file=sys.stderr)
+        return 130
     return 0
 
 

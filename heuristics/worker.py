@@ -74,11 +74,8 @@ def slim_stats(stats: dict, keep_traces: bool) -> dict:
 
 
 def main(plan_path: str) -> int:
-    import numpy as np
-
     from psvm.cli import train
     from psvm.comm import world
-    from psvm.io.linear_model_file import read_any_model
 
     with open(plan_path) as f:
         plan = json.load(f)
@@ -113,32 +110,40 @@ def main(plan_path: str) -> int:
             "peak_rss_mb": list(rss),
         }
         if rc == 0:
-            with open(stats_path) as f:
-                stats = json.load(f)
-            model = read_any_model(model_path)
-            if run.get("accuracy", True):
-                if test is None:
-                    from psvm.io.libsvm_format import read_libsvm
-
-                    test = read_libsvm(plan["test"], n_features=nf)
-                Xt, yt = test
-                record["accuracy"] = float(np.mean(model.predict(Xt) == yt))
-                record["n_test"] = int(yt.size)
-            record["stats"] = slim_stats(stats, bool(run.get("traces", True)))
-            if (
-                run.get("exact_objective")
-                and getattr(model, "kernel", None) == "rbf"
-                and len(model.classes) == 2
-            ):
-                from heuristics.bench import dual_objective
-
-                # psvm's own value uses the stale gradients of rows never reconstructed
-                record["objective_recomputed"] = dual_objective(
-                    model.support_vectors, model.dual_coef, model.gamma
-                )
+            test = _add_results(record, run, plan, model_path, stats_path, test)
         with open(plan["out"], "a") as f:
             f.write(json.dumps(record, separators=(",", ":")) + "\n")
     return 0
+
+
+def _add_results(record: dict, run: dict, plan: dict, model_path: str, stats_path: str, test):
+    """Add a finished run's statistics, test accuracy and recomputed objective to its record;
+    the test set, read on the first run that needs it."""
+    import numpy as np
+
+    from psvm.io.linear_model_file import read_any_model
+
+    with open(stats_path) as f:
+        stats = json.load(f)
+    model = read_any_model(model_path)
+    if run.get("accuracy", True):
+        if test is None:
+            from psvm.io.libsvm_format import read_libsvm
+
+            test = read_libsvm(plan["test"], n_features=int(plan["n_features"]))
+        Xt, yt = test
+        record["accuracy"] = float(np.mean(model.predict(Xt) == yt))
+        record["n_test"] = int(yt.size)
+    record["stats"] = slim_stats(stats, bool(run.get("traces", True)))
+    binary_rbf = getattr(model, "kernel", None) == "rbf" and len(model.classes) == 2
+    if run.get("exact_objective") and binary_rbf:
+        from heuristics.bench import dual_objective
+
+        # psvm's own value uses the stale gradients of rows never reconstructed
+        record["objective_recomputed"] = dual_objective(
+            model.support_vectors, model.dual_coef, model.gamma
+        )
+    return test
 
 
 if __name__ == "__main__":

@@ -347,68 +347,77 @@ def default_section(study, rows) -> list[str]:
     lab = config_label(h, rec, sel)
     rk = ranking(rows, sel)
     pos = next((k for k, (lb, _, _) in enumerate(rk) if lb == lab), None)
-    nz = noise(rows)
-    # one run per configuration: no noise level to compare against (noise() reads 0 then),
-    # so no difference is called beyond it
-    measured = study["repeats"] > 1
-    level_pct = f"the noise level ({nz:.0%})"
-    unmeasured = "one run per configuration, so the noise is not measured"
     why = WHY_DEFAULT.get(h, "")
     out = [
         f"psvm's default is `--heuristic {h} --reconstruction {rec} --selection {sel}` "
         f"(the defaults of `psvm._params.validate_svc_params`), chosen from full-data-set "
         f"timings ([docs/heuristics.md](../docs/heuristics.md)). {why}"
     ]
-    if pos is not None:
-        g = rk[pos][1]
-        best_lab, best_g, _ = rk[0]
-        out.append(
-            f"In this study it ranks {pos + 1} of {len(rk)} exact second-order "
-            f"configurations with elimination (time / `none` = {g:.2f}, geometric mean "
-            f"over data sets and P)."
+    if pos is None:
+        return out
+    g = rk[pos][1]
+    out.append(
+        f"In this study it ranks {pos + 1} of {len(rk)} exact second-order "
+        f"configurations with elimination (time / `none` = {g:.2f}, geometric mean "
+        f"over data sets and P)."
+    )
+    # one run per configuration: no noise level to compare against (noise() reads 0 then),
+    # so no difference is called beyond it
+    nz = noise(rows) if study["repeats"] > 1 else None
+    best_lab, best_g, _ = rk[0]
+    if best_lab != lab:
+        out.append(_against_best(best_lab, best_g, g, nz))
+    return out + [_against_none(study, rows, lab, sel, g, nz)]
+
+
+UNMEASURED = "one run per configuration, so the noise is not measured"
+
+
+def _against_best(best_lab: str, best_g: float, g: float, nz: float | None) -> str:
+    """The default against the study's fastest configuration (``nz``: the noise level, None
+    when not measured)."""
+    if nz is None:
+        return (
+            f"`{best_lab}` was faster ({best_g:.2f}), but with {UNMEASURED}, the ranking "
+            f"says little: run the study with `--repeats 3` or more."
         )
-        if best_lab != lab and not measured:
-            out.append(
-                f"`{best_lab}` was faster ({best_g:.2f}), but with {unmeasured}, the ranking "
-                f"says little: run the study with `--repeats 3` or more."
-            )
-        elif best_lab != lab and best_g < g * (1 - nz):
-            out.append(
-                f"`{best_lab}` was faster ({best_g:.2f}) by more than {level_pct}; "
-                f"that is worth re-checking on the full data sets before changing the default."
-            )
-        elif best_lab != lab:
-            out.append(f"No other heuristic beats it by more than {level_pct}.")
-        mine = [r for r in first_p(rows) if r["label"] == lab and r["train_s"]]
-        share = _med_share(mine)
-        cmp = [
-            r
-            for r in rows
-            if r["heuristic"] != "none"
-            and r["selection"] == sel
-            and r["reconstruction"] != "approximate"
-            and r["vs_none"] is not None
-        ]
-        slower = sum(r["vs_none"] > 1 for r in cmp)
-        if g > 1:
-            size = (
-                f"{'beyond' if g > 1 + nz else 'within'} the noise level of a single comparison"
-                if measured
-                else unmeasured
-            )
-            out.append(
-                f"It takes {_pct(g)} than `none` (geometric mean), {size}; "
-                f"{slower} of {len(cmp)} second-order elimination "
-                f"configurations (median per data set and P) were slower than `none`. So on "
-                f"{_rows_text(study)} elimination did not pay. Reconstruction alone takes a "
-                f"median {share:.0%} of the default's training time here; plausibly, in "
-                f"problems this small an iteration over all rows is cheap, so the checks, "
-                f"reconstructions and cache fill-ins for revived rows are not repaid. "
-                f"The full data sets are measured in docs/heuristics.md."
-            )
-        elif not measured:
-            out.append(f"It takes {_pct(g)} than `none`, with {unmeasured}.")
-        else:
-            size = "beyond" if g < 1 - nz else "within"
-            out.append(f"It takes {_pct(g)} than `none`, {size} the noise level.")
-    return out
+    if best_g < g * (1 - nz):
+        return (
+            f"`{best_lab}` was faster ({best_g:.2f}) by more than the noise level ({nz:.0%}); "
+            f"that is worth re-checking on the full data sets before changing the default."
+        )
+    return f"No other heuristic beats it by more than the noise level ({nz:.0%})."
+
+
+def _against_none(study, rows, lab: str, sel: str, g: float, nz: float | None) -> str:
+    """The default's time against `none`, and why elimination did not pay if it did not."""
+    if g <= 1:
+        if nz is None:
+            return f"It takes {_pct(g)} than `none`, with {UNMEASURED}."
+        size = "beyond" if g < 1 - nz else "within"
+        return f"It takes {_pct(g)} than `none`, {size} the noise level."
+    mine = [r for r in first_p(rows) if r["label"] == lab and r["train_s"]]
+    cmp = [
+        r
+        for r in rows
+        if r["heuristic"] != "none"
+        and r["selection"] == sel
+        and r["reconstruction"] != "approximate"
+        and r["vs_none"] is not None
+    ]
+    slower = sum(r["vs_none"] > 1 for r in cmp)
+    size = (
+        UNMEASURED
+        if nz is None
+        else f"{'beyond' if g > 1 + nz else 'within'} the noise level of a single comparison"
+    )
+    return (
+        f"It takes {_pct(g)} than `none` (geometric mean), {size}; "
+        f"{slower} of {len(cmp)} second-order elimination "
+        f"configurations (median per data set and P) were slower than `none`. So on "
+        f"{_rows_text(study)} elimination did not pay. Reconstruction alone takes a "
+        f"median {_med_share(mine):.0%} of the default's training time here; plausibly, in "
+        f"problems this small an iteration over all rows is cheap, so the checks, "
+        f"reconstructions and cache fill-ins for revived rows are not repaid. "
+        f"The full data sets are measured in docs/heuristics.md."
+    )
