@@ -54,6 +54,7 @@ from psvm.comm.compiled import allgather, now
 from psvm.jit import inner, njit
 from psvm.kernels import RBF, SIGMOID, exp
 from psvm.svc import cache as cc
+from psvm.svc import window as W
 from psvm.svc.columns import kernel_column
 from psvm.svc.elimination import GAP_FRACTION, NEAR_TOL, NEVER
 from psvm.svc.packets import (
@@ -61,8 +62,14 @@ from psvm.svc.packets import (
     KEY,
     NNZ,
     POS,
+    RECV1,
+    RECV2,
+    REJOINED,
     RKEY,
     ROW,
+    ROW_IDX,
+    SEND1,
+    SEND2,
     SQ,
     column_total,
     pack,
@@ -189,11 +196,11 @@ def run(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, 
     ``ker``, ``kp``: the window's kernel arrays and parameters
     (:func:`psvm.svc.columns.kernel_column`); ``cache``: :mod:`psvm.svc.cache`'s
     arrays; ``mpi``: :meth:`psvm.comm.Comm.compiled`; ``bufs``: (send1, recv1, send2,
-    recv2, idx, part, block, have: :func:`psvm.svc.serial._serial_column`); ``trace``:
+    recv2, idx, part, block, have: :data:`psvm.svc.packets.SEND1` and on); ``trace``:
     (iter, gap, active, misses, clock).
     """
     # every row's bids: Python may have changed alpha or the flags; the update keeps them
-    bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
+    bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
     entry = ctl_i[N_ITER]
     event = BUDGET
     while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET]:
@@ -221,8 +228,8 @@ def select(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace,
     need; all pick the same winners and test the events and the stop test, in order.
     Returns (event or NONE, winning rank of i, of I_low); the gap and extremes in ``out``."""
     rows, _, y, alpha, C, G, QD, act, _, up, low = win[:11]
-    gid, vrow = win[13], win[14]
-    send1, recv1, send2 = bufs[0], bufs[1], bufs[2]
+    gid, vrow = win[W.GID], win[W.VROW]
+    send1, recv1, send2 = bufs[SEND1], bufs[RECV1], bufs[SEND2]
     size, width = send2.size, ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     with_row = ctl_i[FIRST_ORDER] != 0  # first order: the best of I_low is j, row and all
@@ -426,7 +433,8 @@ def step(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, ti
     """Column i; round 2, the partner j by the second-order gain (or I_low's best, first
     order); the two-variable step; column j; the gradient update. NONE or an event."""
     _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
-    _, recv1, send2, recv2, idx, part = bufs[:6]
+    recv1, send2, recv2 = bufs[RECV1], bufs[SEND2], bufs[RECV2]
+    idx, part = bufs[ROW_IDX], bufs[REJOINED]
     pool, keys, prev, nxt, table, complete, _, meta = cache[: cc.OLD_POOL]
     gkeys, gtable = cache[cc.GHOST_KEYS], cache[cc.GHOST_TABLE]
     size, width = send2.size, ctl_i[ROW_WIDTH]

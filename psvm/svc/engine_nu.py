@@ -13,6 +13,7 @@ import numpy as np
 from psvm.comm.compiled import now
 from psvm.jit import inner, njit
 from psvm.svc import cache as cc
+from psvm.svc import window as W
 from psvm.svc.engine import (
     BUDGET,
     C_ROUND2,
@@ -45,7 +46,21 @@ from psvm.svc.engine import (
     _stop_test,
     shrink,
 )
-from psvm.svc.packets import DIAG, KEY, RKEY, Y, pack, pair_pre, pair_step
+from psvm.svc.packets import (
+    DIAG,
+    KEY,
+    RECV1,
+    RECV2,
+    REJOINED,
+    RKEY,
+    ROW_IDX,
+    SEND1,
+    SEND2,
+    Y,
+    pack,
+    pair_pre,
+    pair_step,
+)
 from psvm.svc.packets import winner as winner_rank
 from psvm.svc.select import best, best_of_sign, bids, second_order_nu
 from psvm.svc.update import update_gradient
@@ -55,7 +70,7 @@ from psvm.svc.update import update_gradient
 def run_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts):
     """:func:`psvm.svc.engine.run` for the nu types (Solver_NU: selection and step per sign
     of y)."""
-    bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
+    bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
     entry = ctl_i[N_ITER]
     event = BUDGET
     while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET]:
@@ -83,8 +98,8 @@ def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, tra
     (four packets, the two i with their rows); the gap is the larger of the two signs'.
     Returns (event or NONE, winning rank of i for y = +1, for y = -1)."""
     rows, _, y, alpha, C, G, QD, act, _, up, low = win[:11]
-    gid, vrow = win[13], win[14]
-    send1, recv1, size = bufs[0], bufs[1], bufs[2].size
+    gid, vrow = win[W.GID], win[W.VROW]
+    send1, recv1, size = bufs[SEND1], bufs[RECV1], bufs[SEND2].size
     width = ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     for k, sign in ((0, 1.0), (2, -1.0)):
@@ -145,7 +160,8 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     the i of its own sign; i is then that one; the step and the update as
     :func:`psvm.svc.engine.step`."""
     _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
-    _, recv1, send2, recv2, idx, part = bufs[:6]
+    recv1, send2, recv2 = bufs[RECV1], bufs[SEND2], bufs[RECV2]
+    idx, part = bufs[ROW_IDX], bufs[REJOINED]
     pool, width_c = cache[cc.POOL], cache[cc.META][cc.WIDTH]
     size, width = send2.size, ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0

@@ -12,6 +12,7 @@ import numpy as np
 
 from psvm.kernels import take_rows
 from psvm.svc import balance
+from psvm.svc.packets import REJOINED
 
 
 class Lending:
@@ -76,7 +77,8 @@ class Lending:
             setattr(self, f, store[f][: n + k])
         if self._up.size < n + k:  # the selection passes' scratch, a column's rejoined rows
             self._up, self._low, self._obj = (np.empty(n + 2 * k) for _ in range(3))
-            self.bufs = (*self.bufs[:5], np.empty(n + 2 * k), *self.bufs[6:])
+            b = self.bufs
+            self.bufs = (*b[:REJOINED], np.empty(n + 2 * k), *b[REJOINED + 1 :])
 
     def _home(self, relayout: bool = True) -> np.ndarray:
         """Lent rows go home: the borrowed rows' state goes back to their owners, which put

@@ -17,6 +17,10 @@ from psvm.svc.update import two_variable_step
 
 # Packet layout: header fields, then ``width`` indices, then ``width`` values.
 KEY, GIDX, RKEY, POS, Y, ALPHA, GRAD, BOUND, DIAG, SQ, NNZ, ROW = range(12)
+# the positions in the engine's ``bufs`` (:meth:`psvm.svc.solver.Solver._init_buffers`): round
+# 1's packets (with the INFO block) sent and received, round 2's, a packet row's indices as
+# ints, a column's rows that rejoined the window, a small window's block of columns and its flags
+SEND1, RECV1, SEND2, RECV2, ROW_IDX, REJOINED, BLOCK, HAVE = range(8)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from psvm.comm.compiled import now
 from psvm.jit import inner, njit
 from psvm.svc import cache as cc
+from psvm.svc import window as W
 from psvm.svc.elimination import NEVER
 from psvm.svc.engine import (
     BUDGET,
@@ -55,7 +56,7 @@ from psvm.svc.engine import (
     _stop_test,
     shrink,
 )
-from psvm.svc.packets import pack
+from psvm.svc.packets import BLOCK, HAVE, RECV1, REJOINED, ROW_IDX, SEND2, pack
 from psvm.svc.select import best, bids, second_order_inlined
 from psvm.svc.update import two_variable_step, update_gradient
 
@@ -67,10 +68,10 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
     The packets, their copies and the winner searches were half of a small window's iteration
     (iris-poly's 10-row window: 199 -> 103 ns). A small window's plain iterations, between
     those that test events, sample or eliminate, run in :func:`_quiet`."""
-    bids(win[2], win[3], win[4], win[5], win[7], win[9], win[10])
+    bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
     entry = ctl_i[N_ITER]
     event = BUDGET
-    small = bufs[6].shape[0] > 0  # a block for the window's columns (_serial_column)
+    small = bufs[BLOCK].shape[0] > 0  # a block for the window's columns (_serial_column)
     quiet = False  # plain runs may follow: a small window, no elimination test last (a cut may)
     while True:
         if quiet:
@@ -100,7 +101,7 @@ def select_serial(win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts
     """:func:`psvm.svc.engine.select` of one process: its best i and I_low are the winners,
     and the events are tested in the same order on the same values. Returns (event or NONE,
     i, j)."""
-    rows, up, low = win[0], win[9], win[10]
+    rows, up, low = win[W.ROWS], win[W.UP], win[W.LOW]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     m, i, minus_M, j = best(up, low, ctl_i[FIRST_ORDER] != 0)
     event = _serial_events(bufs, ctl_i, ctl_f, rows.size, timed, t)
@@ -122,7 +123,7 @@ def _serial_events(bufs, ctl_i, ctl_f, window, timed, t):
     clock = _clock(ctl_f, t) if timed else 0.0
     event = _events(ctl_i, ctl_f, clock, float(ctl_i[N_KEEP]), float(window))
     if event == CLOCK:
-        info = bufs[1][0, 2 * bufs[2].size :]
+        info = bufs[RECV1][0, 2 * bufs[SEND2].size :]
         info[INFO_CLOCK], info[INFO_ACTIVE] = clock, ctl_i[N_ACTIVE]
     return event
 
@@ -131,7 +132,7 @@ def _serial_events(bufs, ctl_i, ctl_f, window, timed, t):
 def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j):
     """:func:`psvm.svc.engine.step` of one process, on window positions i and j (j: the first-order
     partner; second order finds its own). NONE or NO_PAIR."""
-    QD, low, obj = win[6], win[10], win[11]
+    QD, low, obj = win[W.QD], win[W.LOW], win[W.OBJ]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     col_i, s_i = _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, i, -1)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
@@ -153,7 +154,7 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
 def _pair_step(win, i, j, col_i):
     """The two-variable step of window positions i and j: (a_i, a_j, c_i, c_j), c the change
     of y alpha (:func:`step_serial` and :func:`_quiet`)."""
-    y, alpha, C, G, QD = win[2], win[3], win[4], win[5], win[6]
+    y, alpha, C, G, QD = win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.QD]
     a_i, a_j = two_variable_step(
         y[i], y[j], alpha[i], alpha[j], G[i], G[j], C[i], C[j], QD[i], QD[j], col_i[j % col_i.size]
     )
@@ -171,13 +172,13 @@ def _pair_update(win, i, j, step, col_i, col_j):
 
 @njit(cache=True, nogil=True, inline="always")
 def _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, keep):
-    """(column of window position q, its cache slot or -1). With a block (``bufs[6]``, a row
-    per kernel row of a small window; ``bufs[7]``, the rows it holds) a column is copied there
+    """(column of window position q, its cache slot or -1). With a block (``BLOCK``, a row
+    per kernel row of a small window; ``HAVE``, the rows it holds) a column is copied there
     at its first use and read from there after, the hit counted as the cache counts it: the
     cache's look-up and LRU move were 12 of the 82 ns of a 10-row window's iteration. A block
     is made only when the cache holds all the window's columns, so it evicts none and the
     counts are the cache's (:meth:`psvm.svc.solver.Solver._block`)."""
-    block, have, k = bufs[6], bufs[7], win[14][q]
+    block, have, k = bufs[BLOCK], bufs[HAVE], win[W.VROW][q]
     small = block.shape[0] > 0
     if small and have[k]:
         cache[cc.META][cc.HITS] += 1
@@ -204,7 +205,7 @@ def _serial_slot(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, q, ke
         loc[0][vrow[q]], keep,
     )  # fmt: skip
     if not (hit and complete[s]):
-        packet, idx, part = bufs[2], bufs[4], bufs[5]
+        packet, idx, part = bufs[SEND2], bufs[ROW_IDX], bufs[REJOINED]
         pack(packet, 0.0, q, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
         _miss(cache, ker, kp, packet, width, all_pos, idx, part, s, hit, ctl_i, ts, timers, timed)
     return s
@@ -242,8 +243,8 @@ def _quiet(win, cache, bufs, ctl_i, ctl_f, out, until):
     Inlined: a call passing the window, cache and buffers cost more than it saved. On
     iris-poly's last 10-row window the full iterations ran at one of two speeds set by where
     a process loaded the code (72-79 or 97-168 ns); this loop at 65-73 ns in 30 of 32 loads."""
-    QD, up, low, obj, vrow = win[6], win[9], win[10], win[11], win[14]
-    block, have = bufs[6], bufs[7]
+    QD, up, low, obj, vrow = win[W.QD], win[W.UP], win[W.LOW], win[W.OBJ], win[W.VROW]
+    block, have = bufs[BLOCK], bufs[HAVE]
     first_order, tol, next_gap = ctl_i[FIRST_ORDER] != 0, ctl_f[TOL], ctl_f[NEXT_GAP]
     start = n = ctl_i[N_ITER]
     last = (0.0, 0.0, 0.0)  # the last step's (gap, m, -M): those select_serial leaves

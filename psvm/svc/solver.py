@@ -60,7 +60,7 @@ from psvm.svc.checkpoint import Checkpoint
 from psvm.svc.columns import LocalKernel
 from psvm.svc.elimination import MULTI_GAPS, make_policy
 from psvm.svc.lending import Lending
-from psvm.svc.packets import ROW
+from psvm.svc.packets import BLOCK, RECV1, ROW, SEND1, SEND2
 from psvm.svc.problem import BinaryProblem, BinaryResult
 from psvm.svc.reconstruct import Departures, Reconstruction
 from psvm.svc.resume import Resumable
@@ -248,7 +248,7 @@ class Solver(Lending, Reconstruction, Resumable):
         kernel, vrow, keys = self._window_kernel(rows, full)
         self.window = Window(self, rows, full, kernel, vrow, keys, (self._up, self._low, self._obj))
         self._count_active()
-        self.bufs = (*self.bufs[:6], *self._block(kernel.n))
+        self.bufs = (*self.bufs[:BLOCK], *self._block(kernel.n))
 
     def _block(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """A window of n kernel rows: the block for its columns and its flags
@@ -438,13 +438,13 @@ class Solver(Lending, Reconstruction, Resumable):
         """A checkpoint or a progress line is due (every rank, the same iteration)."""
         n_iter = int(self.ctl_i[E.N_ITER])
         self.ctl_i[E.CLOCK_DONE] = n_iter
-        flag = int(self.bufs[1][0, self.info_at + E.INFO_CLOCK])
+        flag = int(self.bufs[RECV1][0, self.info_at + E.INFO_CLOCK])
         ck = self.checkpoint
         if ck is not None and ck.due(n_iter, flag & 1):
             self._save(n_iter)
         if self.log is not None and flag & 2:
             self._last_progress = time.perf_counter()
-            active = int(self.bufs[1][:, self.info_at + E.INFO_ACTIVE].sum())
+            active = int(self.bufs[RECV1][:, self.info_at + E.INFO_ACTIVE].sum())
             self.log(
                 f"iter {n_iter}  m-M {self.out[E.GAP_OUT]:.4g}  active {active}"
                 f"  elapsed {self._last_progress - self._t_start:.1f}s"
@@ -482,5 +482,5 @@ class Solver(Lending, Reconstruction, Resumable):
         st.later(partial(add_solve, samples, self._t_start, end, times))
         if self.comm.size > 1:
             rounds = int(self.counts[E.C_ROUND1]), int(self.counts[E.C_ROUND2])
-            nbytes = rounds[0] * self.bufs[0].nbytes + rounds[1] * self.bufs[2].nbytes
+            nbytes = rounds[0] * self.bufs[SEND1].nbytes + rounds[1] * self.bufs[SEND2].nbytes
             self.comm.record("allgather", sum(rounds), nbytes, float(self.timers[E.T_COMM]))

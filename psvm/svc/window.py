@@ -18,6 +18,9 @@ import numpy as np
 from psvm.svc.columns import LocalKernel
 from psvm.svc.state import filled
 
+# the positions in the engine's ``win`` (:attr:`Window.arrays`)
+ROWS, POS, Y, ALPHA, C, G, QD, ACTIVE, STREAK, UP, LOW, OBJ, ALL_POS, GID, VROW = range(15)
+
 
 class Window:
     """The window of local variables ``rows`` (sorted, or with borrowed rows in global order;
