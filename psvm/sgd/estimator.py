@@ -194,14 +194,13 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     # -- fitting ----------------------------------------------------------------
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> SGDSVC:
         """Fit the model by SGD epochs; collective when ``comm`` has several ranks."""
-        with self._comm() as comm:
-            with refusable(self):  # all checked before any state changes
-                data = fit_input(
-                    self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
-                )
-                cfg, cw = self._settings(data, data.classes)
-                start, seed = self._warm_start(data), self._seed(comm)
-                held = self._held_out(comm, data, cfg, seed) if cfg.early_stopping else None
+        with self._comm() as comm, refusable(self):  # refused or stopped: the model as it was
+            data = fit_input(
+                self, comm, X, y, sample_weight, self.distributed, every_class_weighted=False
+            )
+            cfg, cw = self._settings(data, data.classes)
+            start, seed = self._warm_start(data), self._seed(comm)
+            held = self._held_out(comm, data, cfg, seed) if cfg.early_stopping else None
             self._cfg = cfg
             self._setup(comm, data, seed, start)
             self._train(comm, data, cw, self.max_iter, stop_on_tol=True, held=held)
@@ -216,7 +215,10 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     ) -> SGDSVC:
         """One epoch over (X, y), continuing the model and the step-size schedule.
 
-        ``classes`` (all labels of the problem) is needed on the first call.
+        ``classes`` (all labels of the problem) is needed on the first call. A call refused
+        (bad input or parameters, a model too large) changes nothing; a later call stopped
+        during its epoch (Ctrl-C) keeps ``coef_`` of the calls before it, while the running
+        state, as scikit-learn's, holds the part of the epoch done.
         """
         first = not hasattr(self, "classes_")
         with self._comm() as comm:  # (the ranks' parameters agreed: they all raise alike)
@@ -226,7 +228,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
                     "class counts are not the data's; pass a dict, e.g. from "
                     "sklearn.utils.class_weight.compute_class_weight (as SGDClassifier says)"
                 )
-            with refusable(self):
+            with refusable(self):  # (and the first call's epoch: no model before it)
                 data = fit_input(
                     self,
                     comm,
@@ -240,15 +242,16 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
                 )
                 # this call's parameters (set_params between calls counts, as in scikit-learn)
                 cfg, cw = self._settings(data, data.classes if first else self.classes_)
-                seed = self._seed(comm) if first else None
-            policy = (cfg.sync_every, cfg.msf_target)
-            renew = not first and policy != (self._cfg.sync_every, self._cfg.msf_target)
-            self._cfg = cfg
-            if first:
-                self._setup(comm, data, seed)
-            elif renew:
-                self._policy = make_policy(*policy)
-            self._train(comm, data, cw, 1, stop_on_tol=False)
+                policy = (cfg.sync_every, cfg.msf_target)
+                renew = not first and policy != (self._cfg.sync_every, self._cfg.msf_target)
+                self._cfg = cfg
+                if first:
+                    self._setup(comm, data, self._seed(comm))
+                    self._train(comm, data, cw, 1, stop_on_tol=False)
+                elif renew:
+                    self._policy = make_policy(*policy)
+            if not first:  # in place, as scikit-learn's: no copy of the model each call
+                self._train(comm, data, cw, 1, stop_on_tol=False)
         return self
 
     @contextmanager
@@ -333,9 +336,9 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     def _setup(self, comm, data: FitInput, seed: int, start: tuple | None = None) -> None:
         """Start a model (zero, or ``start``'s weights and biases) and a fresh MSF policy
         (``_cfg`` set)."""
-        self.classes_ = data.classes
         n_models = 1 if data.classes.size == 2 else data.classes.size
         check_model_memory(comm, n_models, data.n_features, f"X has {data.n_features} features")
+        self.classes_ = data.classes
         self._state = SGDState.zeros(n_models, data.n_features, seed, comm.rank)
         if start is not None:  # (without an intercept now, the last one is dropped)
             self._state.V[:] = start[0]

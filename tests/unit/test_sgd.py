@@ -726,3 +726,37 @@ def test_weights_that_cannot_fit_memory_are_refused_by_name(monkeypatch):
     with pytest.raises(ValueError, match=r"needs at least 1\.5 GiB for one rank on this node, "):
         problem.check_model_memory(Comm(), 2, 2**24, "X")  # (6 arrays x 8 bytes x 2 x 2**24)
     problem.check_model_memory(Comm(), 2, 2**23, "X")  # 0.75 GiB
+
+
+def test_a_refused_fit_or_partial_fit_leaves_the_model_as_it_was(monkeypatch):
+    """The memory check came after classes_ was set: a refused first partial_fit left a model
+    without state (the next call raised AttributeError), a refused refit new classes_ beside
+    the old coef_. Now either leaves the estimator as it was, and a fit stopped in its epochs
+    too."""
+    import psvm.sgd.problem as problem
+    import psvm.sgd.trainer as trainer
+
+    monkeypatch.setattr(problem, "_physical_memory", lambda: 2**30)
+    wide = sp.csr_matrix(([1.0, 1.0], ([0, 1], [0, 2**31 - 2])), shape=(4, 2**31 - 1))
+    X, y = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 2.0], [2.0, 0.0]]), np.array([5, 6, 5, 6])
+    est = SGDSVC()
+    with pytest.raises(ValueError, match="weights needs at least"):
+        est.partial_fit(wide, y, classes=[5, 6])
+    assert not hasattr(est, "classes_")
+    est.partial_fit(X, y, classes=[5, 6])  # a first call again
+    fitted = SGDSVC(random_state=0).fit(X, y)
+    before = {k: v.copy() for k, v in vars(fitted).items() if isinstance(v, np.ndarray)}
+    predicted = fitted.predict(X)
+    with pytest.raises(ValueError, match="weights needs at least"):
+        fitted.fit(wide, [1, 2, 3, 4])
+
+    def stop(*args, **kwargs):
+        raise MemoryError  # (as any error, or Ctrl-C, during the epochs)
+
+    monkeypatch.setattr(trainer.SGDTrainer, "run", stop)
+    with pytest.raises(MemoryError):
+        fitted.fit(X * 2, y)
+    assert fitted.n_features_in_ == 2 and before.keys() <= vars(fitted).keys()
+    for k, v in before.items():
+        np.testing.assert_array_equal(getattr(fitted, k), v)
+    np.testing.assert_array_equal(fitted.predict(X), predicted)
