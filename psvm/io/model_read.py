@@ -17,6 +17,7 @@ from psvm.io.model_format import (
     HEADER_KEYS,
     KEPT_KEYS,
     KERNEL_FIELDS,
+    LABEL_RANGE,
     TRAILER,
     ModelFormatError,
     unescape_trailer,
@@ -146,8 +147,11 @@ def _header_fields(rd: _Reader, header: dict, sv_line: int) -> dict[str, Any]:
                 raise rd.error(header[key][0], f"{key} is for c_svc and nu_svc only")
         out["classes"], out["n_support"] = np.zeros(0), np.zeros(0, dtype=np.int64)
     out["total_sv"] = total_sv
-    _kept(rd, header, out)
+    _kept(h, out)
     return out
+
+
+PER_CLASS = ("rho", "label", "nr_sv", "probA", "probB")  # counts that follow nr_class
 
 
 class _Header:
@@ -163,7 +167,7 @@ class _Header:
             raise self.rd.error(self.sv_line, f"missing header field {key!r} before 'SV'")
         line, vals = self.header[key]
         if n is not None and len(vals) != n:
-            per_class = f" for nr_class {self.k}" if key in ("rho", "label", "nr_sv") else ""
+            per_class = f" for nr_class {self.k}" if key in PER_CLASS else ""
             raise self.rd.error(line, f"{key} has {len(vals)} values, expected {n}{per_class}")
         return line, vals
 
@@ -209,6 +213,9 @@ def _class_fields(h: _Header, total_sv: int) -> tuple[np.ndarray, np.ndarray]:
     rd, k = h.rd, h.k
     line, vals = h.values("label", k)
     labels = [rd.integer(v, line, "label") for v in vals]
+    wide = [c for c in labels if not LABEL_RANGE[0] <= c <= LABEL_RANGE[1]]
+    if wide:  # svm_load_model reads an int
+        raise rd.error(line, f"label {wide[0]} is outside LIBSVM's 32-bit integers")
     if len(set(labels)) != k:
         raise rd.error(line, f"labels are not distinct: {labels}")
     line, vals = h.values("nr_sv", k)
@@ -220,18 +227,18 @@ def _class_fields(h: _Header, total_sv: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(labels, dtype=np.int64), np.array(n_support, dtype=np.int64)
 
 
-def _kept(rd: _Reader, header: dict, out: dict) -> None:
-    """The probability lines, kept in ``meta`` (probA/probB: :mod:`psvm.probability`)."""
+def _kept(h: _Header, out: dict) -> None:
+    """The probability lines, kept in ``meta`` (probA/probB: :mod:`psvm.probability`): a
+    sigmoid per class pair, as many as rho's values, and one-class's density marks, as many
+    as svm_load_model reads."""
+    rd, header = h.rd, h.header
+    if "prob_density_marks" in header and out["svm_type"] != "one_class":
+        raise rd.error(header["prob_density_marks"][0], "prob_density_marks is for one_class only")
     for key in KEPT_KEYS:
         if key in header:
-            line, vals = header[key]
+            n = N_MARKS if key == "prob_density_marks" else h.k * (h.k - 1) // 2
+            line, vals = h.values(key, n)
             out["meta"][key] = [rd.number(v, line, key) for v in vals]
-    if "prob_density_marks" in header:
-        line, vals = header["prob_density_marks"]
-        if out["svm_type"] != "one_class":
-            raise rd.error(line, "prob_density_marks is for one_class only")
-        if len(vals) != N_MARKS:
-            raise rd.error(line, f"prob_density_marks has {len(vals)} values, expected {N_MARKS}")
 
 
 def _read_svs(

@@ -216,6 +216,11 @@ def _replace_key(lines, key, text):
     return lines
 
 
+def _before_sv(lines, new):
+    at = _line_of(lines, "SV") - 1
+    return lines[:at] + new + lines[at:]
+
+
 def _at(key):
     """Expected error line: the line of ``key`` in the edited file."""
     return lambda lines: _line_of(lines, key)
@@ -266,6 +271,16 @@ def _at(key):
             "labels are not distinct",
         ),
         (
+            lambda ls: _replace_key(ls, "label", "label 1 4294967297"),
+            _at("label"),
+            "label 4294967297 is outside LIBSVM's 32-bit integers",
+        ),
+        (  # one sigmoid a class pair: a wrong count gave every pair the first one, silently
+            lambda ls: _before_sv(ls, ["probA 1 2", "probB 0.5"]),
+            _at("probA"),
+            "probA has 2 values, expected 1 for nr_class 2",
+        ),
+        (
             lambda ls: ls[:2] + ["weights 1 2"] + ls[2:],
             _at("weights"),
             "unknown header field 'weights'",
@@ -303,6 +318,8 @@ def _at(key):
         "rho-nan",
         "svm_type",
         "labels",
+        "wide-label",
+        "probA-count",
         "unknown-field",
         "missing-field",
         "missing-gamma",
