@@ -20,7 +20,8 @@ from psvm.kernels import canonical_csr, columns_right, decision_values
 # with_class_order`), in which its probabilities are coupled, as LIBSVM couples them there
 COUPLING_ORDER = "coupling_order"
 
-# the svm_types with labels; the others have one decision value and no labels
+# svm-predict -b 1 on a model without probability information (its words, typo included)
+NO_PROBABILITY = "Model does not support probabiliy estimates"
 
 
 @dataclass(eq=False)
@@ -318,7 +319,7 @@ class SVCModel:
         from psvm.probability import one_class_probability, pairwise_coupling
 
         if not self.has_probability:
-            raise ValueError("Model does not support probabiliy estimates")  # svm-predict's
+            raise ValueError(NO_PROBABILITY)
         if self.svm_type == "one_class":
             dec = self.decision_function(X)[:, 0]
             normal = one_class_probability(dec, self.meta["prob_density_marks"])

@@ -88,6 +88,7 @@ def _read_model(comm, opts: dict):
     """The model file, LIBLINEAR's format (psvm-train --solver sgd) or LIBSVM's, its errors
     agreed; svm-predict's line on a probability model read without -b."""
     from psvm.io.linear_model_file import read_any_model
+    from psvm.model import NO_PROBABILITY
 
     model, error = None, None
     try:
@@ -97,7 +98,7 @@ def _read_model(comm, opts: dict):
     svm_type = getattr(model, "svm_type", None)  # (None: LIBLINEAR's)
     if error is None and opts["probability"] and not model.has_probability:
         error = ValueError(  # svm-predict's words, or LIBLINEAR's predict's
-            "Model does not support probabiliy estimates"
+            NO_PROBABILITY
             if svm_type
             else "probability output is only supported for logistic regression"
         )

@@ -86,8 +86,9 @@ class LibsvmFormatError(ValueError):
         return f"{self.path}:{self.line}: {self.reason}"
 
     def __reduce__(self):
-        # Sent between ranks by Comm.agree: rebuild from the three fields.
-        return (type(self), (self.path, self.line, self.reason))
+        # Sent between ranks by Comm.agree: the three fields, and what was set on the error
+        # (``collective``: a gathered error that loses it makes Comm.guard abort)
+        return (type(self), (self.path, self.line, self.reason), self.__dict__)
 
 
 # The message of each kernel error code; {token} is the offending text, {a} and {b} numbers.

@@ -55,8 +55,8 @@ class ModelFormatError(ValueError):
         self.reason = reason
         super().__init__(f"{self.path}:{line}: {reason}")
 
-    def __reduce__(self):
-        return (type(self), (self.path, self.line, self.reason))
+    def __reduce__(self):  # the fields, and what was set on the error (``collective``)
+        return (type(self), (self.path, self.line, self.reason), self.__dict__)
 
 
 def float_text(x: float) -> str:

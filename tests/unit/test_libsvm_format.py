@@ -359,6 +359,8 @@ def test_error_pickles():
         e2 = pickle.loads(pickle.dumps(e))
         assert type(e2) is LibsvmFormatError and isinstance(e2, ValueError)
         assert (e2.path, e2.line, e2.reason, str(e2)) == (e.path, e.line, e.reason, str(e))
+    e.collective = True  # (set by Comm.agree: an error gathered from a rank keeps it)
+    assert pickle.loads(pickle.dumps(e)).collective is True
     assert str(LibsvmFormatError("a.txt", None, "empty")) == "a.txt: empty"
     assert str(LibsvmFormatError("a.txt", 7, "bad")) == "a.txt:7: bad"
 
