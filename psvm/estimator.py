@@ -238,7 +238,7 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
     def _train(self, comm, data: FitInput, params, sample_weight, stats, log, checkpoint):
         from psvm.svc.multiclass import fit_ovo  # numba modules: on first fit
 
-        k = data.classes.size
+        k, probability = data.classes.size, self._fits_probability()
         self.class_weight_ = class_weight_vector(self.class_weight, data.classes, data.class_counts)
         params["class_weight"] = dict(enumerate(self.class_weight_.tolist()))
         shard, codes = data.shard(), np.arange(k, dtype=np.float64)
@@ -250,9 +250,9 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
             sample_weight=data.sample_weight,
             stats=stats,
             log=log,
-            checkpoint=saved_before_folds(checkpoint) if self._probability() else checkpoint,
+            checkpoint=saved_before_folds(checkpoint) if probability else checkpoint,
         )
-        if self._probability():  # (its folds keep no checkpoint)
+        if probability:  # (its folds keep no checkpoint)
             from psvm.svc.platt import add_probability
 
             seed = check_random_state(self.random_state).randint(np.iinfo("i").max)

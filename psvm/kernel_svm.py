@@ -68,6 +68,8 @@ class KernelSVM(BaseEstimator):
                 agree_on_params(comm, self)  # first: a value one rank alone refused would hang
                 # the others; n_threads and n_jobs may differ, so their errors are agreed
                 params, checkpoint = agree_on_input(comm, False, self._checked_params)
+                for message in self._deprecations():  # scikit-learn's, warned alike
+                    warnings.warn(message, FutureWarning, stacklevel=2)
                 with self._threads(comm), refusable(self):
                     self._fit(comm, params, checkpoint, X, y, sample_weight)
         if self.fit_status_:
@@ -117,6 +119,10 @@ class KernelSVM(BaseEstimator):
             self.checkpoint, self.checkpoint_seconds, self.checkpoint_iters, self.resume
         )
         return params, checkpoint
+
+    def _deprecations(self) -> list[str]:
+        """The deprecation warnings of this fit's parameters (scikit-learn's)."""
+        return []
 
     def _threads(self, comm):
         """The thread count of one fit, or of a prediction (``comm`` None): n_threads (default:

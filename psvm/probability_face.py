@@ -25,14 +25,23 @@ class ProbabilityMixin:
     """``probability``, ``probA_``, ``probB_``, ``predict_proba`` and ``predict_log_proba``
     of :class:`psvm.SVC` and :class:`psvm.NuSVC`."""
 
-    def _probability(self) -> bool:
-        """Whether to fit the probability model; warns as scikit-learn 1.9 when given."""
-        if isinstance(self.probability, str) and self.probability == "deprecated":
-            return False
-        if not isinstance(self.probability, (bool, np.bool_)):
+    def _checked_params(self) -> tuple[dict, object]:
+        """The other parameters' checks, after ``probability``'s type."""
+        if self._given() and not isinstance(self.probability, (bool, np.bool_)):
             raise ParameterError(f"probability must be a bool, got {self.probability!r}")
-        warnings.warn(DEPRECATION.format(name=type(self).__name__), FutureWarning, stacklevel=5)
-        return bool(self.probability)
+        return super()._checked_params()
+
+    def _deprecations(self) -> list[str]:
+        """scikit-learn 1.9 warns when ``probability`` is given at all, False too."""
+        mine = [DEPRECATION.format(name=type(self).__name__)] if self._given() else []
+        return super()._deprecations() + mine
+
+    def _given(self) -> bool:
+        return not (isinstance(self.probability, str) and self.probability == "deprecated")
+
+    def _fits_probability(self) -> bool:
+        """Whether to fit the probability model (``probability`` checked)."""
+        return self._given() and bool(self.probability)
 
     @property
     def probA_(self) -> np.ndarray:

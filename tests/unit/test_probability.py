@@ -11,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.svm import SVC as SkSVC
 
-from psvm._params import validate_svc_params
+from psvm._params import ParameterError, validate_svc_params
 from psvm.comm import world
 from psvm.io.model_file import read_model
 from psvm.io.shard import Shard
@@ -237,8 +237,14 @@ def test_estimator_without_probability():
 
     X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), [0, 0, 1, 1]
     assert not hasattr(psvm.SVC().fit(X, y), "predict_proba")
-    with pytest.warns(FutureWarning, match="probability.+parameter.+deprecated"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         est = psvm.SVC(probability=False).fit(X, y)
+    # once a fit (it came twice), at the caller's line (a frame count it depended on)
+    [w] = [w for w in caught if "probability` parameter" in str(w.message)]
+    assert w.category is FutureWarning and w.filename == __file__
+    with pytest.raises(ParameterError, match="probability must be a bool, got 'yes'"):
+        psvm.SVC(probability="yes").fit(X[:, :0], y)  # the parameters before X
     assert not hasattr(est, "predict_proba")
     with pytest.warns(FutureWarning, match="Attribute `probB_` was deprecated"):
         assert est.probB_.size == 0
