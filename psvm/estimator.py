@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from psvm.faces.fit_input import FitInput, class_weight_vector
 from psvm.faces.results import linear_coef, ovr_decision
-from psvm.kernel_svm import KernelSVM, known_support
+from psvm.kernel_svm import KernelSVM
 from psvm.model import SVCModel
 from psvm.probability_face import ProbabilityMixin
 from psvm.svc.checkpoint import saved_before_folds
@@ -358,10 +358,7 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
             model, support = model.with_class_order(order), None
         if model.has_probability:  # a -b 1 model: predict_proba works
             params.setdefault("probability", True)
-        est = cls(
-            kernel=model.kernel, gamma=model.gamma, coef0=model.coef0, degree=model.degree, **params
-        )
-        est._set_model(model, known_support(model, support), shape, sparse=True)
+        est = cls._fitted_to(model, support, shape, params)
         est.class_weight_ = np.ones(model.n_classes)
         return est
 

@@ -277,6 +277,14 @@ class KernelSVM(BaseEstimator):
         write_model(path, model)
 
     @classmethod
+    def _fitted_to(cls, model: SVCModel, support, shape: tuple, params: dict) -> KernelSVM:
+        """An estimator with ``model``'s kernel and ``params``, fitted to ``model``."""
+        kernel = dict(kernel=model.kernel, gamma=model.gamma, coef0=model.coef0)
+        est = cls(**kernel, degree=model.degree, **params)
+        est._set_model(model, known_support(model, support), shape, sparse=True)
+        return est
+
+    @classmethod
     def _read_libsvm_model(
         cls, path: str | os.PathLike, n_features: int | None = None
     ) -> tuple[SVCModel, np.ndarray, tuple]:
@@ -358,11 +366,7 @@ class SingleModelSVM(KernelSVM):
         ``n_features`` as :meth:`psvm.SVC.from_libsvm_model`; ``support_`` is -1
         (unknown) unless psvm wrote the file.
         """
-        model, support, shape = cls._read_libsvm_model(path, n_features)
-        kernel = dict(kernel=model.kernel, gamma=model.gamma, coef0=model.coef0)
-        est = cls(**kernel, degree=model.degree, **params)
-        est._set_model(model, known_support(model, support), shape, sparse=True)
-        return est
+        return cls._fitted_to(*cls._read_libsvm_model(path, n_features), params)
 
     def _primal(self):
         """w = sum_i coef_i x_i (linear kernel): one row."""
