@@ -178,6 +178,8 @@ class SVC(ProbabilityMixin, ClassifierMixin, KernelSVM):
     array([1])
     """
 
+    _own_params = ("C", "class_weight", "decision_function_shape", "break_ties", "random_state")
+
     def __init__(
         self,
         *,
@@ -389,6 +391,7 @@ class NuSVC(SVC):
     """
 
     _svm_type = "nu_svc"
+    _own_params = ("nu", "class_weight", "decision_function_shape", "break_ties", "random_state")
 
     def __init__(
         self,
@@ -447,5 +450,5 @@ class NuSVC(SVC):
             checkpoint_iters=checkpoint_iters,
             resume=resume,
         )
-        del self.C
+        del self.C  # SVC's methods, not its C (as scikit-learn's NuSVC has none)
         self.nu = nu

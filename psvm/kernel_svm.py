@@ -22,7 +22,7 @@ from psvm._params import ParameterError, validate_svc_params
 from psvm.faces.agreement import agree_on_input, agree_on_params
 from psvm.faces.fit_input import FitInput, fit_input, refusable
 from psvm.faces.gram_input import gram_fit_input
-from psvm.faces.params import check_face_params, fit_comm, resolve_heuristic
+from psvm.faces.params import FACE_PARAMS, check_face_params, fit_comm, resolve_heuristic
 from psvm.faces.results import fit_report
 from psvm.model import SVCModel
 from psvm.stats import Stats, progress_log, reduce_stats
@@ -40,6 +40,9 @@ class KernelSVM(BaseEstimator):
 
     _svm_type = "c_svc"
     _task = "classification"
+    # the type's parameters beyond the shared ones: its solver's (C, nu, epsilon, class_weight;
+    # those it lacks take validate_svc_params' defaults) and its face's (FACE_PARAMS)
+    _own_params: tuple[str, ...] = ()
 
     def fit(
         self, X: ArrayLike, y: ArrayLike | None = None, sample_weight: ArrayLike | None = None
@@ -84,24 +87,18 @@ class KernelSVM(BaseEstimator):
     def _checked_params(self) -> tuple[dict, object]:
         """The solver's parameters and the checkpoint settings, validated (each error names
         its parameter)."""
-        check_face_params(
-            distributed=self.distributed,
-            n_jobs=self.n_jobs,
-            decision_function_shape=getattr(self, "decision_function_shape", "ovr"),
-            random_state=getattr(self, "random_state", None),
-            break_ties=getattr(self, "break_ties", False),
-        )
+        own = {name: getattr(self, name) for name in self._own_params}
+        face = {name: own.pop(name) for name in FACE_PARAMS if name in own}
+        check_face_params(distributed=self.distributed, n_jobs=self.n_jobs, **face)
         if check_threads(self.n_threads) is not None and self.n_jobs is not None:
             raise ParameterError(
                 f"n_threads={self.n_threads!r} and n_jobs={self.n_jobs!r}: "
                 "give one of them (n_jobs is the older name)"
             )
-        cw = getattr(self, "class_weight", None)
+        cw = own.pop("class_weight", None)
         params = validate_svc_params(
             svm_type=self._svm_type,
-            C=getattr(self, "C", 1.0),
-            nu=getattr(self, "nu", 0.5),
-            epsilon=getattr(self, "epsilon", 0.1),
+            **own,
             kernel="precomputed" if callable(self.kernel) else self.kernel,
             degree=self.degree,
             gamma=self.gamma,

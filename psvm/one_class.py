@@ -49,6 +49,7 @@ n_features_in_, fit_stats_
 
     _svm_type = "one_class"
     _task = "novelty"
+    _own_params = ("nu",)
 
     def __init__(
         self,

@@ -64,6 +64,7 @@ checkpoint, checkpoint_seconds, checkpoint_iters, resume
 
     _svm_type = "epsilon_svr"
     _task = "regression"
+    _own_params = ("C", "epsilon")
 
     def __init__(
         self,
@@ -154,6 +155,7 @@ class NuSVR(SVR):
     """
 
     _svm_type = "nu_svr"
+    _own_params = ("C", "nu")
 
     def __init__(
         self,

@@ -37,8 +37,12 @@ def check_distributed(distributed) -> None:
         raise ParameterError(f"distributed must be one of {list(DISTRIBUTED)}, got {distributed!r}")
 
 
+# the estimators' parameters that check_face_params checks (those a type has)
+FACE_PARAMS = ("decision_function_shape", "random_state", "break_ties")
+
+
 def check_face_params(
-    *, distributed, decision_function_shape, n_jobs, random_state, break_ties=False
+    *, distributed, n_jobs, decision_function_shape="ovr", random_state=None, break_ties=False
 ) -> None:
     """Parameters the solver never sees; each error names the parameter."""
     check_distributed(distributed)
