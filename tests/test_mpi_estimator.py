@@ -114,6 +114,11 @@ def test_replicated_input_is_compared_exactly():
             "rank 2 has ['c', 'b', 'a']; every rank must give the same columns in the same "
             "order (DataFrames with the same columns, or arrays)"
         )
+        assert out[f"{face} strings on the last rank"] == (
+            "InputError: y's labels are numbers on rank 0 and strings on rank 2: every rank "
+            "must give labels of one type (Mix of label input types)"
+        )
+        assert out[f"{face} strings on every rank"].startswith("ok [")
         assert out[f"{face} names on the first ranks only, replicated"].startswith(
             "InputError: X's feature names differ between ranks: rank 0 has ['a', 'b', 'c'], "
             "rank 2 has none (no DataFrame)"

@@ -184,6 +184,8 @@ def agree_on_training_set(
             f"dense X must have the same number of features on every rank, got "
             f"{[r.shape[1] for r in ranks]}"
         )
+    if sharded and labelled:
+        same_label_type(ranks)
     rows = [r.shape[0] for r in ranks] if sharded else [X.shape[0]]
     if sum(rows) == 0:
         raise InputError("Found array with 0 sample(s) on every rank: fit needs at least one")
@@ -269,6 +271,26 @@ def same_everywhere(ranks: list[RankInput]) -> None:
             "distributed='replicated' needs the same X, y and sample_weight on every rank, but "
             f"rank(s) {differ} differ from rank 0 (shapes {[r.shape for r in ranks]}); pass "
             "distributed='sharded' to give each rank its own rows"
+        )
+
+
+def _label_type(labels: np.ndarray) -> str:
+    strings = labels.dtype.kind in "US" or (
+        labels.dtype.kind == "O" and any(isinstance(v, str) for v in labels)
+    )
+    return "strings" if strings else "numbers"
+
+
+def same_label_type(ranks: list[RankInput]) -> None:
+    """InputError where one rank's labels are strings and another's numbers: their union
+    would be a class per spelling ('1' and 1), a model of twice the classes without a word
+    (scikit-learn refuses such a y: 'Mix of label input types')."""
+    kinds = [(k, _label_type(r.labels)) for k, r in enumerate(ranks) if r.labels.size]
+    other = next(((k, t) for k, t in kinds if t != kinds[0][1]), None)
+    if other is not None:
+        raise InputError(
+            f"y's labels are {kinds[0][1]} on rank {kinds[0][0]} and {other[1]} on rank "
+            f"{other[0]}: every rank must give labels of one type (Mix of label input types)"
         )
 
 

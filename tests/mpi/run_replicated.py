@@ -80,6 +80,7 @@ def main():
         assert all(r == every[0] for r in every), (name, every)
         out[name] = result
     out.update(_feature_names(comm, X, y))
+    out.update(_label_types(comm, X, y))
     if comm.rank == 0:
         print(json.dumps(out), flush=True)
 
@@ -110,6 +111,26 @@ def _feature_names(comm, X, y) -> dict:
             try:
                 names = est.set_params(distributed=distributed).fit(Xc, yc).feature_names_in_
                 result = f"ok {names.tolist()}"
+            except ValueError as e:
+                result = f"{type(e).__name__}: {e}"
+            every = comm.allgather_obj(result)
+            assert all(r == every[0] for r in every), (face, name, every)
+            out[f"{face} {name}"] = result
+    return out
+
+
+def _label_types(comm, X, y) -> dict:
+    """Sharded fits whose last rank gives its labels as strings: one error everywhere (their
+    union was a class per spelling, '0' beside 0), and as strings on every rank: a model."""
+    last = comm.rank == comm.size - 1
+    own = np.array_split(np.arange(y.size), comm.size)[comm.rank]
+    out = {}
+    for name, yc in (("strings on the last rank", y[own].astype(str) if last else y[own]),
+                     ("strings on every rank", y[own].astype(str))):  # fmt: skip
+        for face in ("svc", "sgd"):
+            est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
+            try:
+                result = f"ok {est.set_params(distributed='sharded').fit(X[own], yc).classes_}"
             except ValueError as e:
                 result = f"{type(e).__name__}: {e}"
             every = comm.allgather_obj(result)
