@@ -90,7 +90,14 @@ def test_replicated_input_is_compared_exactly():
         "rank 2: 2.0); every rank must fit with the same parameters"
     )
     assert out["bad C"].startswith("InputError: parameters differ between ranks: ['C']")
-    assert out["bad n_threads"].startswith("ParameterError: n_threads must be")  # (may differ)
+    # a value only one rank refuses (n_threads may differ) or a copy only it has wrong: the
+    # message names that rank (the others' are fine); one all ranks refuse names none
+    assert out["bad n_threads"].startswith("ParameterError: rank 2: n_threads must be")
+    for face in ("svc", "sgd"):
+        assert out[f"{face} NaN on the last rank"].startswith(
+            "ValueError: rank 2: Input X contains NaN"
+        )
+        assert out[f"{face} NaN on every rank"].startswith("ValueError: Input X contains NaN")
     for face in ("", ", sgd"):
         assert out[f"bad distributed{face}"].startswith(
             "InputError: parameters differ between ranks: ['distributed']"

@@ -201,12 +201,14 @@ class Comm(JobControl):
         self._tick("bcast_obj", 0, t0)
         return out
 
-    def agree(self, error: BaseException | None) -> None:
+    def agree(self, error: BaseException | None, whose: Callable | None = None) -> None:
         """Raise the same exception on every rank if any rank has one.
 
         Expected errors (a bad line, a single class) are found locally; this
         collective makes every rank raise the lowest failing rank's error, so
         all exit cleanly with one message and none waits in a later collective.
+        ``whose(failed)`` (each rank's flag) true: the message names that rank (``rank R:``;
+        the error rebuilt from its message).
         """
         if self._c is None:
             failed = [error is not None]
@@ -215,7 +217,10 @@ class Comm(JobControl):
         if not any(failed):
             return
         if self._c is not None:
-            error = self.bcast_obj(error, root=failed.index(True))
+            root = failed.index(True)
+            if self.rank == root and whose is not None and whose(failed):
+                error = type(error)(f"rank {root}: {error}")
+            error = self.bcast_obj(error, root=root)
         error.collective = True  # the CLI exits cleanly on these: every rank has it
         raise error
 

@@ -83,16 +83,16 @@ def agree_on_input(comm, sharded: bool, check: Callable, /, *args, **kwargs):
     """``check(*args, **kwargs)`` on every rank, its ValueError or TypeError agreed (collective).
 
     Every rank raises the lowest failing rank's error before any other
-    collective; with 'sharded' input the ranks check different rows, so the
-    message names that rank. (scikit-learn's checks raise TypeError for some
-    bad input, e.g. a string for X.)
+    collective; the message names that rank where the ranks check different rows ('sharded')
+    or only some ranks failed (replicated copies that differ: the others' are fine).
+    (scikit-learn's checks raise TypeError for some bad input, e.g. a string for X.)
     """
     error = result = None
     try:
         result = check(*args, **kwargs)
     except (ValueError, TypeError) as e:
-        error = e if comm.size == 1 or not sharded else type(e)(f"rank {comm.rank}: {e}")
-    comm.agree(error)
+        error = e
+    comm.agree(error, lambda failed: sharded or not all(failed))
     return result
 
 

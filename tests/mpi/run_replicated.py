@@ -40,6 +40,16 @@ def main():
         ),
         "swapped labels": (X, _swap(y, last), sw),
         "one weight": (X, y, np.where(last & (np.arange(y.size) == 3), 2.0, sw)),
+        "NaN on the last rank": (
+            np.where(last & (np.arange(X.size) == 7).reshape(X.shape), np.nan, X),
+            y,
+            sw,
+        ),
+        "NaN on every rank": (
+            np.where((np.arange(X.size) == 7).reshape(X.shape), np.nan, X),
+            y,
+            sw,
+        ),
     }
     out = {}
     for face in ("svc", "sgd"):
