@@ -14,6 +14,7 @@ Collective assertions; rank 0 prints one JSON line: case -> error (or "ok").
 """
 
 import json
+from functools import partial
 
 import numpy as np
 from sklearn.datasets import make_blobs
@@ -54,15 +55,8 @@ def main():
     out = {}
     for face in ("svc", "sgd"):
         for name, (Xc, yc, swc) in cases.items():
-            est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
-            try:
-                est.fit(Xc, yc, sample_weight=swc)
-                result = "ok"
-            except ValueError as e:
-                result = f"{type(e).__name__}: {e}"
-            every = comm.allgather_obj(result)
-            assert all(r == every[0] for r in every), (face, name, every)
-            out[f"{face} {name}"] = result
+            fit = partial(_estimator(face).fit, Xc, yc, sample_weight=swc)
+            out[f"{face} {name}"] = _agreed(comm, fit, name)
     # the last rank fits with other parameters: another problem (SVC), another number of
     # model averages (SGD), a value only it refuses; every rank must raise the same error
     cases = {
@@ -77,18 +71,9 @@ def main():
         "balanced partial_fit": ("sgd", "partial_fit", {"class_weight": "balanced"}),
     }
     for name, (face, call, other) in cases.items():
-        est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
-        if last:
-            est.set_params(**other)
+        est = _estimator(face).set_params(**other) if last else _estimator(face)
         kw = {"classes": [0, 1]} if call == "partial_fit" else {}
-        try:
-            getattr(est, call)(X, y, **kw)
-            result = "ok"
-        except ValueError as e:
-            result = f"{type(e).__name__}: {e}"
-        every = comm.allgather_obj(result)
-        assert all(r == every[0] for r in every), (name, every)
-        out[name] = result
+        out[name] = _agreed(comm, partial(getattr(est, call), X, y, **kw), name)
     out.update(_feature_names(comm, X, y))
     out.update(_label_types(comm, X, y))
     if comm.rank == 0:
@@ -117,15 +102,8 @@ def _feature_names(comm, X, y) -> dict:
     out = {}
     for name, (distributed, Xc, yc) in cases.items():
         for face in ("svc", "sgd"):
-            est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
-            try:
-                names = est.set_params(distributed=distributed).fit(Xc, yc).feature_names_in_
-                result = f"ok {names.tolist()}"
-            except ValueError as e:
-                result = f"{type(e).__name__}: {e}"
-            every = comm.allgather_obj(result)
-            assert all(r == every[0] for r in every), (face, name, every)
-            out[f"{face} {name}"] = result
+            fit = partial(_estimator(face).set_params(distributed=distributed).fit, Xc, yc)
+            out[f"{face} {name}"] = _agreed(comm, fit, name, lambda e: e.feature_names_in_.tolist())
     return out
 
 
@@ -138,15 +116,26 @@ def _label_types(comm, X, y) -> dict:
     for name, yc in (("strings on the last rank", y[own].astype(str) if last else y[own]),
                      ("strings on every rank", y[own].astype(str))):  # fmt: skip
         for face in ("svc", "sgd"):
-            est = psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
-            try:
-                result = f"ok {est.set_params(distributed='sharded').fit(X[own], yc).classes_}"
-            except ValueError as e:
-                result = f"{type(e).__name__}: {e}"
-            every = comm.allgather_obj(result)
-            assert all(r == every[0] for r in every), (face, name, every)
-            out[f"{face} {name}"] = result
+            fit = partial(_estimator(face).set_params(distributed="sharded").fit, X[own], yc)
+            out[f"{face} {name}"] = _agreed(comm, fit, name, lambda e: e.classes_)
     return out
+
+
+def _estimator(face: str):
+    return psvm.SVC() if face == "svc" else psvm.SGDSVC(random_state=0, max_iter=5, tol=None)
+
+
+def _agreed(comm, fit, what: str, read=None) -> str:
+    """``fit()``'s outcome, the same on every rank: "ok", "ok VALUE" (``read`` of the fitted
+    estimator), or the error it raised."""
+    try:
+        est = fit()
+        result = "ok" if read is None else f"ok {read(est)}"
+    except ValueError as e:
+        result = f"{type(e).__name__}: {e}"
+    every = comm.allgather_obj(result)
+    assert all(r == every[0] for r in every), (what, every)
+    return result
 
 
 def _swap(y, last):
