@@ -28,6 +28,16 @@ from psvm.comm.process import launched_by_mpiexec, mpi_worker
 __all__ = ["Comm", "alone", "launched_by_mpiexec", "mpi_worker", "world"]
 
 
+def named(error: BaseException, rank: int) -> BaseException:
+    """``error`` with ``rank R:`` before its message: its type, rebuilt from the message, or a
+    ValueError where that type's constructor takes other arguments (a user's callable kernel
+    may raise any): a failed rebuild on the root would leave the others in its broadcast."""
+    try:
+        return type(error)(f"rank {rank}: {error}")
+    except Exception:
+        return ValueError(f"rank {rank}: {type(error).__name__}: {error}")
+
+
 class Comm(JobControl):
     """Collective verbs over an MPI communicator, or over one process.
 
@@ -219,7 +229,7 @@ class Comm(JobControl):
         if self._c is not None:
             root = failed.index(True)
             if self.rank == root and whose is not None and whose(failed):
-                error = type(error)(f"rank {root}: {error}")
+                error = named(error, root)
             error = self.bcast_obj(error, root=root)
         error.collective = True  # the CLI exits cleanly on these: every rank has it
         raise error

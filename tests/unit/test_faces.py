@@ -289,3 +289,22 @@ def test_dense_sparse_and_checked_paths_fit_the_same_bits():
             assert np.array_equal(
                 np.asarray(a + 0).view(np.uint8), np.asarray(b + 0).view(np.uint8)
             )
+
+
+def test_an_error_named_after_its_rank_keeps_its_type_when_it_can():
+    """agree's ``rank R:`` prefix (sharded input, a replicated copy only one rank fails): the
+    error's own type when it rebuilds from a message, else a ValueError saying the type (a
+    callable kernel's error whose constructor takes other arguments: a failed rebuild on the
+    root would have left the other ranks waiting in its broadcast)."""
+    from psvm.comm import named
+    from psvm.faces.agreement import InputError
+
+    e = named(InputError("Input X contains NaN."), 2)
+    assert type(e) is InputError and str(e) == "rank 2: Input X contains NaN."
+
+    class KernelError(ValueError):
+        def __init__(self, row: int, why: str):
+            super().__init__(f"row {row}: {why}")
+
+    e = named(KernelError(3, "negative distance"), 1)
+    assert type(e) is ValueError and str(e) == "rank 1: KernelError: row 3: negative distance"
