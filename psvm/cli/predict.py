@@ -28,14 +28,16 @@ USAGE = (
 )
 
 
-NO_VALUE = frozenset({"-q", "--strict-features", "-h", "--help"})
+SWITCHES = ("-q", "--strict-features")
+HELP = ("-h", "--help")
+NO_VALUE = frozenset(SWITCHES + HELP)  # the flags without a value (comparing the ranks' argv)
 
 
 def parse_args(argv: list[str]) -> dict:
     opts: dict = {"quiet": False, "strict": False, "probability": 0}
     k = 0
     while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
-        if argv[k] in ("-q", "--strict-features"):  # (NO_VALUE: these and the help)
+        if argv[k] in SWITCHES:
             opts["quiet" if argv[k] == "-q" else "strict"] = True
             k += 1
         elif argv[k] == "-b":
@@ -45,10 +47,10 @@ def parse_args(argv: list[str]) -> dict:
             if opts["probability"] not in (0, 1):
                 raise UsageError(f"-b {argv[k + 1]}: probability_estimates must be 0 or 1")
             k += 2
-        elif argv[k] in ("-h", "--help"):
+        elif argv[k] in HELP:
             raise HelpRequested()
         else:
-            raise unknown_option(argv[k], ("-b", "-q", "--strict-features"), "psvm-predict")
+            raise unknown_option(argv[k], ("-b", *SWITCHES), "psvm-predict")
     if len(argv) - k != 3:
         raise UsageError("expected test_file model_file output_file" + late_options(argv[k:]))
     opts["test"], opts["model"], opts["output"] = argv[k:]

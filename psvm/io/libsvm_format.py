@@ -382,11 +382,15 @@ def cached_path(path) -> str | None:
     return os.path.join(cache_dir(), f"{_path_prefix(path)}.{version_key(path)}")
 
 
+def _stem(path) -> str:
+    """A compressed file's name without its last extension ("a9a" for ".../a9a.xz")."""
+    return os.path.basename(os.path.splitext(os.path.abspath(path))[0])
+
+
 def _path_prefix(path) -> str:
     """What every cached version of ``path`` is named with: its stem and a hash of the path."""
     full = os.path.abspath(path)
-    stem = os.path.basename(os.path.splitext(full)[0])
-    return f"{stem}.{hashlib.sha256(full.encode()).hexdigest()[:12]}"
+    return f"{_stem(path)}.{hashlib.sha256(full.encode()).hexdigest()[:12]}"
 
 
 def version_key(path) -> str:
@@ -439,9 +443,10 @@ def _drop_older_versions(path, target: str) -> None:
     run reads. (A run that is loading an older version, or a newer one, has just written or
     found its copy; the study's subsets beside a copy have other names.) So do the copies of
     the stem named as before (``STEM.VERSION``, no path hash), which no run reads now."""
-    stem = os.path.basename(os.path.splitext(os.path.abspath(path))[0])
     version = r"\.[0-9a-f]{20}"
-    names = re.compile(f"{re.escape(_path_prefix(path))}{version}|{re.escape(stem)}{version}")
+    names = re.compile(
+        f"{re.escape(_path_prefix(path))}{version}|{re.escape(_stem(path))}{version}"
+    )
     old = time.time() - STALE_SECONDS
     for entry in os.scandir(os.path.dirname(target)):
         try:
