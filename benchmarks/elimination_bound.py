@@ -19,7 +19,9 @@ median bound with the range.
 
 ``--heuristic H`` (default ``frequent``, psvm's; ``''``: none) also times H in the same
 worker, its runs alternating with ``none``'s, and prints what H saves against ``none``
-(medians) and that saving's share of the bound (#14's target: 70%). Timed in one process
+(medians) and that saving's share of the bound (#14's target: 70% at P = 1, default threads).
+``--ranks`` and ``--threads`` (``-o``) measure the same at another P or thread count: for
+analysis, not the target, which is measured as users run psvm-train. Timed in one process
 and in the same minutes, ``none`` and H see the same machine: on a VM whose speed drifts by
 10-20% within an hour, a share from two scripts' runs can move by as much (session 37).
 
@@ -42,12 +44,14 @@ from heuristics.bench import DATASETS, dataset_paths, run_worker
 from heuristics.report.summary import elimination_bound
 
 
-def traces(name: str, heuristics: list[str]) -> list[dict]:
-    """The statistics of traced runs in one worker, one run per entry of ``heuristics`` in
-    that order, after one warm-up run of the first."""
+def traces(name: str, heuristics: list[str], ranks: int = 1, threads: int = 0) -> list[dict]:
+    """The statistics of traced runs in one worker of ``ranks`` ranks (``threads`` each,
+    0: the default), one run per entry of ``heuristics`` in that order, after one warm-up
+    run of the first."""
     ds = DATASETS[name]
     train, test = dataset_paths(ds, None, None)
-    flags = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", "200", "--heuristic"]
+    flags = ["-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", "200"]
+    flags += [*(["-o", str(threads)] if threads else []), "--heuristic"]
     plan = {
         "train": train,
         "test": test,
@@ -56,7 +60,7 @@ def traces(name: str, heuristics: list[str]) -> list[dict]:
         "runs": [{"flags": [*flags, h], "traces": True, "accuracy": False} for h in heuristics],
     }
     with tempfile.TemporaryDirectory(prefix="psvm-bound-") as work:
-        return [rec["stats"] for rec in run_worker(1, plan, work)]
+        return [rec["stats"] for rec in run_worker(ranks, plan, work)]
 
 
 def overhead(stats: dict) -> float:
@@ -83,9 +87,11 @@ def main(argv=None) -> None:
     p.add_argument(
         "--heuristic", default="frequent", help="also time this one, alternated ('': none)"
     )
+    p.add_argument("--ranks", type=int, default=1, help="P (#14's target: 1)")
+    p.add_argument("--threads", type=int, default=0, help="-o N a rank (default: as users run)")
     a = p.parse_args(argv)
-    if a.repeat < 1:
-        p.error("--repeat must be at least 1")
+    if a.repeat < 1 or a.ranks < 1 or a.threads < 0:
+        p.error("--repeat and --ranks must be at least 1, --threads at least 0")
     other = a.heuristic
     print(
         f"{'data':13s} {'rows':>7s} {'iter':>6s} {'half out at':>11s} {'none s':>7s} "
@@ -98,8 +104,9 @@ def main(argv=None) -> None:
         )
     )
     for name in a.data.split(","):
-        (early,) = traces(name, ["earliest"])
-        runs = traces(name, ["none", other] * a.repeat if other else ["none"] * a.repeat)
+        (early,) = traces(name, ["earliest"], a.ranks, a.threads)
+        plan = ["none", other] * a.repeat if other else ["none"] * a.repeat
+        runs = traces(name, plan, a.ranks, a.threads)
         none, timed = runs[:: 2 if other else 1], runs[1::2]
         n = none[0]["values"]["n_samples"]
         bounds = [elimination_bound(r["traces"], early["traces"], n) for r in none]

@@ -363,6 +363,11 @@ def test_elimination_bound_script_prints_the_share(shared_data):
     assert 0 < best <= 100 and float(cells[-6]) >= 0
     assert abs(share - 100 * saving / best) <= 100 / best + 1  # (each printed rounded)
     assert float(cells[-3]) >= 0 and free >= share and float(cells[-1]) > 0
+    # the same at another P and thread count (analysis): one worker under mpiexec -n 2
+    flags = ["--data", "heart_scale", "--heuristic", "", "--ranks", "2", "--threads", "1"]
+    r = run_cli("benchmarks/elimination_bound.py", flags, None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1].split()[:3] == ["heart_scale", "270", cells[2]]
 
 
 def test_elimination_bound_without_usable_traces():
