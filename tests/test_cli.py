@@ -688,6 +688,8 @@ def test_an_output_that_names_an_input_is_refused(tmp_path, n):
     data.write_text(GOOD)
     assert run_cli(TRAIN, ["-q", data, tmp_path / "m"], None).returncode == 0
     os.link(data, tmp_path / "link.txt")
+    val = tmp_path / "v.txt"  # (SGD's --validation file: an input too)
+    val.write_text(GOOD)
     cases = [
         (TRAIN, ["-q", data, data], "the model file", "the training file"),
         (
@@ -696,15 +698,24 @@ def test_an_output_that_names_an_input_is_refused(tmp_path, n):
             "the model file",
             "the training file",
         ),
+        (
+            TRAIN,
+            ["-q", "--solver", "sgd", "--validation", val, data, val],
+            "the model file",
+            "the --validation file",
+        ),
         (PREDICT, [data, tmp_path / "m", data], "the output file", "the test file"),
         (PREDICT, [data, tmp_path / "m", tmp_path / "m"], "the output file", "the model file"),
     ]
     model = (tmp_path / "m").read_bytes()
-    for module, args, output, inp in cases:
+    stats = ["-q", "--solver", "sgd", "--stats", val, "--validation", val, data, tmp_path / "x"]
+    cases.append((TRAIN, stats, "the --stats file", "the --validation file", val))
+    for module, args, output, inp, *path in cases:  # (path: the output's, if not the last)
         r = run_cli(module, args, n, timeout=120)
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-        assert f"cannot write {output} '{args[-1]}': it is {inp} too" in r.stderr, r.stderr
-    assert data.read_text() == GOOD and (tmp_path / "m").read_bytes() == model
+        target = path[0] if path else args[-1]
+        assert f"cannot write {output} '{target}': it is {inp} too" in r.stderr, r.stderr
+    assert data.read_text() == GOOD == val.read_text() and (tmp_path / "m").read_bytes() == model
 
 
 @pytest.mark.parametrize("n", [None, 2, 3])  # 3: more ranks than the wide file's rows

@@ -52,6 +52,19 @@ def test_p1_under_mpiexec_is_the_sequential_run(tmp_path, a9a_small):
     assert r.stdout.startswith(f"Accuracy = {100 * accuracy(one, X, y):g}%")
 
 
+@pytest.mark.parametrize("schedule", ["pegasos", "optimal", "constant", "epoch"])
+def test_every_schedule_under_the_msf_probe(tmp_path, shared_data, schedule):
+    """At P > 1 the default period is measured first, by steps on a copy of the model: the
+    'epoch' schedule's rate read epoch 0 there, 1 / (lambda * 0), and every such run ended in
+    a ZeroDivisionError. Each schedule now trains, as at P = 1."""
+    data = write_head(shared_data / "heart_scale.xz", tmp_path / "d.txt", 270)
+    flags = ["--schedule", schedule, "--epochs", "3"]
+    model, stats = train(tmp_path, data, 2, flags, schedule)
+    assert stats["counts"]["n_iter"] == 3
+    X, y = load_head(data, n_features=13)
+    assert accuracy(model, X, y) > 0.7
+
+
 @pytest.mark.parametrize("n", [2, 3])
 def test_reproducible_run_to_run(tmp_path, a9a_small, n):
     data, _ = a9a_small

@@ -92,7 +92,7 @@ def body(argv: list[str]) -> int:
     agree_writable(
         comm,
         {"the model file": opts["model"], "the --stats file": opts.get("stats")},
-        {"the training file": opts["train"]},
+        {"the training file": opts["train"], "the --validation file": opts.get("validation")},
     )
     n_threads = apply_cli_threads(comm, opts, "psvm-train")
     log = progress_log(comm.rank == 0 and not opts["quiet"])

@@ -46,7 +46,7 @@ def learning_rate(schedule, t, hp):
     if schedule == PEGASOS:
         return 1.0 / (lam * t)
     if schedule == OPTIMAL:
-        return 1.0 / (lam * (hp[H_T0] + t - 1.0))
+        return 1.0 / (lam * (hp[H_T0] + (t - 1.0)))  # (t0 + t - 1: t0 lost where tiny)
     if schedule == EPOCH:
         return 1.0 / (lam * hp[H_EPOCH])
     return hp[H_ETA0]

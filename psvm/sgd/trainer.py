@@ -15,6 +15,7 @@ is exactly the sequential algorithm, whatever the period.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -24,6 +25,13 @@ from psvm._params import SGDConfig
 from psvm.sgd import steps
 from psvm.sgd.problem import LocalProblem, SGDState
 from psvm.stats import Stats
+
+
+class DivergedError(ValueError):
+    """The steps overflowed the model (scikit-learn's SGD: "Floating-point under-/overflow")."""
+
+    collective = True  # decided from the agreed model and objective: raised on every rank
+
 
 # Samples timed on a scratch copy of the model to measure the cost of one step.
 PROBE_STEPS = 256
@@ -38,6 +46,7 @@ def hyper_parameters(cfg: SGDConfig) -> np.ndarray:
     hp[steps.H_LAMBDA] = cfg.alpha
     hp[steps.H_ETA0] = cfg.eta0
     hp[steps.H_T0] = steps.optimal_t0(cfg.alpha)
+    hp[steps.H_EPOCH] = 1.0  # (each epoch sets its own; 1 for the steps the MSF probe times)
     hp[steps.H_BIAS_LR] = cfg.intercept_decay if cfg.fit_intercept else 0.0
     hp[steps.H_AVG_START] = float(cfg.average)
     return hp
@@ -353,6 +362,12 @@ class SGDTrainer:
         sums = self.evals_all[:, : k + 1].sum(axis=0)
         reg = 0.5 * self.cfg.alpha * float(np.einsum("ij,ij->", W, W))
         objective = reg + float(sums[:k].sum()) / max(p.n_samples, 1)
+        if not math.isfinite(objective) and not (np.isfinite(W).all() and np.isfinite(w0).all()):
+            raise DivergedError(  # (the model and objective are agreed: every rank raises)
+                f"SGD diverged in epoch {self.state.epoch}: the weights overflowed (objective "
+                f"{objective:g}); raise alpha ({self.cfg.alpha:g}), lower the learning rate or "
+                "scale the features"
+            )
         accuracy = float(sums[k]) / p.val_weight if p.val_weight > 0 else None
         # the slowest rank's step; the least-waiting rank's sync (its pure cost)
         step_s = float(self.evals_all[:, k + 1].max())

@@ -29,7 +29,7 @@ def reference_sgd(X, codes, sw, order, schedule, hp, pos_code, pos_w, neg_w):
     S, Sb, navg, t = np.zeros((k, d)), np.zeros(k), 0.0, 0.0
     for i in order:
         t += 1
-        eta = {0: 1 / (lam * t), 1: 1 / (lam * (t0 + t - 1)), 2: eta0, 3: 1 / (lam * epoch)}
+        eta = {0: 1 / (lam * t), 1: 1 / (lam * (t0 + (t - 1))), 2: eta0, 3: 1 / (lam * epoch)}
         eta = eta[schedule]
         avg_on = avg_start > 0 and t >= avg_start
         a = t - avg_start + 1
@@ -145,7 +145,23 @@ def test_learning_rates():
     assert steps.learning_rate(steps.EPOCH, 5.0, hp) == pytest.approx(1 / (0.01 * 4))
     # optimal: eta at the first step is lambda^-1/4, as in scikit-learn
     assert steps.learning_rate(steps.OPTIMAL, 1.0, hp) == pytest.approx(0.01**-0.25)
+    # also where t0 is far below 1 (t0 + 1 - 1 was 0: ZeroDivisionError at alpha = 1e30)
+    assert steps.learning_rate(steps.OPTIMAL, 1.0, make_hp(lam=1e30)) == pytest.approx(10**-7.5)
     assert tuple(steps.SCHEDULES) == SGD_SCHEDULES
+
+
+def test_a_diverging_fit_is_refused_and_leaves_the_model():
+    """Steps that overflow the weights (a tiny alpha with its huge learning rate) gave NaN
+    coef_ and predictions of one class without a word; scikit-learn's SGD raises. Refused
+    (every rank alike: the model and objective are agreed), the previous model kept."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = (X[:, 0] > 0).astype(int)
+    est = SGDSVC(random_state=0).fit(X, y)
+    coef = est.coef_.copy()
+    with pytest.raises(ValueError, match=r"SGD diverged in epoch \d+: the weights overflowed"):
+        est.set_params(alpha=1e-300, learning_rate="epoch").fit(X, y)
+    np.testing.assert_array_equal(est.coef_, coef)
 
 
 def test_pack_unpack_is_a_weighted_average():
