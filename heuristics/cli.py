@@ -13,6 +13,7 @@ records without running anything, also those of a study cut short.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -91,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
 
 def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
     from heuristics.report import NothingToReportError, write_report
+    from heuristics.study import StudyFileError
 
     if not a.build_only:
         status = _study(a, argv, *_checked(a))
@@ -102,8 +104,19 @@ def heuristics(a: argparse.Namespace, argv: list[str]) -> int:
         path = write_report(a.out, plots=not a.no_plots)
     except NothingToReportError as e:
         raise SystemExit(f"psvm-report: {e}: no report") from None
+    except StudyFileError as e:
+        raise SystemExit(f"psvm-report: {e}") from None
+    except KeyboardInterrupt:  # each file is whole (written atomically): some may be old
+        again = f"rebuild it: {_build_only(a.out)}"
+        print(f"psvm-report: interrupted while writing the report; {again}", file=sys.stderr)
+        return 130
     print(f"wrote {path}")
     return 0
+
+
+def _build_only(out: str) -> str:
+    """The command that writes the report of the study in ``out``."""
+    return f"psvm-report heuristics --build-only --out {shlex.quote(out)}"
 
 
 def _checked(a: argparse.Namespace) -> tuple[list[str], list[int], list]:
@@ -139,8 +152,8 @@ def _checked(a: argparse.Namespace) -> tuple[list[str], list[int], list]:
     ranks = _ranks(a.ranks)
     if a.seed < 0:  # numpy's generators take no negative seed
         raise SystemExit(f"psvm-report: --seed {a.seed}: must be >= 0")
-    if a.cache <= 0:
-        raise SystemExit(f"psvm-report: --cache {a.cache:g}: must be > 0 (MB)")
+    if not (math.isfinite(a.cache) and a.cache > 0):
+        raise SystemExit(f"psvm-report: --cache {a.cache:g}: must be a number > 0 (MB)")
     try:
         if any(entry in DATASETS for entry in data):
             data_dir()  # before run_study clears OUT/records
@@ -150,7 +163,19 @@ def _checked(a: argparse.Namespace) -> tuple[list[str], list[int], list]:
             f"; {x!r} names the built-in data set: --data ./{x} for your file" for x in local
         )
         raise SystemExit(f"psvm-report: {e}{mine}") from None
+    _out_dir(a.out)
     return data, ranks, combos
+
+
+def _out_dir(out: str) -> None:
+    """--out: a folder, made if missing (before any run: a study that cannot write its
+    records would fail after its first)."""
+    if Path(out).exists() and not Path(out).is_dir():
+        raise SystemExit(f"psvm-report: --out {out}: not a folder")
+    try:
+        Path(out, "records").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SystemExit(f"psvm-report: --out {out}: {e.strerror}") from None
 
 
 def _ranks(text: str) -> list[int]:
@@ -169,8 +194,10 @@ def _ranks(text: str) -> list[int]:
 
 def _study(a: argparse.Namespace, argv: list[str], data, ranks, combos) -> int:
     """Run the study; 130 if Ctrl-C stopped it (its records and study.json stay), else 0."""
+    from heuristics.report import remove_report
     from heuristics.study import run_study
 
+    remove_report(a.out)  # (of the records run_study clears: no report of other runs stays)
     try:
         run_study(
             a.out,
@@ -187,8 +214,7 @@ def _study(a: argparse.Namespace, argv: list[str], data, ranks, combos) -> int:
         )
     except KeyboardInterrupt:  # say how to report what it ran
         ran = any(Path(a.out, "records").glob("*.P*.jsonl"))
-        how = f"psvm-report heuristics --build-only --out {shlex.quote(a.out)}"
-        so_far = f"its report so far: {how}" if ran else "before its first psvm run"
+        so_far = f"its report so far: {_build_only(a.out)}" if ran else "before its first psvm run"
         print(f"psvm-report: interrupted; {so_far}", file=sys.stderr)
         return 130
     return 0

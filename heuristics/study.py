@@ -219,23 +219,35 @@ def _worker_plan(ds, train, test, combos, repeats: int, tol: float, cache_mb: fl
     }
 
 
+class StudyFileError(ValueError):
+    """A study's file that is no JSON (edited, or cut short other than in its last line)."""
+
+
 def load_records(out: str | Path) -> tuple[dict, list[dict]]:
     """``study.json`` and every record under ``out/records`` (file order kept)."""
     out = Path(out)
-    study = json.loads((out / "study.json").read_text())
+    study = _json(out / "study.json", (out / "study.json").read_text())
     records = []
     for path in sorted((out / "records").glob("*.jsonl")):
         records.extend(_records(path))
     return study, records
 
 
+def _json(path: Path, text: str, line: int | None = None):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = f"{path}:{line}" if line is not None else str(path)
+        raise StudyFileError(f"{where}: not JSON ({e})") from None
+
+
 def _records(path: Path) -> list[dict]:
     """A records file's records; a last line cut short (a run interrupted while it wrote)
     is left out with a note on stderr."""
-    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    lines = [(k + 1, ln) for k, ln in enumerate(path.read_text().splitlines()) if ln.strip()]
     try:
-        last = [json.loads(lines[-1])] if lines else []
+        last = [json.loads(lines[-1][1])] if lines else []
     except json.JSONDecodeError:
         print(f"psvm-report: {path}: its last line is cut short: left out", file=sys.stderr)
         last = []
-    return [json.loads(ln) for ln in lines[:-1]] + last
+    return [_json(path, ln, k) for k, ln in lines[:-1]] + last

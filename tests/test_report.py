@@ -409,7 +409,9 @@ def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path,
     [
         (["--ranks", "0"], "--ranks 0: process counts >= 1"),
         (["--ranks", "one"], "--ranks one: process counts >= 1"),
-        (["--cache", "0"], "--cache 0: must be > 0"),
+        (["--cache", "0"], "--cache 0: must be a number > 0"),
+        (["--cache", "nan"], "--cache nan: must be a number > 0"),
+        (["--cache", "inf"], "--cache inf: must be a number > 0"),
         (["--seed", "-1"], "--seed -1: must be >= 0"),
         (
             ["--ranks", "1,2,1", "--repeats", "1", "--heuristics", "none", "--no-plots"],
@@ -423,9 +425,9 @@ def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path,
 )
 def test_bad_study_options_stop_before_any_run(tmp_path, args, message):
     """One line before the records folder is touched (--ranks 0 ran one rank labelled P=0;
-    --cache 0 failed in every run, after the old records were cleared; two files of one name
-    went into one data set's records; --seed -1 was numpy's traceback; a P given twice
-    wrote its records file twice)."""
+    --cache 0, nan or inf failed in every run, after the old records were cleared; two files
+    of one name went into one data set's records; --seed -1 was numpy's traceback; a P given
+    twice wrote its records file twice)."""
     train, test = (Path(__file__).resolve().parents[1] / "data" / f for f in BUNDLED)
     files = dict(train=train, test=test)
     args = [a.format(**files) for a in args]
@@ -538,6 +540,51 @@ def test_an_interrupted_study_has_its_report(tmp_path, monkeypatch, capsys):
         psvm_report(["heuristics", "--build-only", "--out", str(out)])
 
 
+def test_the_report_folder_is_never_left_half_written_or_stale(tmp_path, monkeypatch, capsys):
+    """A user's trial: Ctrl-C while the report was written gave a traceback and left PNGs
+    half new; a new study's runs sat beside the old study's REPORT.md; --build-only on a study
+    without records wrote a report of 0 runs; a study.json that is no JSON, or an --out that
+    is a file, gave tracebacks. Now each is one line, and each file is whole."""
+    import heuristics.report as report
+    import heuristics.report.plots as plots
+    import heuristics.study as study_module
+
+    out = _committed_a9a(tmp_path)
+    report.write_report(out)
+    before = {p.name: p.read_bytes() for p in out.glob("*.*")}
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plots, "make_plots", interrupt)
+    assert psvm_report(["heuristics", "--build-only", "--out", str(out)]) == 130
+    assert capsys.readouterr().err.strip() == (
+        "psvm-report: interrupted while writing the report; rebuild it: "
+        f"psvm-report heuristics --build-only --out {out}"
+    )
+    assert {p.name: p.read_bytes() for p in out.glob("*.*")} == before  # no temporary file
+
+    monkeypatch.setattr(study_module, "run_study", interrupt)  # a new study in the same folder
+    train = Path(__file__).resolve().parents[1] / "data" / BUNDLED[0]
+    assert psvm_report(["heuristics", "--data", str(train), "--out", str(out)]) == 130
+    assert sorted(p.name for p in out.iterdir()) == ["records", "study.json"]
+
+    (out / "records").mkdir(exist_ok=True)
+    for p in (out / "records").glob("*"):
+        p.unlink()
+    finished = {**json.loads((out / "study.json").read_text()), "finished": "today"}
+    (out / "study.json").write_text(json.dumps(finished))
+    with pytest.raises(SystemExit, match="^psvm-report: the study in .* records no psvm run: no"):
+        psvm_report(["heuristics", "--build-only", "--out", str(out)])
+    (out / "study.json").write_text('{"command": ')
+    with pytest.raises(
+        SystemExit, match=f"^psvm-report: {re.escape(str(out))}/study.json: not JSON"
+    ):
+        psvm_report(["heuristics", "--build-only", "--out", str(out)])
+    with pytest.raises(SystemExit, match="^psvm-report: --out .*study.json: not a folder$"):
+        psvm_report(["heuristics", "--data", str(train), "--out", str(out / "study.json")])
+
+
 def test_a_report_leaves_no_png_of_an_earlier_one(tmp_path):
     """An --out reused by a study with P=1 only kept imbalance.png of one with P=2 (unlinked,
     stale). Other PNGs in the folder stay, and --no-plots removes none."""
@@ -568,3 +615,23 @@ def test_a_report_leaves_no_png_of_an_earlier_one(tmp_path):
     plain = (out / "REPORT.md").read_text()
     assert re.findall(r"\]\(([^)]+\.png)\)", plain) == ["msf/imbalance.png"]
     assert "the figure" in md.lower() and "figure" not in plain  # no text names a missing one
+
+
+def test_medians_sampling_and_msf_cells_in_the_text():
+    """A user's trial: the median share of reconstruction took the upper middle value (with
+    two data sets, the largest); the sampling sentence named a test file that no data set
+    had; the MSF table printed 17 digits."""
+    from heuristics.report.tables import _sampling, _short
+    from heuristics.report.text import _med_share
+
+    rows = [{"reconstruct_s": s, "train_s": 2.0} for s in (0.264, 1.074)]
+    assert _med_share(rows) == pytest.approx((0.132 + 0.537) / 2)
+    none = {"seed": 0, "rows": 100, "test_rows": 50, "datasets": [{"test_file": None}]}
+    assert _sampling(none).endswith("on the training rows (no data set has a test file).")
+    some = {**none, "datasets": [{"test_file": None}, {"test_file": "t"}]}
+    assert _sampling(some).endswith(
+        "the test file (on the training rows where a data set has none)."
+    )
+    assert [_short(c) for c in ("0.12345678901234567", "64", "auto", "inf")] == [
+        "0.1235", "64", "auto", "inf"
+    ]  # fmt: skip

@@ -20,10 +20,11 @@ from heuristics.report.summary import build, recorded
 from heuristics.report.tables import body_sections, bound_section
 from heuristics.report.text import PLOT_TITLES, conclusions, default_section
 from heuristics.study import load_records
+from psvm.io.atomic import write_atomic
 
 
 class NothingToReportError(ValueError):
-    """The study stopped before its first psvm run: no figure to give."""
+    """The study has no psvm run recorded (it stopped before the first): no figure to give."""
 
 
 def write_report(out: str | Path, plots: bool = True) -> Path:
@@ -33,9 +34,10 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
     study, records = load_records(out)
     rows, svc = build(study, records)
     note = []
+    if not rows:
+        why = "records no psvm run" if "finished" in study else "stopped before its first psvm run"
+        raise NothingToReportError(f"the study in {out} {why}")
     if "finished" not in study:  # a study cut short: only what it ran, no empty panels
-        if not rows:
-            raise NothingToReportError(f"the study in {out} stopped before its first psvm run")
         note = interrupted(study, rows)
         study, svc = recorded(study, rows, svc)
     figures = {}
@@ -46,8 +48,16 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
         for name in PLOT_TITLES.keys() - figures.keys():  # an earlier report's, now stale
             (out / f"{name}.png").unlink(missing_ok=True)
     path = out / "REPORT.md"
-    path.write_text(markdown(study, rows, svc, figures, out, note))
+    with write_atomic(path) as f:  # (Ctrl-C: the old file or the new one, whole)
+        f.write(markdown(study, rows, svc, figures, out, note))
     return path
+
+
+def remove_report(out: str | Path) -> None:
+    """Remove ``out``'s report and figures: a new study's runs replace the records they
+    came from."""
+    for name in ("REPORT", *PLOT_TITLES):
+        (Path(out) / f"{name}.{'md' if name == 'REPORT' else 'png'}").unlink(missing_ok=True)
 
 
 def interrupted(study: dict, rows: list[dict]) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from heuristics.report.summary import config_label
 from heuristics.report.text import default_config
+from psvm.io.atomic import write_atomic
 
 # tab10 without olive, close to orange; `none` is black
 COLORS = (
@@ -80,7 +81,10 @@ def save(plt, fig, out: Path, name: str, title: str) -> str:
         # octree, not median cut: median cut weighs colours by area and merged the thin lines'
         # green, purple and pink into grey
         img = Image.open(buf).convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE)
-        img.save(Path(out) / f"{name}.png", optimize=True)
+        buf = io.BytesIO()
+        img.save(buf, format="png", optimize=True)
     except ImportError:
-        (Path(out) / f"{name}.png").write_bytes(buf.getvalue())
+        pass
+    with write_atomic(Path(out) / f"{name}.png", "wb") as f:  # (Ctrl-C: old or new, whole)
+        f.write(buf.getvalue())
     return f"{name}.png"

@@ -9,6 +9,7 @@ parallel SGD (``benchmarks/msf_sweep.py``) is included when its output sits unde
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 from heuristics.report.summary import bounds, config_label, find
@@ -115,6 +116,11 @@ def _sampling(study: dict) -> str:
         how = f"a sample stratified by class (seed {seed}, file order kept) of"
     train = f"{how} each file" if study.get("rows") else "every row of each file"
     test = f"{how} the test file" if study.get("test_rows") else "every row of the test file"
+    tests = [d.get("test_file") for d in study.get("datasets", [])]
+    if tests and not any(tests):
+        test = "the training rows (no data set has a test file)"
+    elif not all(tests):
+        test += " (on the training rows where a data set has none)"
     return f"Training rows are {train}; accuracy is measured on {test}."
 
 
@@ -379,9 +385,19 @@ def _msf(out: Path) -> list[str]:
         with open(path, newline="") as f:
             table = list(csv.reader(f))
         if table:
-            md += [f"From `msf/{path.name}`:", ""] + markdown_table(table[0], table[1:])
+            cells = [[_short(c) for c in row] for row in table[1:]]
+            md += [f"From `msf/{path.name}`:", ""] + markdown_table(table[0], cells)
     md += [f"![{p.stem}](msf/{p.name})" for p in pngs]
     return md + [""]
+
+
+def _short(cell: str) -> str:
+    """A CSV cell as the report shows it: a fraction to four significant digits."""
+    try:
+        x = float(cell)
+    except ValueError:
+        return cell
+    return cell if x.is_integer() or not math.isfinite(x) else f"{x:.4g}"
 
 
 def body_sections(study, rows, svc, figures: dict, out: Path) -> list[str]:

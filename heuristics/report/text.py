@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
+
 from heuristics.report.summary import config_label, gmean, noise, ranking
 
 PLOT_TITLES = {
@@ -326,8 +328,8 @@ def _rows_text(study) -> str:
 
 def _med_share(rows) -> float:
     """Median share of training (wall) time spent in reconstruction."""
-    shares = sorted(r["reconstruct_s"] / r["train_s"] for r in rows if r["train_s"])
-    return shares[len(shares) // 2] if shares else 0.0
+    shares = [r["reconstruct_s"] / r["train_s"] for r in rows if r["train_s"]]
+    return float(np.median(shares)) if shares else 0.0  # (of an even count: the mean of two)
 
 
 WHY_DEFAULT = {
