@@ -47,7 +47,7 @@ def check_finite_rows(X) -> None:
         values = X[row].data if sp.issparse(X) else X[row]
         raise ValueError(
             f"X row {row}: values too large: its squared norm exceeds "
-            f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 (largest "
+            f"{MAX_SQUARED_NORM:.3g}, so its dot products overflow float64 (largest "
             f"|value| {np.abs(values).max():.3g}); scale the features, e.g. with "
             "StandardScaler"
         )

@@ -83,7 +83,10 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
     # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for a plain open().
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as e:  # (named as open(path) would: the temporary name means nothing)
+        raise type(e)(e.errno, e.strerror, path) from None
     try:
         if st is not None:  # the file it replaces keeps its permissions
             os.chmod(fd, stat.S_IMODE(st.st_mode))

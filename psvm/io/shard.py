@@ -402,7 +402,7 @@ def _overflow_error(path: str, parsed, block: bytes, lines_before: int):
         path,
         line,
         f"values too large: the row's squared norm exceeds "
-        f"{MAX_SQUARED_NORM:.3g}, so kernel values overflow float64 "
+        f"{MAX_SQUARED_NORM:.3g}, so its dot products overflow float64 "
         f"(largest |value| {np.abs(values).max():.3g}); scale the "
         "features, e.g. with svm-scale",
     )

@@ -119,7 +119,8 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
     fit_status_ : int
         0 if the tolerance rule stopped training, 1 if ``max_iter`` did.
     sync_every_ : int
-        The last sync period used (the tuned one with 'auto').
+        The last sync period used (the tuned one with 'auto'), in local samples: at most the
+        largest rank's rows (one sync an epoch; with one process, no sync at all).
     fit_stats_ : dict
         Run statistics (:func:`psvm.stats.reduce_stats`): counts ``n_sync``,
         ``bytes_sync``, ``n_steps``; seconds ``compute``, ``comm``,
@@ -363,7 +364,7 @@ class SGDSVC(ClassifierMixin, BaseEstimator):
         self.coef_, self.intercept_ = W.copy(), w0.copy()
         self.n_iter_ = done  # this call's epochs, as SGDClassifier's (t_ counts on)
         self.t_ = int(self._state.st[0])
-        self.sync_every_ = int(trainer.period)
+        self.sync_every_ = int(min(trainer.period, max(prob.n_local_max, 1)))  # (what it was)
         self.fit_status_ = 0 if trainer.converged or not stop_on_tol else 1
         self.fit_stats_ = reduce_stats(comm, stats)
         self.fit_stats_["values"].update(

@@ -40,6 +40,16 @@ def test_bad_mode():
             pass
 
 
+def test_a_missing_folder_is_named_by_the_path_given(tmp_path):
+    """A user's trial: the error named the hidden temporary file, not the path written."""
+    path = tmp_path / "nodir" / "m.model"
+    with pytest.raises(FileNotFoundError) as e:
+        with write_atomic(path):
+            pass
+    assert e.value.filename == str(path) and str(path) in str(e.value)
+    assert ".tmp" not in str(e.value)
+
+
 def test_a_link_keeps_pointing_at_its_rewritten_target(tmp_path):
     target, link = tmp_path / "target.model", tmp_path / "link.model"
     target.write_text("old\n")

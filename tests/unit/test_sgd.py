@@ -776,3 +776,14 @@ def test_a_refused_fit_or_partial_fit_leaves_the_model_as_it_was(monkeypatch):
     for k, v in before.items():
         np.testing.assert_array_equal(getattr(fitted, k), v)
     np.testing.assert_array_equal(fitted.predict(X), predicted)
+
+
+def test_sync_every_is_the_period_used():
+    """A user's trial: ``sync_every_`` said the period asked for (10**30), not the one used,
+    which the largest shard's rows bound (one sync an epoch)."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] > 0).astype(int)
+    assert SGDSVC(sync_every=8, max_iter=2, tol=None).fit(X, y).sync_every_ == 8
+    assert SGDSVC(sync_every=10**30, max_iter=2, tol=None).fit(X, y).sync_every_ == 60
+    assert 1 <= SGDSVC(max_iter=2, tol=None).fit(X, y).sync_every_ <= 60  # 'auto'
