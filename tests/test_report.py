@@ -522,8 +522,9 @@ def test_an_interrupted_study_has_its_report(tmp_path, monkeypatch, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["records", "study.json"]  # no temporary
     assert psvm_report(["heuristics", "--build-only", "--out", str(out)]) == 0
     md = (out / "REPORT.md").read_text()
-    assert "**Interrupted: the study did not finish.**" in md and "no runs of other P=1" in md
-    assert ", interrupted: not finished (the records hold the runs it completed)." in md
+    assert "**Not finished: the study was interrupted, or is still running.**" in md
+    assert "no runs of other P=1" in md
+    assert ", not finished: interrupted, or still running (the records hold the runs done)." in md
     assert "### breast_cancer" in md and "### other" not in md
     assert all((out / png).is_file() for png in re.findall(r"\]\(([^)]+\.png)\)", md))
     fits = len((out / "records" / "breast_cancer.svc.jsonl").read_text().splitlines())

@@ -71,9 +71,9 @@ def interrupted(study: dict, rows: list[dict]) -> list[str]:
     ]
     lacks = f" It has no runs of {', '.join(lacking)}." if lacking else ""
     text = (
-        "**Interrupted: the study did not finish.** This report covers the runs it recorded; "
-        f"data sets of the command below after the last it started are missing.{lacks} "
-        "Rerun the command for the whole study."
+        "**Not finished: the study was interrupted, or is still running.** This report covers "
+        f"the runs it recorded; data sets of the command below after the last it started are "
+        f"missing.{lacks} Rerun the command (or let it finish) for the whole study."
     )
     return [text, ""]
 

@@ -102,7 +102,7 @@ def _produced(study) -> list[str]:
 def _finished(study: dict) -> str:
     """When the study ended; a study cut short (or still running) has no end in study.json."""
     if "finished" not in study:
-        return "interrupted: not finished (the records hold the runs it completed)"
+        return "not finished: interrupted, or still running (the records hold the runs done)"
     minutes = f"{study['elapsed_seconds'] / 60:.1f}" if "elapsed_seconds" in study else "?"
     return f"finished {study['finished']}; {minutes} minutes of wall time in all"
 
