@@ -21,6 +21,7 @@ from psvm.comm.process import (
     GRACE_SECONDS,
     Terminated,
     everyone_arrives,
+    interruption,
     report,
     sigint_watch,
     stop_line,
@@ -53,7 +54,13 @@ class JobControl:
         """
         if self._c is None:
             with sigint_watch() if process.WATCH_SIGTERM else nullcontext():
-                yield self
+                try:
+                    yield self
+                except SystemError as e:  # a signal in a compiled call: the interrupt
+                    stop = interruption(e)
+                    if stop is None:
+                        raise
+                    raise stop from None
             return
         control = self._c.Dup()
         with sigint_watch() as watch:
@@ -63,7 +70,7 @@ class JobControl:
                 if getattr(e, "collective", False) or isinstance(e, GeneratorExit):
                     control.Free()
                     raise
-                self._end_job(prog, e, control if watch.seen else None)
+                self._end_job(prog, interruption(e) or e, control if watch.seen else None)
         control.Free()
 
     @contextmanager

@@ -176,6 +176,16 @@ def stop_line(prog: str, error: KeyboardInterrupt, rank: int | None = None) -> s
     return f"{who}: terminated" + ("" if saved is None else f"; {saved}")
 
 
+def interruption(error: BaseException | None) -> KeyboardInterrupt | None:
+    """``error`` if it is a ``KeyboardInterrupt`` (:class:`Terminated`), or the one a
+    compiled call was returning through, else None. A signal handler raises wherever
+    Python next runs, and a numba call runs Python (to box its result, to build an
+    exception): numba then raises a ``SystemError`` caused by the interrupt."""
+    while isinstance(error, SystemError):
+        error = error.__cause__ or error.__context__
+    return error if isinstance(error, KeyboardInterrupt) else None
+
+
 def stop_status(error: KeyboardInterrupt) -> int:
     """The exit status of a run stopped by a signal: 128 + the signal's number, as a shell's."""
     return 128 + (signal.SIGTERM if isinstance(error, Terminated) else signal.SIGINT)
