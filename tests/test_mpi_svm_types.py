@@ -146,6 +146,8 @@ def test_regression_probability_model(shared_data, tmp_path, svm_type):
     lines = r.stdout.splitlines()
     at = [k for k, ln in enumerate(lines) if ln.startswith("Prob. model for test data")]
     assert at and lines[at[0] + 2].startswith("optimization finished"), r.stdout
+    # before it, svm-train's lines of the 5 folds (a user's trial: psvm printed none)
+    assert sum(ln.startswith("optimization finished") for ln in lines[: at[0]]) == 5
     assert (tmp_path / "loud").read_bytes() == files[0]
     sigma = svm_load_model(str(tmp_path / "m1")).get_svr_probability()  # LIBSVM reads it
     y, x = svm_read_problem(data)
@@ -156,3 +158,14 @@ def test_regression_probability_model(shared_data, tmp_path, svm_type):
     assert r.stdout.splitlines()[1] == (
         f"z: Laplace distribution e^(-|z|/sigma)/(2sigma),sigma={sigma:g}"
     )
+    # fewer rows than folds: svm_cross_validation's leave-one-out and its warning (under -q
+    # too), one fit a row, LIBSVM's sigma
+    four = write_head(shared_data / "abalone_scale.xz", tmp_path / "four", 4)
+    for n in (None, 2):
+        r = run_cli(TRAIN, ["-s", svm_type, "-b", "1", four, tmp_path / "m4"], n)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stderr.startswith("WARNING: # folds > # data. Will use # folds = # data")
+        assert r.stdout.count("optimization finished") == 4 + 1
+    y, x = svm_read_problem(four)
+    ref = svm_train(y, x, f"-s {svm_type} -b 1 -q").get_svr_probability()
+    assert svm_load_model(str(tmp_path / "m4")).get_svr_probability() == pytest.approx(ref)

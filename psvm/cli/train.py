@@ -280,11 +280,14 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
         return model
     sigma = None
     if probability and opts["svm_type"] in REGRESSORS:  # svm_svr_probability: a Laplace sigma
-        from psvm.svc.platt import fit_svr_sigma  # by 5-fold CV, before the model, as svm_train
+        from psvm.cross_validation import LOO_WARNING
+        from psvm.svc.platt import N_FOLDS, fit_svr_sigma  # by 5-fold CV, before the model
         from psvm.svc.training import solver_config
 
+        if N_FOLDS > shard.n_samples and comm.rank == 0:  # svm_cross_validation's, as -v's
+            print(LOO_WARNING, file=sys.stderr, flush=True)
         gamma = solver_config(comm, shard, params).gamma  # the whole set's
-        sigma = fit_svr_sigma(comm, shard, params, gamma, seed=seed, stats=stats)
+        sigma = fit_svr_sigma(comm, shard, params, gamma, seed=seed, stats=stats, log=log)
         if log is not None:
             log(f"{LAPLACE}= {sigma:g}")  # svm-train's spacing
     model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)

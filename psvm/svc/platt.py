@@ -176,11 +176,14 @@ def add_probability(
     model.meta.update(probA=probA.tolist(), probB=probB.tolist())
 
 
-def fit_svr_sigma(comm, shard, params: dict, gamma: float, *, seed: int = 0, stats=None) -> float:
+def fit_svr_sigma(
+    comm, shard, params: dict, gamma: float, *, seed: int = 0, stats=None, log=None
+) -> float:
     """LIBSVM's ``svm_svr_probability``: sigma of the Laplace noise model of a regressor, the
     mean absolute residual of a 5-fold cross-validation after dropping residuals beyond 5
     standard deviations (of a Laplace with that mean: sqrt(2) mae). Collective; the sums are
-    correctly rounded, so sigma has the same bits for every P."""
+    correctly rounded, so sigma has the same bits for every P. ``log`` (rank 0's) gets the
+    folds' lines, as svm-train prints them."""
     from functools import partial
 
     from psvm.cross_validation import cross_validate, single_fit_predict
@@ -188,7 +191,9 @@ def fit_svr_sigma(comm, shard, params: dict, gamma: float, *, seed: int = 0, sta
     fixed = {**params, "gamma": gamma}  # the whole set's gamma in every fold, as LIBSVM
     make = partial(single_fit_predict, params=fixed, stats=stats)
     # every rank on every fold: the folds' statistics stay in lockstep
-    residual = np.abs(shard.y - cross_validate(comm, shard, N_FOLDS, seed, make, parallel=False))
+    n_folds = min(N_FOLDS, shard.n_samples)  # svm_cross_validation's leave-one-out
+    target = cross_validate(comm, shard, n_folds, seed, make, log=log, parallel=False)
+    residual = np.abs(shard.y - target)
     n = shard.n_samples
     mae = comm.exact_sum(residual) / n
     outlier = residual > 5 * np.sqrt(2 * mae * mae)
