@@ -239,6 +239,12 @@ def test_resume_refuses_another_runs_checkpoint(tmp_path, a9a, n):
         n,
     )
     assert r.returncode == 0 and ckpt.exists(), r.stderr
+    # what C-SVC and rbf do not read (-n, -p, -d, -r) is no other run (a user's trial)
+    unread = ["-n", "0.3", "-p", "0.5", "-d", "5", "-r", "2"]
+    args = ["-q", "-c", "1", *unread, "--checkpoint", ckpt, "--resume", train, tmp_path / "m1"]
+    r = run_cli(TRAIN, args, n)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "m1").read_bytes() == (tmp_path / "m").read_bytes()
     r = run_cli(
         TRAIN, ["-q", "-c", "2", "--checkpoint", ckpt, "--resume", train, tmp_path / "m2"], n
     )

@@ -134,9 +134,9 @@ def fingerprint(comm, shard, C_row: np.ndarray, cfg, classes, gamma) -> str:
         _row_hash(gidx, C_row),
     )
     hashes = [sum(h) % 2**64 for h in zip(*comm.allgather_obj(local), strict=True)]  # any P
-    ignored = ("cache_size", "verbose")  # they do not change the result
-    params = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ignored}
-    params["gamma"] = gamma
+    params = {k: v for k, v in dataclasses.asdict(cfg).items() if _changes_result(k, cfg)}
+    if "gamma" in params:
+        params["gamma"] = gamma
     ident = {
         "params": params,
         "classes": [float(c) for c in classes],
@@ -145,6 +145,27 @@ def fingerprint(comm, shard, C_row: np.ndarray, cfg, classes, gamma) -> str:
         "hash": hashes,
     }
     return json.dumps(ident, sort_keys=True, default=str)
+
+
+# the parameters that only some SVM types or kernels read, as svm.cpp: the others resume
+# whatever these say (svm-train -s 0 ignores -n and -p)
+_READ_BY = {
+    "C": ("c_svc", "epsilon_svr", "nu_svr"),
+    "nu": ("nu_svc", "one_class", "nu_svr"),
+    "epsilon": ("epsilon_svr",),
+    "degree": ("poly",),
+    "coef0": ("poly", "sigmoid"),
+    "gamma": ("rbf", "poly", "sigmoid"),
+}
+
+
+def _changes_result(name: str, cfg) -> bool:
+    """Whether parameter ``name`` of ``cfg`` changes the solution (the cache's size and the
+    verbosity never do)."""
+    if name in ("cache_size", "verbose"):
+        return False
+    readers = _READ_BY.get(name)
+    return readers is None or cfg.svm_type in readers or cfg.kernel in readers
 
 
 class Checkpoint:
@@ -179,7 +200,7 @@ class Checkpoint:
                 if str(saved["identity"]) != self.identity:
                     raise CheckpointError(
                         f"checkpoint {self.cfg.path!r} was written by a run with other data or "
-                        "parameters; remove it or drop --resume (resume=False)"
+                        "parameters; remove it, or drop --resume (an estimator's resume=True)"
                     )
                 done = json.loads(str(saved["finished"]))
                 self.finished = [dict(r, alpha=saved[f"pair{p}_alpha"]) for p, r in enumerate(done)]
