@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import secrets
 import stat
 import sys
@@ -102,6 +103,24 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
             pass
         raise
     _fsync_dir(directory)
+
+
+def remove_leftovers(path: str | os.PathLike) -> None:
+    """Remove the temporary files that :func:`write_atomic` left next to ``path`` when its
+    process was killed (SIGKILL: nothing runs to remove them); for a file that one run owns,
+    as a checkpoint, before its first write."""
+    directory, name = os.path.split(os.fspath(path))
+    pattern = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{12}}\.tmp")
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return
+    for other in names:
+        if pattern.fullmatch(other):
+            try:
+                os.unlink(os.path.join(directory, other))
+            except OSError:
+                pass
 
 
 def writable_error(path: str | os.PathLike, what: str = "output file") -> OutputPathError | None:

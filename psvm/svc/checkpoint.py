@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from psvm.comm.process import Terminated
-from psvm.io.atomic import write_atomic
+from psvm.io.atomic import remove_leftovers, write_atomic
 
 # per-row arrays of the solver state, saved in global order; "epoch" and "snapshots" (a column
 # per departure) are the stale rows' departures, so a resumed run continues the same arithmetic
@@ -177,6 +177,8 @@ class Checkpoint:
 
     def __init__(self, comm, config: CheckpointConfig, identity: str):
         self.comm, self.cfg, self.identity = comm, config, identity
+        if comm.rank == 0:  # (a run killed while it wrote left its temporary file)
+            remove_leftovers(config.path)
         self.finished: list[dict] = []  # results of solved pairs (global alpha on rank 0)
         self.saved: dict | None = None
         self._last = time.monotonic()

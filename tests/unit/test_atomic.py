@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from psvm.io.atomic import writable_error, write_atomic
+from psvm.io.atomic import remove_leftovers, writable_error, write_atomic
 
 
 def test_text_and_binary_writes(tmp_path):
@@ -140,3 +140,16 @@ def test_two_outputs_of_one_file_are_refused(tmp_path):
                 agree_writable(comm, outputs)
     agree_writable(comm, {"the model file": tmp_path / "m", "the --stats file": tmp_path / "s"})
     agree_writable(comm, {"the model file": os.devnull, "the --stats file": os.devnull})
+
+
+def test_leftovers_of_a_killed_write_are_removed(tmp_path):
+    """A user's trial: SIGKILL during checkpoint writes left '.ck.npz.<hex>.tmp' files that
+    no later run removed. A checkpoint removes its own before its first write; nothing else."""
+    path = tmp_path / "ck.npz"
+    mine = [tmp_path / ".ck.npz.0123456789ab.tmp", tmp_path / ".ck.npz.ba9876543210.tmp"]
+    others = [tmp_path / n for n in (".ck.npz.xyz.tmp", ".other.0123456789ab.tmp", "ck.npz")]
+    for p in mine + others:
+        p.write_bytes(b"x")
+    remove_leftovers(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in others)
+    remove_leftovers(tmp_path / "missing" / "ck.npz")  # no folder: nothing to do
