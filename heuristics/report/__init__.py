@@ -56,8 +56,9 @@ def write_report(out: str | Path, plots: bool = True) -> Path:
 def remove_report(out: str | Path) -> None:
     """Remove ``out``'s report and figures: a new study's runs replace the records they
     came from."""
-    for name in ("REPORT", *PLOT_TITLES):
-        (Path(out) / f"{name}.{'md' if name == 'REPORT' else 'png'}").unlink(missing_ok=True)
+    out = Path(out)
+    for path in [out / "REPORT.md", *(out / f"{name}.png" for name in PLOT_TITLES)]:
+        path.unlink(missing_ok=True)
 
 
 def interrupted(study: dict, rows: list[dict]) -> list[str]:
