@@ -38,6 +38,7 @@ from psvm.svc.engine import (
     NEXT_GAP,
     NO_PAIR,
     NONE,
+    PER_ROW,
     PERIOD,
     READY,
     ROW_WIDTH,
@@ -57,7 +58,8 @@ from psvm.svc.engine import (
     shrink,
 )
 from psvm.svc.packets import BLOCK, HAVE, RECV1, REJOINED, ROW_IDX, SEND2, pack
-from psvm.svc.select import best, bids, second_order_inlined
+from psvm.svc.passes import best_threads, pass_parts, second_order_threads, update_threads
+from psvm.svc.select import best, bid, bids, second_order_inlined
 from psvm.svc.update import two_variable_step, update_gradient
 
 
@@ -69,6 +71,8 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
     (iris-poly's 10-row window: 199 -> 103 ns). A small window's plain iterations, between
     those that test events, sample or eliminate, run in :func:`_quiet`."""
     bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
+    # a large window's passes in the threads (:mod:`psvm.svc.passes`; one variable a row)
+    parts = pass_parts(kp[6], win[W.Y].size) if ctl_i[PER_ROW] == 1 else 1
     entry = ctl_i[N_ITER]
     event = BUDGET
     small = bufs[BLOCK].shape[0] > 0  # a block for the window's columns (_serial_column)
@@ -81,7 +85,7 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
         event, i, j = select_serial(
-            win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
+            win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed, parts
         )
         if event != NONE:
             break
@@ -89,7 +93,9 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
         if ready:
             shrink(win, ctl_i, out, counts)
         quiet = small and not ready
-        event = step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j)
+        event = step_serial(
+            win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j, parts
+        )
         if event != NONE:
             break
         ctl_i[N_ITER] += 1
@@ -97,13 +103,17 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
 
 
 @njit(cache=True, nogil=True, inline="always")
-def select_serial(win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed):
+def select_serial(win, cache, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed, parts):
     """:func:`psvm.svc.engine.select` of one process: its best i and I_low are the winners,
     and the events are tested in the same order on the same values. Returns (event or NONE,
     i, j)."""
     rows, up, low = win[W.ROWS], win[W.UP], win[W.LOW]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
-    m, i, minus_M, j = best(up, low, ctl_i[FIRST_ORDER] != 0)
+    with_j = ctl_i[FIRST_ORDER] != 0
+    if parts > 1:
+        m, i, minus_M, j = best_threads(up, low, with_j, parts, bufs[REJOINED])
+    else:
+        m, i, minus_M, j = best(up, low, with_j)
     event = _serial_events(bufs, ctl_i, ctl_f, rows.size, timed, t)
     if event != NONE:
         return event, -1, -1
@@ -129,15 +139,21 @@ def _serial_events(bufs, ctl_i, ctl_f, window, timed, t):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j):
+def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i, j, parts):
     """:func:`psvm.svc.engine.step` of one process, on window positions i and j (j: the first-order
-    partner; second order finds its own). NONE or NO_PAIR."""
+    partner; second order finds its own), its passes in ``parts`` threads. NONE or NO_PAIR."""
     QD, low, obj = win[W.QD], win[W.LOW], win[W.OBJ]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     col_i, s_i = _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, i, -1)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     if ctl_i[FIRST_ORDER] == 0:
-        _, j = second_order_inlined(low, QD, col_i, out[M_OUT], QD[i], obj)
+        if parts > 1:
+            # (the scratch of a column's rejoined rows is free between columns)
+            _, j = second_order_threads(
+                low, QD, col_i, out[M_OUT], QD[i], obj, parts, bufs[REJOINED]
+            )
+        else:
+            _, j = second_order_inlined(low, QD, col_i, out[M_OUT], QD[i], obj)
         t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
         if j < 0:
             out[GAP_OUT] = 0.0
@@ -145,7 +161,7 @@ def step_serial(win, loc, ker, kp, cache, bufs, ctl_i, out, timers, ts, timed, i
     step = _pair_step(win, i, j, col_i)
     col_j, _ = _serial_column(win, loc, ker, kp, cache, bufs, ctl_i, ts, timers, timed, j, s_i)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
-    _pair_update(win, i, j, step, col_i, col_j)
+    _pair_update(win, i, j, step, col_i, col_j, parts)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE
 
@@ -162,12 +178,18 @@ def _pair_step(win, i, j, col_i):
 
 
 @inner(_nrt=False, inline="always")
-def _pair_update(win, i, j, step, col_i, col_j):
-    """Set the step's alphas and update the window's gradient and bids."""
+def _pair_update(win, i, j, step, col_i, col_j, parts):
+    """Set the step's alphas and update the window's gradient and bids (in ``parts``
+    threads)."""
     _, _, y, alpha, C, G, _, act, _, up, low = win[:11]
     a_i, a_j, c_i, c_j = step
     alpha[i], alpha[j] = a_i, a_j
-    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
+    if parts > 1:
+        update_threads(y, G, col_i, col_j, c_i, c_j, up, low, parts)
+        for q in (i, j):  # (as update_gradient: the two rows that changed alpha)
+            up[q], low[q] = bid(y[q], alpha[q], C[q], G[q], act[q])
+    else:
+        update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -261,7 +283,7 @@ def _quiet(win, cache, bufs, ctl_i, ctl_f, out, until):
                 break
         if not have[vrow[j]]:
             break
-        _pair_update(win, i, j, _pair_step(win, i, j, col_i), col_i, block[vrow[j]])
+        _pair_update(win, i, j, _pair_step(win, i, j, col_i), col_i, block[vrow[j]], 1)
         last = (gap, m, minus_M)
         n += 1
     if n > start:  # the block's hits counted as the cache counts them

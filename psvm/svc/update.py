@@ -66,6 +66,13 @@ def _update(y, G, K_i, K_j, c_i, c_j, up, low):
         low[t] = -np.inf if low[t] == -np.inf else yg  # (a NaN bid stays NaN, as bid gives)
 
 
+@njit(cache=True, nogil=True, _nrt=False)
+def update_rows(y, G, K_i, K_j, c_i, c_j, up, low):
+    """:func:`update_gradient`'s pass over some rows, called (a part of a large window in a
+    thread, :mod:`psvm.svc.passes`); the step's two rows are bid anew by the caller."""
+    _update(y, G, K_i, K_j, c_i, c_j, up, low)
+
+
 # inlined (numba) into the loop: a call passing nine arrays cost more than a small window's pass
 @inner(_nrt=False, inline="always")
 def update_gradient(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low, q_i, q_j):

@@ -378,3 +378,74 @@ def test_max_iter_0_and_gamma_0_as_sklearn():
     ours, ref = psvm.SVC(gamma=0.0).fit(X, y), svm.SVC(gamma=0.0).fit(X, y)
     np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
     np.testing.assert_allclose(ours.dual_coef_, ref.dual_coef_, atol=1e-6)
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_threaded_passes_give_the_serial_winners(parts):
+    """A large window's passes in threads (psvm.svc.passes): the first greatest bid and the
+    first smallest objective of the whole window, whatever part holds them, and the same
+    gradient and bids, bit for bit. Ties everywhere: values from a few levels, -inf bids, -0.0
+    beside 0.0, and a part with no candidate at all."""
+    import numba
+
+    from psvm.svc.passes import best_threads, second_order_threads, update_threads
+    from psvm.svc.select import best, bid, second_order
+    from psvm.svc.update import update_gradient
+
+    serial_best = numba.njit(lambda up, low, with_j: best(up, low, with_j))
+    serial_update = numba.njit(
+        lambda y, a, C, G, act, Ki, Kj, ci, cj, up, low, i, j: update_gradient(
+            y, a, C, G, act, Ki, Kj, ci, cj, up, low, i, j
+        )
+    )
+    serial_bid = numba.njit(lambda y, a, C, g, act: bid(y, a, C, g, act))
+    rng = np.random.default_rng(parts)
+    n = 20_000
+    res = np.empty(4 * parts)
+    for trial in range(20):
+        levels = np.array([-np.inf, -1.0, -0.0, 0.0, 0.5, 2.0])
+        up, low = rng.choice(levels, n), rng.choice(levels, n)
+        if trial % 4 == 1:
+            up[: n // 2] = -np.inf  # the first part has no candidate
+        if trial % 4 == 2:
+            low[:] = -np.inf  # I_low empty
+        for with_j in (False, True):
+            got = best_threads(up, low, with_j, parts, res)
+            assert got == serial_best(up, low, with_j), (trial, with_j)
+        QD, K = rng.choice([1.0, 2.0], n), rng.choice([0.0, 0.5, 1.0], n)
+        obj_a, obj_b = np.empty(n), np.empty(n)
+        o, j = second_order_threads(low, QD, K, 0.5, 1.0, obj_a, parts, res)
+        assert (o, j) == second_order(low, QD, K, 0.5, 1.0, obj_b), trial
+        y = rng.choice([-1.0, 1.0], n)
+        alpha, C = rng.choice([0.0, 0.5, 1.0], n), np.ones(n)
+        G, act = rng.normal(size=n), rng.random(n) < 0.9
+        Ki, Kj = rng.random(n), rng.random(n)
+        bids_up, bids_low = up.copy(), low.copy()
+        G_a, up_a, low_a = G.copy(), up.copy(), low.copy()
+        update_threads(y, G_a, Ki, Kj, 0.3, -0.7, up_a, low_a, parts)
+        for q in (7, n - 3):
+            up_a[q], low_a[q] = serial_bid(y[q], alpha[q], C[q], G_a[q], act[q])
+        serial_update(y, alpha, C, G, act, Ki, Kj, 0.3, -0.7, bids_up, bids_low, 7, n - 3)
+        assert np.array_equal(G_a, G) and np.array_equal(up_a, bids_up, equal_nan=True)
+        assert np.array_equal(low_a, bids_low, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"selection": "first", "heuristic": "earliest"}, {"heuristic": "none", "C": 10.0}],
+)
+def test_a_large_window_in_threads_has_the_bits_of_one_thread(shared_data, params):
+    """At P = 1 the passes of a window of 16,384 rows or more run in the rank's threads
+    (psvm.svc.passes): the same model, iterations, counts and traces as one thread."""
+    from tests._svm import load_head
+
+    X, y = load_head(shared_data / "a9a.xz", 20_000, n_features=123)
+    fits = [psvm.SVC(gamma=0.05, n_threads=t, **params).fit(X, y) for t in (1, 2)]
+    for name in ("dual_coef_", "intercept_", "support_", "n_iter_"):
+        a, b = (getattr(f, name) for f in fits)
+        a, b = (v.toarray() if hasattr(v, "toarray") else v for v in (a, b))  # (sparse X)
+        assert np.array_equal(a, b), name
+    one, two = (f.fit_stats_ for f in fits)
+    assert one["counts"] == two["counts"] and two["values"]["n_threads"] == 2
+    for name in ("iter", "gap", "active", "cache_misses"):
+        assert one["traces"][name] == two["traces"][name], name

@@ -1,0 +1,87 @@
+"""A large window's passes split over the rank's threads: the same values, the same winners.
+
+A process takes its share of the node's cores (:mod:`psvm.threads`), but until session 53 only
+a large column and the reconstruction's sums used them: the selection and gradient passes ran
+in one thread, while the second core waited (skin_nonskin at P = 1 trained without elimination
+in 1.43 s on two threads, 1.37 s on one, and in 0.57 s as two ranks). Here each pass runs over
+whole blocks of rows in each thread, by the serial functions (called, not inlined: inlined in a
+``prange`` body, loops lose their vector code), and the parts' winners combine as one pass finds
+them: the first greatest bid, the first smallest objective. Every value is computed as in one
+thread, so the model keeps its bits for any number of threads (and of ranks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from psvm.jit import njit
+from psvm.svc.select import BLOCK, best, second_order
+from psvm.svc.update import update_rows
+
+# rows a thread below which a pass stays in one: a parallel region's start and wait cost a
+# few microseconds, a pass 0.2-1 ns a row. Timed on 2 cores (session 53, random arrays; µs a
+# pass, one thread against two): at 16,384 rows the selection's 3.7 against 4.3, the second
+# order's 9.8 against 7.6, the update's 12.1 against 8.8; at 8,192 rows 17.1 against 16.9 in all
+PASS_ROWS = 1 << 13
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def pass_parts(threads, n):
+    """Threads for the passes over a window of n variables (one a row)."""
+    return max(1, min(threads, n // PASS_ROWS))
+
+
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _range(n, p, parts):
+    """Positions lo..hi-1 of part p of ``parts``: whole blocks, as even as they can be."""
+    blocks = (n + BLOCK - 1) // BLOCK
+    return blocks * p // parts * BLOCK, min(n, blocks * (p + 1) // parts * BLOCK)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def best_threads(up, low, with_j, parts, res):
+    """:func:`psvm.svc.select.best` of the whole window, the parts in ``parts`` threads
+    (``res``: scratch of 4 ``parts`` floats; the engine's loop allocates nothing)."""
+    n = up.size
+    for p in prange(parts):
+        lo, hi = _range(n, p, parts)
+        m, i, minus_M, j = best(up[lo:hi], low[lo:hi], with_j)
+        res[4 * p], res[4 * p + 1] = m, i + lo if i >= 0 else -1
+        res[4 * p + 2], res[4 * p + 3] = minus_M, j + lo if j >= 0 else -1
+    m, i, minus_M, j = -np.inf, -1, -np.inf, -1
+    for p in range(parts):  # strictly greater: of equal maxima, the first part's
+        if res[4 * p + 1] >= 0 and (i < 0 or res[4 * p] > m):
+            m, i = res[4 * p], int(res[4 * p + 1])
+        if res[4 * p + 3] >= 0 and (j < 0 or res[4 * p + 2] > minus_M):
+            minus_M, j = res[4 * p + 2], int(res[4 * p + 3])
+    if not with_j and j >= 0:
+        j = 0  # (best's flag for a non-empty I_low, no position)
+    return m, i, minus_M, j
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def second_order_threads(low, QD, K_i, m, QD_i, obj, parts, res):
+    """:func:`psvm.svc.select.second_order` of a window of one variable a row (K_i as long as
+    ``low``), the parts in ``parts`` threads (``res``: scratch of 2 ``parts`` floats)."""
+    n = low.size
+    for p in prange(parts):
+        lo, hi = _range(n, p, parts)
+        o, j = second_order(low[lo:hi], QD[lo:hi], K_i[lo:hi], m, QD_i, obj[lo:hi])
+        res[2 * p], res[2 * p + 1] = o, j + lo if j >= 0 else -1
+    best_o, best_j = np.inf, -1
+    for p in range(parts):  # strictly smaller: of equal objectives, the first part's
+        if res[2 * p + 1] >= 0 and (best_j < 0 or res[2 * p] < best_o):
+            best_o, best_j = res[2 * p], int(res[2 * p + 1])
+    return best_o, best_j
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def update_threads(y, G, K_i, K_j, c_i, c_j, up, low, parts):
+    """The gradient and bids pass of :func:`psvm.svc.update.update_gradient` over a window of
+    one variable a row, the parts in ``parts`` threads (the step's two rows are bid anew
+    after it, by the caller)."""
+    n = y.size
+    for p in prange(parts):
+        lo, hi = _range(n, p, parts)
+        update_rows(y[lo:hi], G[lo:hi], K_i[lo:hi], K_j[lo:hi], c_i, c_j, up[lo:hi], low[lo:hi])
