@@ -19,6 +19,7 @@ prints LIBSVM's lines for either.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -30,6 +31,16 @@ LOO_WARNING = (
     "WARNING: # folds > # data. Will use # folds = # data instead "
     "(i.e., leave-one-out cross validation)"
 )
+
+
+def fold_count(comm, n_folds: int, n_samples: int) -> int:
+    """svm_cross_validation's folds: ``n_folds``, or one a row (leave-one-out) with its
+    warning on rank 0's stderr, even under -q, when the rows are fewer (-v and -b 1's)."""
+    if n_folds <= n_samples:
+        return n_folds
+    if comm.rank == 0:
+        print(LOO_WARNING, file=sys.stderr, flush=True)
+    return n_samples
 
 
 def fold_ids(y: np.ndarray, n_folds: int, seed: int, classes=None) -> np.ndarray:

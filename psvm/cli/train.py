@@ -280,14 +280,13 @@ def _fit(comm, opts: dict, shard, params: dict, classes, checkpoint, stats, log)
         return model
     sigma = None
     if probability and opts["svm_type"] in REGRESSORS:  # svm_svr_probability: a Laplace sigma
-        from psvm.cross_validation import LOO_WARNING
+        from psvm.cross_validation import fold_count
         from psvm.svc.platt import N_FOLDS, fit_svr_sigma  # by 5-fold CV, before the model
         from psvm.svc.training import solver_config
 
-        if N_FOLDS > shard.n_samples and comm.rank == 0:  # svm_cross_validation's, as -v's
-            print(LOO_WARNING, file=sys.stderr, flush=True)
+        n_folds = fold_count(comm, N_FOLDS, shard.n_samples)  # (svm_cross_validation's)
         gamma = solver_config(comm, shard, params).gamma  # the whole set's
-        sigma = fit_svr_sigma(comm, shard, params, gamma, seed=seed, stats=stats, log=log)
+        sigma = fit_svr_sigma(comm, shard, params, gamma, n_folds, seed=seed, stats=stats, log=log)
         if log is not None:
             log(f"{LAPLACE}= {sigma:g}")  # svm-train's spacing
     model, _ = fit_single(comm, shard, params, stats=stats, log=log, checkpoint=checkpoint)
@@ -365,19 +364,15 @@ def _cross_validate(comm, opts, shard, params, classes, stats, log) -> list[str]
     from functools import partial
 
     from psvm.cross_validation import (
-        LOO_WARNING,
         cross_validate,
+        fold_count,
         fold_parallel,
         result_lines,
         single_fit_predict,
         svc_fit_predict,
     )
 
-    n_folds = opts["n_folds"]
-    if n_folds > shard.n_samples:  # LIBSVM's leave-one-out, with its warning, even under -q
-        n_folds = shard.n_samples
-        if comm.rank == 0:
-            print(LOO_WARNING, file=sys.stderr, flush=True)
+    n_folds = fold_count(comm, opts["n_folds"], shard.n_samples)
     parallel = CV_PARALLEL[opts.get("cv_parallel", "auto")]
     if parallel is None:
         parallel = fold_parallel(comm, shard, n_folds)

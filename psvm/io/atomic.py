@@ -82,7 +82,7 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
             yield f
         return
     directory, name = os.path.split(path)
-    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+    tmp = _temporary(directory, name)
     # O_EXCL: never clobber; mode 0o666 lets the umask decide, as for a plain open().
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -105,12 +105,18 @@ def write_atomic(path: str | os.PathLike, mode: str = "w", **open_kwargs) -> Ite
     _fsync_dir(directory)
 
 
+def _temporary(directory: str, name: str) -> str:
+    """A new temporary file's path for ``name`` in ``directory`` (:func:`remove_leftovers`
+    knows the form)."""
+    return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+
+
 def remove_leftovers(path: str | os.PathLike) -> None:
     """Remove the temporary files that :func:`write_atomic` left next to ``path`` when its
     process was killed (SIGKILL: nothing runs to remove them); for a file that one run owns,
     as a checkpoint, before its first write."""
     directory, name = os.path.split(os.fspath(path))
-    pattern = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{12}}\.tmp")
+    pattern = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{12}}\.tmp")  # (_temporary's)
     try:
         names = os.listdir(directory or ".")
     except OSError:
@@ -150,7 +156,7 @@ def writable_error(path: str | os.PathLike, what: str = "output file") -> Output
     elif not os.path.isdir(directory):
         reason = f"folder {directory!r} does not exist"
     else:
-        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+        tmp = _temporary(directory, name)
         try:
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             os.unlink(tmp)

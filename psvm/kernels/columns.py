@@ -206,11 +206,11 @@ def table_rows(x_idx, x_val, x_sq, XT8, sq_norms, table, acc, out, lo, hi):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _part(n, p, parts):
-    """Rows lo..hi-1 of part p of ``parts``: whole blocks, as even as they can be."""
-    blocks = (n + DENSE_BLOCK - 1) // DENSE_BLOCK
-    lo = blocks * p // parts * DENSE_BLOCK
-    return lo, min(n, blocks * (p + 1) // parts * DENSE_BLOCK)
+def block_range(n, p, parts, block):
+    """Rows lo..hi-1 of part p of ``parts`` of n rows: whole blocks of ``block`` rows, as even
+    as they can be (a thread's range; also the solver's passes, :mod:`psvm.svc.passes`)."""
+    blocks = (n + block - 1) // block
+    return blocks * p // parts * block, min(n, blocks * (p + 1) // parts * block)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -222,7 +222,7 @@ def dense_column_threads(
     ``out`` may be longer than the n rows (a cache's part column)."""
     n = sq_norms.size
     for p in prange(parts):
-        lo, hi = _part(n, p, parts)
+        lo, hi = block_range(n, p, parts, DENSE_BLOCK)
         dense_rows(x_idx, x_val, x_sq, XT, sq_norms, kernel_id, gamma, coef0, degree, out, lo, hi)
     return out
 
@@ -233,7 +233,7 @@ def table_column_threads(x_idx, x_val, x_sq, XT8, sq_norms, table, acc, out, par
     threads (``acc``: int16 scratch of ``parts`` blocks)."""
     n = sq_norms.size
     for p in prange(parts):
-        lo, hi = _part(n, p, parts)
+        lo, hi = block_range(n, p, parts, DENSE_BLOCK)
         scratch = acc[p * DENSE_BLOCK : (p + 1) * DENSE_BLOCK]
         table_rows(x_idx, x_val, x_sq, XT8, sq_norms, table, scratch, out, lo, hi)
     return out

@@ -16,6 +16,7 @@ import numpy as np
 from numba import prange
 
 from psvm.jit import njit
+from psvm.kernels.columns import block_range
 from psvm.svc.select import BLOCK, best, second_order
 from psvm.svc.update import update_rows
 
@@ -32,20 +33,13 @@ def pass_parts(threads, n):
     return max(1, min(threads, n // PASS_ROWS))
 
 
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _range(n, p, parts):
-    """Positions lo..hi-1 of part p of ``parts``: whole blocks, as even as they can be."""
-    blocks = (n + BLOCK - 1) // BLOCK
-    return blocks * p // parts * BLOCK, min(n, blocks * (p + 1) // parts * BLOCK)
-
-
 @njit(cache=True, nogil=True, parallel=True)
 def best_threads(up, low, with_j, parts, res):
     """:func:`psvm.svc.select.best` of the whole window, the parts in ``parts`` threads
     (``res``: scratch of 4 ``parts`` floats; the engine's loop allocates nothing)."""
     n = up.size
     for p in prange(parts):
-        lo, hi = _range(n, p, parts)
+        lo, hi = block_range(n, p, parts, BLOCK)
         m, i, minus_M, j = best(up[lo:hi], low[lo:hi], with_j)
         res[4 * p], res[4 * p + 1] = m, i + lo if i >= 0 else -1
         res[4 * p + 2], res[4 * p + 3] = minus_M, j + lo if j >= 0 else -1
@@ -66,7 +60,7 @@ def second_order_threads(low, QD, K_i, m, QD_i, obj, parts, res):
     ``low``), the parts in ``parts`` threads (``res``: scratch of 2 ``parts`` floats)."""
     n = low.size
     for p in prange(parts):
-        lo, hi = _range(n, p, parts)
+        lo, hi = block_range(n, p, parts, BLOCK)
         o, j = second_order(low[lo:hi], QD[lo:hi], K_i[lo:hi], m, QD_i, obj[lo:hi])
         res[2 * p], res[2 * p + 1] = o, j + lo if j >= 0 else -1
     best_o, best_j = np.inf, -1
@@ -83,5 +77,5 @@ def update_threads(y, G, K_i, K_j, c_i, c_j, up, low, parts):
     after it, by the caller)."""
     n = y.size
     for p in prange(parts):
-        lo, hi = _range(n, p, parts)
+        lo, hi = block_range(n, p, parts, BLOCK)
         update_rows(y[lo:hi], G[lo:hi], K_i[lo:hi], K_j[lo:hi], c_i, c_j, up[lo:hi], low[lo:hi])

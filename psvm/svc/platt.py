@@ -177,13 +177,14 @@ def add_probability(
 
 
 def fit_svr_sigma(
-    comm, shard, params: dict, gamma: float, *, seed: int = 0, stats=None, log=None
+    comm, shard, params: dict, gamma: float, n_folds: int = N_FOLDS, *, seed=0, stats=None, log=None
 ) -> float:
     """LIBSVM's ``svm_svr_probability``: sigma of the Laplace noise model of a regressor, the
     mean absolute residual of a 5-fold cross-validation after dropping residuals beyond 5
     standard deviations (of a Laplace with that mean: sqrt(2) mae). Collective; the sums are
-    correctly rounded, so sigma has the same bits for every P. ``log`` (rank 0's) gets the
-    folds' lines, as svm-train prints them."""
+    correctly rounded, so sigma has the same bits for every P. ``n_folds``: at most the rows
+    (:func:`psvm.cross_validation.fold_count`); ``log`` (rank 0's) gets the folds' lines, as
+    svm-train prints them."""
     from functools import partial
 
     from psvm.cross_validation import cross_validate, single_fit_predict
@@ -191,7 +192,6 @@ def fit_svr_sigma(
     fixed = {**params, "gamma": gamma}  # the whole set's gamma in every fold, as LIBSVM
     make = partial(single_fit_predict, params=fixed, stats=stats)
     # every rank on every fold: the folds' statistics stay in lockstep
-    n_folds = min(N_FOLDS, shard.n_samples)  # svm_cross_validation's leave-one-out
     target = cross_validate(comm, shard, n_folds, seed, make, log=log, parallel=False)
     residual = np.abs(shard.y - target)
     n = shard.n_samples
