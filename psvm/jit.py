@@ -37,6 +37,8 @@ from numba.core.caching import FunctionCache
 from numba.core.registry import CPUDispatcher
 from numba.core.runtime import rtsys
 
+from psvm.object_code import lean_loads
+
 __all__ = ["compile_first_on_one_rank", "inner", "njit"]
 
 
@@ -67,7 +69,7 @@ class LeanCache(FunctionCache):
         if not _LEAN:  # another numba: its own load
             return super().load_overload(sig, target_context)
         rtsys.initialize(target_context)  # what a cached nopython function links against
-        with self._guard_against_spurious_io_errors():
+        with self._guard_against_spurious_io_errors(), lean_loads(target_context.codegen()):
             return self._load_overload(sig, target_context)
 
 

@@ -69,7 +69,8 @@ def _write(path: str, X: np.ndarray, y: np.ndarray, first: int = 1) -> None:
 def _problems(folder: Path) -> dict[str, str]:
     """LIBSVM files: two classes, three, a regression target, two classes over 1 MB
     (larger files take the compiled reader, and their kernel sums and predictions the
-    threaded blocks), and two classes of 0/1 features (integer rows' int8 copies)."""
+    threaded blocks), two classes of 0/1 features (integer rows' int8 copies) and two of
+    features 0-255 (float32 copies, as skin_nonskin's: a first run compiled them 0.23 s)."""
     rng = np.random.default_rng(0)
 
     def sample(n: int, d: int, density: float) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +86,7 @@ def _problems(folder: Path) -> dict[str, str]:
         "smallreg": (X, score),
         "large": (big, np.where(big_score > 0, 1, -1)),
         "binary": ((X != 0).astype(float), np.where(score > 0, 1, -1)),  # rbf by table: int8
+        "bytes": (rng.integers(0, 256, X.shape).astype(float), np.where(score > 0, 1, -1)),
     }
     files = {name: str(folder / f"{name}.txt") for name in problems}
     for name, (X, y) in problems.items():
@@ -122,6 +124,7 @@ PARTS = (
         (["--solver", "sgd"], "small"),
         ([], "large"),
         ([], "binary"),
+        ([], "bytes"),
         ("helpers", None),
     ],
 )

@@ -1,0 +1,95 @@
+"""psvm.object_code: a cached function's symbols read from its object code, its bitcode
+parsed only when another function links it in."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import llvmlite.binding as ll
+import numba
+import numpy as np
+
+from psvm import object_code
+
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+@numba.njit
+def _scaled(a, k):
+    return a.sum() * k + 1.0
+
+
+def _serialized():
+    """(serialized library, its entry points) of a freshly compiled function."""
+    _scaled(np.arange(3.0), 2.0)
+    cres = _scaled.overloads[_scaled.signatures[0]]
+    entries = {cres.fndesc.llvm_func_name, cres.fndesc.llvm_cpython_wrapper_name}
+    return cres.library.serialize_using_object_code(), entries
+
+
+def _module_definitions(module) -> set[str]:
+    """numba's list of a module's symbols (``JitEngine._load_defined_symbols``)."""
+    return {g.name for gs in (module.functions, module.global_variables) for g in gs
+            if not g.is_declaration}  # fmt: skip
+
+
+def test_the_object_code_defines_what_the_module_exports():
+    """Every symbol of the module that the object code can export (numba's list, less what
+    LLVM keeps internal to it) is among the ELF symbols, the entry points included."""
+    (_, kind, (obj, bitcode)), entries = _serialized()
+    assert kind == "object"
+    names = object_code.defined_symbols(obj)
+    module = ll.parse_bitcode(bitcode)
+    exported = {
+        g.name
+        for gs in (module.functions, module.global_variables)
+        for g in gs
+        if not g.is_declaration and g.linkage.name not in ("internal", "private")
+    }
+    assert entries <= exported <= names <= _module_definitions(module)
+
+
+def test_other_object_code_is_left_to_numba():
+    assert object_code.defined_symbols(b"\xcf\xfa\xed\xfe\x07\x00\x00\x01" + bytes(64)) is None
+    assert object_code.defined_symbols(b"\x7fELF\x01\x01" + bytes(64)) is None  # 32-bit
+
+
+LINKED = """
+import numba
+import numpy as np
+from psvm.kernels import row_sq_norms
+from psvm.object_code import _LazyLinking
+out = np.empty(2)
+row_sq_norms(np.array([0, 1, 2]), np.array([3.0, 4.0]), out)  # loaded from the cache
+library = row_sq_norms.overloads[row_sq_norms.signatures[0]].library
+lean = type(library) is _LazyLinking
+print(lean, library.__dict__.get("_linking") is None if lean else lean)
+
+@numba.njit
+def caller(indptr, data):  # compiled here: links the loaded library in
+    out = np.empty(indptr.size - 1)
+    row_sq_norms(indptr, data, out)
+    return out.sum()
+
+print(caller(np.array([0, 2, 3]), np.array([1.0, 2.0, 3.0])))
+linking = library._get_module_for_linking()
+print(linking is library._get_module_for_linking(), bool(linking.get_function(
+    row_sq_norms.overloads[row_sq_norms.signatures[0]].fndesc.llvm_func_name)))
+"""
+
+
+def test_a_function_compiled_later_links_a_lean_loaded_one():
+    """A fresh process loads row_sq_norms lean (its bitcode not parsed), then compiles a
+    caller of it: that compile parses the bitcode it links (once) and computes the right
+    sums. Without numba's parts that lean loads use: numba's own load, the same sums."""
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    )
+    runs = [
+        subprocess.run([sys.executable, "-c", LINKED], env=env, capture_output=True, text=True)
+        for _ in range(2)  # (the first may compile row_sq_norms into the cache)
+    ]
+    assert runs[-1].returncode == 0, runs[-1].stderr
+    lean = str(object_code.LEAN)
+    assert runs[-1].stdout.split() == [lean, lean, "14.0", "True", "True"]  # 1 + 4 + 9
