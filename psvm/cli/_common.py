@@ -284,9 +284,15 @@ def run_main(
 
     share_blas_threads()  # before numpy loads (psvm.comm imports it)
     from psvm.comm import process
-    from psvm.comm.process import ReaderGone, end_process, skip_network_memory_hooks
+    from psvm.comm.process import (
+        ReaderGone,
+        end_process,
+        keep_freed_memory,
+        skip_network_memory_hooks,
+    )
 
     skip_network_memory_hooks()  # (the process is psvm's: its environment too)
+    keep_freed_memory()  # (and its memory)
     process.WATCH_SIGTERM = True  # (and its signals: SIGTERM stops it as Ctrl-C does)
     if sys.stdout is not None:
         sys.stdout = ReaderGone(sys.stdout)

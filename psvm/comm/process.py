@@ -124,6 +124,41 @@ def skip_network_memory_hooks() -> None:
     os.environ["UCX_MEM_EVENTS"] = "no"
 
 
+# glibc's mallopt parameters, and its largest M_MMAP_THRESHOLD on 64-bit systems
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+HEAP_ARRAYS = 32 * 2**20
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc's malloc keep memory that is freed for the process's next arrays, unless
+    the user tuned malloc (``MALLOC_*`` variables, ``GLIBC_TUNABLES``); whether it did.
+
+    By default glibc maps every array of more than 128 KB (then of more than the largest one
+    freed) apart and unmaps it when it is freed, and it returns the heap's free top to the
+    system: a later array of that size touches new pages, each a page fault, 2-5 us on the
+    2-core box. A psvm-train run makes the window's arrays anew at each cut and frees them at
+    the next. With arrays of up to 32 MB on the heap and the heap kept whole, skin_nonskin
+    took 41,000 faults instead of 52,000, and 0.80 s instead of 0.92 s (a9a, w8a and ijcnn1
+    5-7% less), for 1-3% more peak memory (the heap holds what was freed; psvm's commands end
+    after their run). Called by psvm's commands only: their process is psvm's.
+    """
+    if any(k.startswith("MALLOC_") for k in os.environ) or "malloc" in os.environ.get(
+        "GLIBC_TUNABLES", ""
+    ):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+    except (OSError, TypeError):  # no C library to call (Windows)
+        return False
+    if not all(hasattr(libc, f) for f in ("gnu_get_libc_version", "mallopt")):  # glibc's
+        return False
+    return bool(
+        libc.mallopt(M_MMAP_THRESHOLD, HEAP_ARRAYS) and libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
+    )
+
+
 def launched_by_mpiexec() -> bool:
     """True when this process was started by an MPI launcher."""
     return any(v in os.environ for v in _LAUNCHER_VARS)

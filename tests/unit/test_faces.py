@@ -2,7 +2,10 @@
 
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +13,8 @@ import scipy.sparse as sp
 
 from psvm.comm import Comm, process
 from psvm.faces.agreement import input_digest
+
+REPO = str(Path(__file__).resolve().parents[2])
 
 
 def _digest(X, y, sw=None):
@@ -201,6 +206,54 @@ def test_network_memory_hooks_off_on_one_node(monkeypatch, env, expected):
         monkeypatch.setenv(var, value)
     skip_network_memory_hooks()
     assert os.environ.get("UCX_MEM_EVENTS") == expected
+
+
+FREED = """
+import resource, sys
+import numpy as np
+from psvm.comm.process import keep_freed_memory
+print(keep_freed_memory() if sys.argv[1] == "keep" else "-")
+np._core.multiarray._set_madvise_hugepage(False)  # (a huge page: one fault for 512 pages)
+
+
+def faults():  # a 16 MB array made, filled and freed
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    np.ones(2 * 2**20)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+print(*[faults() for _ in range(3)])
+"""
+
+
+def _freed_faults(mode: str, env: dict) -> tuple[str, list[int]]:
+    run = subprocess.run(
+        [sys.executable, "-c", FREED, mode], env=env, capture_output=True, text=True, check=True
+    )
+    applied, counts = run.stdout.splitlines()
+    return applied, [int(c) for c in counts.split()]
+
+
+def _glibc() -> bool:
+    try:
+        return "glibc" in (os.confstr("CS_GNU_LIBC_VERSION") or "")
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+@pytest.mark.skipif(not _glibc(), reason="glibc's malloc is what psvm's commands tune")
+def test_psvm_commands_keep_freed_memory_for_the_next_arrays():
+    """glibc maps a large array apart, then the next of its size on new heap: both fault
+    every page. psvm's commands keep what was freed: the second array faults no new page.
+    A user's malloc settings stay theirs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
+    applied, kept = _freed_faults("keep", env)
+    _, default = _freed_faults("-", env)
+    pages = 16 * 2**20 // os.sysconf("SC_PAGE_SIZE")
+    assert applied == "True"
+    assert default[1] > pages // 2 and kept[1] < pages // 10, (default, kept)
+    assert _freed_faults("keep", {**env, "MALLOC_TOP_PAD_": "0"})[0] == "False"
 
 
 def _canonical(X):
