@@ -3,10 +3,10 @@
     mpiexec -n P python -m heuristics.worker plan.json
 
 Each run calls :func:`psvm.cli.train.main` with its argv (wall and CPU
-seconds of that call are recorded per rank): the same code path
-as the ``psvm-train`` command, without paying interpreter start-up and the
-numba cache load once per run (an optional warm-up run, discarded, pays it
-once). Before each run the garbage of the last is collected (untimed: a pass over
+seconds of that call are recorded per rank): the same code path as the ``psvm-train``
+command, in a process set up as its own (malloc keeps freed memory), without paying
+interpreter start-up and the numba cache load once per run (an optional warm-up run,
+discarded, pays it once). Before each run the garbage of the last is collected (untimed: a pass over
 an approximate run's objective took the next run's load 50 ms), the communicator's
 per-verb counters are cleared and the ranks meet, so the statistics and timers
 cover that run only. Rank 0
@@ -74,6 +74,9 @@ def slim_stats(stats: dict, keep_traces: bool) -> dict:
 
 
 def main(plan_path: str) -> int:
+    from psvm.comm.process import keep_freed_memory
+
+    keep_freed_memory()  # as psvm-train's process does
     from psvm.cli import train
     from psvm.comm import world
 
