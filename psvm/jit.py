@@ -35,9 +35,8 @@ import os
 from numba.core import config, types
 from numba.core.caching import FunctionCache
 from numba.core.registry import CPUDispatcher
-from numba.core.runtime import rtsys
 
-from psvm.object_code import lean_loads
+from psvm.object_code import initialize_runtime, lean_loads
 
 __all__ = ["compile_first_on_one_rank", "inner", "njit"]
 
@@ -68,8 +67,8 @@ class LeanCache(FunctionCache):
     def load_overload(self, sig, target_context):
         if not _LEAN:  # another numba: its own load
             return super().load_overload(sig, target_context)
-        rtsys.initialize(target_context)  # what a cached nopython function links against
         with self._guard_against_spurious_io_errors(), lean_loads(target_context.codegen()):
+            initialize_runtime(target_context)  # what a cached nopython function links against
             return self._load_overload(sig, target_context)
 
 

@@ -7,16 +7,26 @@ took 25 ms of every process (psvm-train on heart_scale: 0.39 s; 0.32 s without t
 :func:`lean_loads` reads the defined symbols from the object code's ELF symbol table instead
 and parses the bitcode only if something links the function in. Object code that is not
 ELF64 little-endian (macOS, Windows) loads as numba loads it.
+
+numba's runtime (NRT), which every cached function links against, is not cached: each process
+builds its LLVM IR in Python and compiles it, 19 ms. :func:`initialize_runtime` keeps its
+machine code beside psvm's cache (:func:`runtime_path`) and loads it from there.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import llvmlite
 import llvmlite.binding as ll
+import numba
 import numpy as np
-from numba.core import codegen
+from numba.core import codegen, config
+from numba.core.runtime import nrtdynmod, rtsys
 
 # ELF64 little-endian section headers and symbols
 _SECTION = np.dtype(
@@ -105,3 +115,66 @@ def lean_loads(gen) -> Iterator[None]:
         yield
     finally:
         del gen.unserialize_library
+
+
+def runtime_path(gen) -> str:
+    """Where the runtime's machine code for codegen ``gen`` is kept: numba's cache folder
+    (``NUMBA_CACHE_DIR``), else psvm's ``__pycache__``; named by numba's and LLVM's versions
+    and the CPU's name and features."""
+    key = repr((numba.__version__, llvmlite.__version__, gen.magic_tuple()))
+    name = f"psvm-nrt-{hashlib.sha1(key.encode()).hexdigest()[:16]}.bin"
+    folder = config.CACHE_DIR or os.path.join(os.path.dirname(__file__), "__pycache__")
+    return os.path.join(folder, name)
+
+
+def _compiled_runtime(ctx):
+    """numba's ``compile_nrt_functions``, keeping the machine code for :func:`runtime_path`."""
+    module, library = nrtdynmod.create_nrt_module(ctx)
+    library.enable_object_caching()
+    library.add_ir_module(module)
+    library.finalize()
+    return library
+
+
+def initialize_runtime(ctx) -> None:
+    """numba's ``rtsys.initialize(ctx)``, its library loaded from :func:`runtime_path` when a
+    process left it there, else compiled and left there (numba's compiler lock held)."""
+    if getattr(rtsys, "_init", True):  # (done; or another numba: its own)
+        return rtsys.initialize(ctx)
+    gen = ctx.codegen()
+    path = runtime_path(gen)
+    serialized = _kept(path)
+    make = nrtdynmod.compile_nrt_functions
+    nrtdynmod.compile_nrt_functions = _compiled_runtime
+    if serialized is not None:  # (its lean load: lean_loads is on)
+        nrtdynmod.compile_nrt_functions = lambda _: gen.unserialize_library(serialized)
+    try:
+        rtsys.initialize(ctx)
+    finally:
+        nrtdynmod.compile_nrt_functions = make
+    if serialized is None:
+        _keep(path, rtsys.library.serialize_using_object_code())
+
+
+def _kept(path: str) -> tuple | None:
+    """The runtime's machine code at ``path`` as numba serialises a library, if it is there
+    and whole."""
+    try:
+        with open(path, "rb") as f:
+            name, kind, (obj, bitcode) = serialized = pickle.load(f)
+    except Exception:  # (missing, unreadable, cut short, or not this shape)
+        return None
+    whole = kind == "object" and isinstance(obj, bytes) and isinstance(bitcode, bytes)
+    return serialized if whole and isinstance(name, str) else None
+
+
+def _keep(path: str, serialized) -> None:
+    """Write the runtime's machine code to ``path``, if its folder lets us."""
+    from psvm.io.atomic import write_atomic  # (psvm.io imports psvm's compiled code)
+
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with write_atomic(path, "wb") as f:
+            pickle.dump(serialized, f)
+    except OSError:
+        pass

@@ -93,3 +93,48 @@ def test_a_function_compiled_later_links_a_lean_loaded_one():
     assert runs[-1].returncode == 0, runs[-1].stderr
     lean = str(object_code.LEAN)
     assert runs[-1].stdout.split() == [lean, lean, "14.0", "True", "True"]  # 1 + 4 + 9
+
+
+RUNTIME = """
+import numba
+import numpy as np
+from numba.core.runtime import rtsys
+from psvm.kernels import row_sq_norms
+from psvm.object_code import _LazyLinking
+out = np.empty(2)
+row_sq_norms(np.array([0, 1, 2]), np.array([3.0, 4.0]), out)  # the runtime, then the function
+
+
+@numba.njit
+def made(n):  # compiled here: allocates through the runtime, and links its library in
+    return np.arange(n) * 2.0
+
+
+print(isinstance(rtsys.library, _LazyLinking), made(3).sum() + out.sum())
+"""
+
+
+def test_the_runtime_is_compiled_once_then_loaded(tmp_path):
+    """The first process compiles numba's runtime and keeps its machine code in the cache
+    folder; the next loads it, and compiled code allocates through it. A damaged copy is
+    compiled again and replaced."""
+    from numba.core.registry import cpu_target
+
+    env = dict(
+        os.environ,
+        NUMBA_CACHE_DIR=str(tmp_path),
+        PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")])),
+    )
+
+    def run() -> list[str]:
+        r = subprocess.run([sys.executable, "-c", RUNTIME], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    path = Path(object_code.runtime_path(cpu_target.target_context.codegen()))
+    path = tmp_path / path.name
+    assert run() == ["False", "31.0"] and object_code._kept(str(path)) is not None
+    assert run() == [str(object_code.LEAN), "31.0"]  # 2 x (0 + 1 + 2) + 9 + 16
+    path.write_bytes(path.read_bytes()[:100])
+    assert object_code._kept(str(path)) is None
+    assert run() == ["False", "31.0"] and object_code._kept(str(path)) is not None
