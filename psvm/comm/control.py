@@ -53,11 +53,11 @@ class JobControl:
         on which the ranks find out that Ctrl-C reached them all.
         """
         if self._c is None:
-            with sigint_watch() if process.WATCH_SIGTERM else nullcontext():
+            with sigint_watch() if process.WATCH_SIGTERM else nullcontext() as watch:
                 try:
                     yield self
-                except SystemError as e:  # a signal in a compiled call: the interrupt
-                    stop = interruption(e)
+                except Exception as e:
+                    stop = _stopped_by(e, watch)
                     if stop is None:
                         raise
                     raise stop from None
@@ -70,7 +70,7 @@ class JobControl:
                 if getattr(e, "collective", False) or isinstance(e, GeneratorExit):
                     control.Free()
                     raise
-                self._end_job(prog, interruption(e) or e, control if watch.seen else None)
+                self._end_job(prog, _stopped_by(e, watch) or e, control if watch.seen else None)
         control.Free()
 
     @contextmanager
@@ -171,3 +171,15 @@ def _abort_job(code: int) -> NoReturn:
 
     MPI.COMM_WORLD.Abort(code)
     raise AssertionError("MPI_Abort returned")  # pragma: no cover
+
+
+def _stopped_by(error: BaseException, watch) -> KeyboardInterrupt | None:
+    """The interrupt that ``error`` stands for, if any: itself, the one a compiled call was
+    returning through (:func:`~psvm.comm.process.interruption`), or the signal the guard's
+    watch saw before it. A handler's exception raised inside a ctypes callback (numba's
+    object cache, loading compiled code) is printed and dropped, and the run failed later
+    with another error (1 of about 40 SIGTERMs to psvm-predict, session 53)."""
+    stop = interruption(error)
+    if stop is None and watch is not None and watch.seen:
+        return watch.error()
+    return stop

@@ -130,6 +130,30 @@ def test_a_signal_in_a_compiled_call_stops_as_the_signal():
     assert process.interruption(ValueError()) is None
 
 
+def test_a_signal_dropped_before_an_error_stops_as_the_signal(monkeypatch):
+    """A SIGTERM whose exception a ctypes callback dropped (numba's object cache: 'Exception
+    ignored in ...'), then another error: the command stops as terminated (143), not with
+    'unexpected error'. Without a signal, the error itself; outside psvm's commands (no
+    watch), too."""
+
+    def dropped_then_failed():
+        try:
+            process.WATCH(signal.SIGTERM, None)  # the handler, run inside the callback
+        except process.Terminated:
+            pass  # (what the callback does with it)
+        raise RuntimeError("loading compiled code failed")
+
+    monkeypatch.setattr(process, "WATCH_SIGTERM", True)
+    with pytest.raises(process.Terminated), Comm().guard("test"):
+        dropped_then_failed()
+    with pytest.raises(RuntimeError, match="failed"), Comm().guard("test"):
+        raise RuntimeError("failed")
+    monkeypatch.setattr(process, "WATCH_SIGTERM", False)
+    with pytest.raises(RuntimeError, match="failed"), Comm().guard("test"):
+        assert process.WATCH is None
+        raise RuntimeError("failed")
+
+
 def test_one_process_defers_only_sigterm_and_only_where_asked(monkeypatch):
     """With one process, the kernel solver's loop with a checkpoint (``alone``, main thread)
     raises SIGTERM at its check, and Ctrl-C at once (no collective to keep in step); SGD's
