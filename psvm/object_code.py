@@ -46,10 +46,13 @@ def defined_symbols(obj: bytes) -> set[str] | None:
     if obj[:6] != b"\x7fELF\x02\x01":
         return None
     offset = int.from_bytes(obj[0x28:0x30], "little")
-    count = int.from_bytes(obj[0x3C:0x3E], "little")
+    count = int.from_bytes(obj[0x3C:0x3E], "little")  # (0: 65,280 sections or more)
     sections = np.frombuffer(obj, _SECTION, count, offset)
+    tables = sections[sections["type"] == SHT_SYMTAB]
+    if not tables.size:  # (nothing to read the symbols from: numba's load)
+        return None
     names = set()
-    for table in sections[sections["type"] == SHT_SYMTAB]:
+    for table in tables:
         symbols = np.frombuffer(obj, _SYMBOL, int(table["size"]) // _SYMBOL.itemsize,
                                 int(table["offset"]))  # fmt: skip
         kind = symbols["info"] & 0xF
@@ -144,16 +147,23 @@ def initialize_runtime(ctx) -> None:
     gen = ctx.codegen()
     path = runtime_path(gen)
     serialized = _kept(path)
-    make = nrtdynmod.compile_nrt_functions
-    nrtdynmod.compile_nrt_functions = _compiled_runtime
-    if serialized is not None:  # (its lean load: lean_loads is on)
-        nrtdynmod.compile_nrt_functions = lambda _: gen.unserialize_library(serialized)
+    if serialized is not None:
+        try:  # (its lean load: lean_loads is on)
+            return _initialize(ctx, lambda _: gen.unserialize_library(serialized))
+        except Exception:  # a copy that does not load: compiled again, and replaced
+            pass
+    _initialize(ctx, _compiled_runtime)
+    _keep(path, rtsys.library.serialize_using_object_code())
+
+
+def _initialize(ctx, make) -> None:
+    """``rtsys.initialize(ctx)`` with ``make(ctx)`` giving its library."""
+    numbas = nrtdynmod.compile_nrt_functions
+    nrtdynmod.compile_nrt_functions = make
     try:
         rtsys.initialize(ctx)
     finally:
-        nrtdynmod.compile_nrt_functions = make
-    if serialized is None:
-        _keep(path, rtsys.library.serialize_using_object_code())
+        nrtdynmod.compile_nrt_functions = numbas
 
 
 def _kept(path: str) -> tuple | None:

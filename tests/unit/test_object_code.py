@@ -2,6 +2,7 @@
 parsed only when another function links it in."""
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -116,8 +117,8 @@ print(isinstance(rtsys.library, _LazyLinking), made(3).sum() + out.sum())
 
 def test_the_runtime_is_compiled_once_then_loaded(tmp_path):
     """The first process compiles numba's runtime and keeps its machine code in the cache
-    folder; the next loads it, and compiled code allocates through it. A damaged copy is
-    compiled again and replaced."""
+    folder; the next loads it, and compiled code allocates through it. A copy cut short, or
+    one that does not load, is compiled again and replaced."""
     from numba.core.registry import cpu_target
 
     env = dict(
@@ -138,3 +139,7 @@ def test_the_runtime_is_compiled_once_then_loaded(tmp_path):
     path.write_bytes(path.read_bytes()[:100])
     assert object_code._kept(str(path)) is None
     assert run() == ["False", "31.0"] and object_code._kept(str(path)) is not None
+    garbage = ("nrt", "object", (b"\x7fELF\x02\x01" + bytes(100), b"not bitcode"))
+    path.write_bytes(pickle.dumps(garbage))  # whole, but does not load
+    assert object_code._kept(str(path)) == garbage
+    assert run() == ["False", "31.0"] and object_code._kept(str(path)) != garbage
