@@ -4,7 +4,7 @@
 
 Each run calls :func:`psvm.cli.train.main` with its argv (wall and CPU
 seconds of that call are recorded per rank): the same code path as the ``psvm-train``
-command, in a process set up as its own (malloc keeps freed memory), without paying
+command, in a process set up as psvm-train's is (malloc keeps freed memory), without paying
 interpreter start-up and the numba cache load once per run (an optional warm-up run,
 discarded, pays it once). Before each run the garbage of the last is collected (untimed: a pass over
 an approximate run's objective took the next run's load 50 ms), the communicator's

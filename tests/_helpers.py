@@ -11,6 +11,15 @@ import time
 import pytest
 
 MPI_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi")
+REPO = os.path.dirname(os.path.dirname(MPI_DIR))
+
+
+def checkout_env(env: dict | None = None, **extra: str) -> dict:
+    """``env`` (default: this process's), plus ``extra``, with this checkout first on
+    PYTHONPATH: a subprocess imports this psvm, not an installed one."""
+    env = {**(os.environ if env is None else env), **extra}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
+    return env
 
 
 def mpiexec() -> str | None:
@@ -48,8 +57,7 @@ def run_mpi(
             full_env[k] = v
     # the script's folder comes first on sys.path, not the checkout: put this checkout's psvm
     # before any installed one
-    repo = os.path.dirname(os.path.dirname(MPI_DIR))
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, full_env.get("PYTHONPATH")]))
+    full_env = checkout_env(full_env)
     runner = ["-m", "mpi4py"] if mpi4py_runner else []
     cmd = [exe, "-n", str(n), sys.executable, *runner, script, *map(str, args)]
     return subprocess.run(

@@ -47,7 +47,8 @@ class JobControl:
         interrupted`` (status 130). Ctrl-C, which mpiexec sends to every rank,
         prints ``PROG: interrupted`` once and every rank exits with status 130 (SIGTERM in
         psvm's commands: ``PROG: terminated``, 143). With one process every error propagates
-        unchanged; psvm's commands watch the signals there too (the solver's checks).
+        unchanged, but for the interrupt it stands for (:func:`_stopped_by`); psvm's commands
+        watch the signals there too (the solver's checks).
 
         Collective: entering and leaving duplicate and free a communicator,
         on which the ranks find out that Ctrl-C reached them all.
@@ -60,7 +61,7 @@ class JobControl:
                     stop = _stopped_by(e, watch)
                     if stop is None:
                         raise
-                    raise stop from None
+                    raise stop from (None if stop is interruption(e) else e)
             return
         control = self._c.Dup()
         with sigint_watch() as watch:
@@ -175,11 +176,18 @@ def _abort_job(code: int) -> NoReturn:
 
 def _stopped_by(error: BaseException, watch) -> KeyboardInterrupt | None:
     """The interrupt that ``error`` stands for, if any: itself, the one a compiled call was
-    returning through (:func:`~psvm.comm.process.interruption`), or the signal the guard's
-    watch saw before it. A handler's exception raised inside a ctypes callback (numba's
-    object cache, loading compiled code) is printed and dropped, and the run failed later
-    with another error (1 of about 40 SIGTERMs to psvm-predict, session 53)."""
+    returning through (:func:`~psvm.comm.process.interruption`), or a signal the guard's watch
+    saw whose interrupt never reached Python's stack. A handler's exception raised inside a
+    ctypes callback (numba's object cache, loading compiled code) is printed and dropped, and
+    the run failed later with another error (1 of about 40 SIGTERMs to psvm-predict, session
+    53). An error raised while the interrupt was handled (a checkpoint that could not be
+    saved: agreed, or chained to it) is the run's error."""
     stop = interruption(error)
-    if stop is None and watch is not None and watch.seen:
-        return watch.error()
-    return stop
+    if stop is not None or watch is None or not watch.seen or getattr(error, "collective", False):
+        return stop
+    cause = error
+    while cause is not None:
+        if isinstance(cause, KeyboardInterrupt):
+            return None
+        cause = cause.__cause__ or cause.__context__
+    return watch.error()

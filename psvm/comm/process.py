@@ -138,9 +138,10 @@ def keep_freed_memory() -> bool:
     system: a later array of that size touches new pages, each a page fault, 2-5 us on the
     2-core box. A psvm-train run makes the window's arrays anew at each cut and frees them at
     the next. With arrays of up to 32 MB on the heap and the heap kept whole, skin_nonskin
-    took 41,000 faults instead of 52,000, and 0.80 s instead of 0.92 s (a9a, w8a and ijcnn1
-    5-7% less), for 1-3% more peak memory (the heap holds what was freed; psvm's commands end
-    after their run). Called by psvm's commands only: their process is psvm's.
+    took 41,000 faults instead of 52,000, and about 0.81 s instead of 0.92 s (a9a, w8a and
+    ijcnn1 5-7% less), for 1-3% more peak memory (the heap holds what was freed; psvm's
+    commands end after their run). Setting either threshold also stops glibc adjusting them.
+    Called by psvm's commands only: their process is psvm's.
     """
     if any(k.startswith("MALLOC_") for k in os.environ) or "malloc" in os.environ.get(
         "GLIBC_TUNABLES", ""

@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,7 @@ import scipy.sparse as sp
 
 from psvm.comm import Comm, process
 from psvm.faces.agreement import input_digest
-
-REPO = str(Path(__file__).resolve().parents[2])
+from tests._helpers import checkout_env
 
 
 def _digest(X, y, sw=None):
@@ -134,7 +132,8 @@ def test_a_signal_dropped_before_an_error_stops_as_the_signal(monkeypatch):
     """A SIGTERM whose exception a ctypes callback dropped (numba's object cache: 'Exception
     ignored in ...'), then another error: the command stops as terminated (143), not with
     'unexpected error'. Without a signal, the error itself; outside psvm's commands (no
-    watch), too."""
+    watch), too; and an error raised while the interrupt was handled (a checkpoint that
+    could not be saved), or an agreed one."""
 
     def dropped_then_failed():
         try:
@@ -148,6 +147,16 @@ def test_a_signal_dropped_before_an_error_stops_as_the_signal(monkeypatch):
         dropped_then_failed()
     with pytest.raises(RuntimeError, match="failed"), Comm().guard("test"):
         raise RuntimeError("failed")
+    saving = RuntimeError("cannot write the checkpoint")  # raised while the interrupt was handled
+    with pytest.raises(RuntimeError, match="checkpoint"), Comm().guard("test"):
+        try:
+            process.WATCH(signal.SIGTERM, None)
+        except process.Terminated:
+            raise saving from None  # (its context: the interrupt)
+    saving.collective = True  # agreed: every rank's error
+    with pytest.raises(RuntimeError, match="checkpoint"), Comm().guard("test"):
+        process.WATCH.seen = True
+        raise saving
     monkeypatch.setattr(process, "WATCH_SIGTERM", False)
     with pytest.raises(RuntimeError, match="failed"), Comm().guard("test"):
         assert process.WATCH is None
@@ -237,7 +246,8 @@ import resource, sys
 import numpy as np
 from psvm.comm.process import keep_freed_memory
 print(keep_freed_memory() if sys.argv[1] == "keep" else "-")
-np._core.multiarray._set_madvise_hugepage(False)  # (a huge page: one fault for 512 pages)
+core = getattr(np, "_core", None) or np.core  # (numpy 1: np.core)
+core.multiarray._set_madvise_hugepage(False)  # (a huge page: one fault for 512 pages)
 
 
 def faults():  # a 16 MB array made, filled and freed
@@ -270,8 +280,8 @@ def test_psvm_commands_keep_freed_memory_for_the_next_arrays():
     """glibc maps a large array apart, then the next of its size on new heap: both fault
     every page. psvm's commands keep what was freed: the second array faults no new page.
     A user's malloc settings stay theirs."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
+    env = checkout_env({k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")})
+    env.pop("GLIBC_TUNABLES", None)
     applied, kept = _freed_faults("keep", env)
     _, default = _freed_faults("-", env)
     pages = 16 * 2**20 // os.sysconf("SC_PAGE_SIZE")

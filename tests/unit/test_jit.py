@@ -4,14 +4,12 @@ Python entry for inner helpers, and cache loads without numba's registries."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from psvm.jit import inner, njit
-
-REPO = str(Path(__file__).resolve().parents[2])
+from tests._helpers import REPO, checkout_env
 
 
 @inner
@@ -70,9 +68,7 @@ print(sorted(m for m in ("numba.np.arraymath", "scipy.linalg", "cffi") if m in s
 def test_a_warm_process_loads_cached_functions_without_numba_registries():
     """The second process finds row_sq_norms in numba's cache and loads it without numba's
     registries (which import scipy.linalg and cffi, 0.3 s of a warm start)."""
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
-    )
+    env = checkout_env()
     runs = [
         subprocess.run([sys.executable, "-c", WARM], env=env, capture_output=True, text=True)
         for _ in range(2)
@@ -84,9 +80,7 @@ def test_a_warm_process_loads_cached_functions_without_numba_registries():
 def test_without_numbas_private_load_the_cache_loads_as_numba_does():
     """Another numba without the private parts LeanCache uses: numba's own load, same result
     (its registries imported again)."""
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
-    )
+    env = checkout_env()
     code = "import psvm.jit\npsvm.jit._LEAN = False\n" + WARM
     runs = [
         subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
