@@ -50,7 +50,7 @@ def defined_symbols(obj: bytes) -> set[str] | None:
     if obj[:6] != b"\x7fELF\x02\x01" or obj[0x3A:0x3C] != _SECTION.itemsize.to_bytes(2, "little"):
         return None
     offset = int.from_bytes(obj[0x28:0x30], "little")
-    count = int.from_bytes(obj[0x3C:0x3E], "little")  # (0: 65,280 sections or more)
+    count = int.from_bytes(obj[0x3C:0x3E], "little")  # (0: 65,280 or more, counted elsewhere)
     sections = np.frombuffer(obj, _SECTION, count, offset)
     tables = sections[sections["type"] == SHT_SYMTAB]
     if not tables.size:
@@ -118,7 +118,7 @@ def _unserialize(gen, serialized):
 @contextmanager
 def lean_loads(gen) -> Iterator[None]:
     """Within the block, libraries that codegen ``gen`` loads from the cache skip parsing
-    their bitcode (numba's compiler lock held: no compile runs meanwhile)."""
+    their bitcode (under numba's compiler lock: no compile runs meanwhile)."""
     lean = (
         LEAN
         and getattr(gen, "_library_class", None) is codegen.JITCodeLibrary

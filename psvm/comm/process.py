@@ -135,7 +135,7 @@ def keep_freed_memory() -> bool:
 
     By default glibc maps every array of more than 128 KB (then of more than the largest one
     freed) apart and unmaps it when it is freed, and it returns the heap's free top to the
-    system: a later array of that size touches new pages, each a page fault, 2-5 us on the
+    system: a later array of that size touches new pages, each a page fault, 2-5 µs on the
     2-core box. A psvm-train run makes the window's arrays anew at each cut and frees them at
     the next. With arrays of up to 32 MB on the heap and the heap kept whole, skin_nonskin
     took 41,000 faults instead of 52,000, and about 0.81 s instead of 0.92 s (a9a, w8a and
