@@ -62,6 +62,12 @@ from psvm.svc.packets import (
     pair_step,
 )
 from psvm.svc.packets import winner as winner_rank
+from psvm.svc.passes import (
+    best_of_sign_threads,
+    pass_parts,
+    second_order_nu_threads,
+    update_threads,
+)
 from psvm.svc.select import best, best_of_sign, bids, second_order_nu
 from psvm.svc.update import update_gradient
 
@@ -71,21 +77,26 @@ def run_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timer
     """:func:`psvm.svc.engine.run` for the nu types (Solver_NU: selection and step per sign
     of y)."""
     bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
+    # a large window's passes in the threads (:mod:`psvm.svc.passes`; one variable a row), their
+    # scratch the rejoined rows' (as long as the rank's own rows: borrowed ones may add more)
+    parts = pass_parts(kp[6], win[W.Y].size) if ctl_i[PER_ROW] == 1 else 1
+    parts = max(1, min(parts, bufs[REJOINED].size // 4))
     entry = ctl_i[N_ITER]
     event = BUDGET
     while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET]:
         timed = ctl_i[N_ITER] % TIMED_EVERY == 0
         counts[C_TIMED] += timed
         event, r_p, r_n = select_nu(
-            win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed
+            win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed, parts
         )
         if event != NONE:
             break
         if _ready(ctl_i, ctl_f, out[GAP_OUT]):
             shrink(win, ctl_i, out, counts)
         event = step_nu(
-            win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n
-        )
+            win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n,
+            parts,
+        )  # fmt: skip
         if event != NONE:
             break
         ctl_i[N_ITER] += 1
@@ -93,7 +104,9 @@ def run_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timer
 
 
 @inner
-def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed):
+def select_nu(
+    win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, trace, ts, timed, parts
+):
     """Round 1 of Solver_NU: each rank sends its best i and best of I_low for each sign of y
     (four packets, the two i with their rows); the gap is the larger of the two signs'.
     Returns (event or NONE, winning rank of i for y = +1, for y = -1)."""
@@ -103,7 +116,10 @@ def select_nu(win, loc, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timers, tra
     width = ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     for k, sign in ((0, 1.0), (2, -1.0)):
-        m, i, minus_M, j = _best_of_sign(up, low, y, sign, ctl_i[PER_ROW])
+        if parts > 1:  # (the scratch of a column's rejoined rows: free before the columns)
+            m, i, minus_M, j = best_of_sign_threads(up, low, y, sign, parts, bufs[REJOINED])
+        else:
+            m, i, minus_M, j = _best_of_sign(up, low, y, sign, ctl_i[PER_ROW])
         part = send1[k * size : (k + 1) * size]
         pack(part, m, i, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
         part = send1[(k + 1) * size : (k + 2) * size]
@@ -155,10 +171,12 @@ def _column(cache, ker, kp, packet, width, all_pos, idx, part, keep, ctl_i, ts, 
 
 
 @inner
-def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n):
+def step_nu(
+    win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts, timed, r_p, r_n, parts
+):
     """Solver_NU's round 2: the columns of both signs' i; j by the second-order gain against
     the i of its own sign; i is then that one; the step and the update as
-    :func:`psvm.svc.engine.step`."""
+    :func:`psvm.svc.engine.step` (its passes in ``parts`` threads)."""
     _, _, y, alpha, C, G, QD, act, _, up, low, obj, all_pos, gid, vrow = win
     recv1, send2, recv2 = bufs[RECV1], bufs[SEND2], bufs[RECV2]
     idx, part = bufs[ROW_IDX], bufs[REJOINED]
@@ -175,9 +193,13 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     col_p = cc.column(pool, width_c, s_p if s_p >= 0 else s_n)
     col_n = cc.column(pool, width_c, s_n if s_n >= 0 else s_p)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
-    key, q = second_order_nu(
-        y, low, QD, col_p, col_n, out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG], obj
-    )
+    m_p, m_n, QD_p, QD_n = out[M_OUT], out[M_NEG_OUT], p_p[DIAG], p_n[DIAG]
+    if parts > 1:  # (the scratch of a column's rejoined rows: free between columns)
+        key, q = second_order_nu_threads(
+            y, low, QD, col_p, col_n, m_p, m_n, QD_p, QD_n, obj, parts, part
+        )
+    else:
+        key, q = second_order_nu(y, low, QD, col_p, col_n, m_p, m_n, QD_p, QD_n, obj)
     pack(send2, key, q, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
     t = _lap(timed, ctl_i, ts, timers, T_SELECT, t)
     counts[C_ROUND2] += 1
@@ -198,6 +220,9 @@ def step_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, out, counts, timers, ts,
     col_i, col_j = cc.column(pool, width_c, s_i), cc.column(pool, width_c, s_j)
     t = _lap(timed, ctl_i, ts, timers, T_KERNEL, t)
     q_i, q_j = _set_alphas(alpha, ctl_i[RANK], r_i, p_i, a_i, r_j, p_j, a_j)
-    update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
+    if parts > 1:
+        update_threads(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j, parts)
+    else:
+        update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, q_i, q_j)
     _lap(timed, ctl_i, ts, timers, T_UPDATE, t)
     return NONE

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from psvm.jit import njit
+from psvm.jit import inner, njit
 from psvm.kernels.columns import block_range
-from psvm.svc.select import BLOCK, best, second_order
+from psvm.svc.select import BLOCK, best, best_of_sign, bid, second_order, second_order_nu
 from psvm.svc.update import update_rows
 
 # rows a thread below which a pass stays in one: a parallel region's start and wait cost a
@@ -40,17 +40,42 @@ def best_threads(up, low, with_j, parts, res):
     n = up.size
     for p in prange(parts):
         lo, hi = block_range(n, p, parts, BLOCK)
-        m, i, minus_M, j = best(up[lo:hi], low[lo:hi], with_j)
-        res[4 * p], res[4 * p + 1] = m, i + lo if i >= 0 else -1
-        res[4 * p + 2], res[4 * p + 3] = minus_M, j + lo if j >= 0 else -1
+        _keep_best(res, p, lo, best(up[lo:hi], low[lo:hi], with_j))
+    m, i, minus_M, j = _first_greatest(res, parts)
+    if not with_j and j >= 0:
+        j = 0  # (best's flag for a non-empty I_low, no position)
+    return m, i, minus_M, j
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def best_of_sign_threads(up, low, y, sign, parts, res):
+    """:func:`psvm.svc.select.best_of_sign` of the whole window (the nu types: the rows of one
+    sign of y), the parts in ``parts`` threads (``res``: scratch of 4 ``parts`` floats)."""
+    n = up.size
+    for p in prange(parts):
+        lo, hi = block_range(n, p, parts, BLOCK)
+        _keep_best(res, p, lo, best_of_sign(up[lo:hi], low[lo:hi], y[lo:hi], sign))
+    return _first_greatest(res, parts)
+
+
+@inner(_nrt=False, inline="always")
+def _keep_best(res, p, lo, found):
+    """Part p's (m, i, -M, j), its positions from ``lo``, into ``res``."""
+    m, i, minus_M, j = found
+    res[4 * p], res[4 * p + 1] = m, i + lo if i >= 0 else -1
+    res[4 * p + 2], res[4 * p + 3] = minus_M, j + lo if j >= 0 else -1
+
+
+@inner(_nrt=False)
+def _first_greatest(res, parts):
+    """The parts' (m, i, -M, j) as one pass finds them: strictly greater, so of equal maxima
+    the first part's."""
     m, i, minus_M, j = -np.inf, -1, -np.inf, -1
-    for p in range(parts):  # strictly greater: of equal maxima, the first part's
+    for p in range(parts):
         if res[4 * p + 1] >= 0 and (i < 0 or res[4 * p] > m):
             m, i = res[4 * p], int(res[4 * p + 1])
         if res[4 * p + 3] >= 0 and (j < 0 or res[4 * p + 2] > minus_M):
             minus_M, j = res[4 * p + 2], int(res[4 * p + 3])
-    if not with_j and j >= 0:
-        j = 0  # (best's flag for a non-empty I_low, no position)
     return m, i, minus_M, j
 
 
@@ -63,19 +88,45 @@ def second_order_threads(low, QD, K_i, m, QD_i, obj, parts, res):
         lo, hi = block_range(n, p, parts, BLOCK)
         o, j = second_order(low[lo:hi], QD[lo:hi], K_i[lo:hi], m, QD_i, obj[lo:hi])
         res[2 * p], res[2 * p + 1] = o, j + lo if j >= 0 else -1
+    return _first_smallest(res, parts)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def second_order_nu_threads(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj, parts, res):
+    """:func:`psvm.svc.select.second_order_nu` of a window of one variable a row (nu-SVC,
+    one-class's nu loop: K_p and K_n as long as ``low``), the parts in ``parts`` threads
+    (``res``: scratch of 2 ``parts`` floats)."""
+    n = low.size
+    for p in prange(parts):
+        lo, hi = block_range(n, p, parts, BLOCK)
+        o, j = second_order_nu(
+            y[lo:hi], low[lo:hi], QD[lo:hi], K_p[lo:hi], K_n[lo:hi], m_p, m_n, QD_p, QD_n,
+            obj[lo:hi],
+        )  # fmt: skip
+        res[2 * p], res[2 * p + 1] = o, j + lo if j >= 0 else -1
+    return _first_smallest(res, parts)
+
+
+@inner(_nrt=False)
+def _first_smallest(res, parts):
+    """The parts' (objective, j) as one pass finds them: strictly smaller, so of equal
+    objectives the first part's."""
     best_o, best_j = np.inf, -1
-    for p in range(parts):  # strictly smaller: of equal objectives, the first part's
+    for p in range(parts):
         if res[2 * p + 1] >= 0 and (best_j < 0 or res[2 * p] < best_o):
             best_o, best_j = res[2 * p], int(res[2 * p + 1])
     return best_o, best_j
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def update_threads(y, G, K_i, K_j, c_i, c_j, up, low, parts):
-    """The gradient and bids pass of :func:`psvm.svc.update.update_gradient` over a window of
-    one variable a row, the parts in ``parts`` threads (the step's two rows are bid anew
-    after it, by the caller)."""
+def update_threads(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low, q_i, q_j, parts):
+    """:func:`psvm.svc.update.update_gradient` of a window of one variable a row, its gradient
+    and bids pass in ``parts`` threads, then positions q_i and q_j (-1: not this rank's) bid
+    anew."""
     n = y.size
     for p in prange(parts):
         lo, hi = block_range(n, p, parts, BLOCK)
         update_rows(y[lo:hi], G[lo:hi], K_i[lo:hi], K_j[lo:hi], c_i, c_j, up[lo:hi], low[lo:hi])
+    for q in (q_i, q_j):
+        if q >= 0:
+            up[q], low[q] = bid(y[q], alpha[q], C[q], G[q], act[q])

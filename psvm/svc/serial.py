@@ -59,7 +59,7 @@ from psvm.svc.engine import (
 )
 from psvm.svc.packets import BLOCK, HAVE, RECV1, REJOINED, ROW_IDX, SEND2, pack
 from psvm.svc.passes import best_threads, pass_parts, second_order_threads, update_threads
-from psvm.svc.select import best, bid, bids, second_order_inlined
+from psvm.svc.select import best, bids, second_order_inlined
 from psvm.svc.update import two_variable_step, update_gradient
 
 
@@ -185,9 +185,7 @@ def _pair_update(win, i, j, step, col_i, col_j, parts):
     a_i, a_j, c_i, c_j = step
     alpha[i], alpha[j] = a_i, a_j
     if parts > 1:
-        update_threads(y, G, col_i, col_j, c_i, c_j, up, low, parts)
-        for q in (i, j):  # (as update_gradient: the two rows that changed alpha)
-            up[q], low[q] = bid(y[q], alpha[q], C[q], G[q], act[q])
+        update_threads(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j, parts)
     else:
         update_gradient(y, alpha, C, G, act, col_i, col_j, c_i, c_j, up, low, i, j)
 

@@ -382,14 +382,20 @@ def test_max_iter_0_and_gamma_0_as_sklearn():
 
 @pytest.mark.parametrize("parts", [2, 3])
 def test_threaded_passes_give_the_serial_winners(parts):
-    """A large window's passes in threads (psvm.svc.passes): the first greatest bid and the
-    first smallest objective of the whole window, whatever part holds them, and the same
-    gradient and bids, bit for bit. Ties everywhere: values from a few levels, -inf bids, -0.0
-    beside 0.0, and a part with no candidate at all."""
+    """A large window's passes in threads (psvm.svc.passes): the first greatest bid (of each
+    sign of y, the nu types) and the first smallest objective of the whole window, whatever
+    part holds them, and the same gradient and bids, bit for bit. Ties everywhere: values from
+    a few levels, -inf bids, -0.0 beside 0.0, and a part with no candidate at all."""
     import numba
 
-    from psvm.svc.passes import best_threads, second_order_threads, update_threads
-    from psvm.svc.select import best, bid, second_order
+    from psvm.svc.passes import (
+        best_of_sign_threads,
+        best_threads,
+        second_order_nu_threads,
+        second_order_threads,
+        update_threads,
+    )
+    from psvm.svc.select import best, best_of_sign, second_order, second_order_nu
     from psvm.svc.update import update_gradient
 
     serial_best = numba.njit(lambda up, low, with_j: best(up, low, with_j))
@@ -398,7 +404,6 @@ def test_threaded_passes_give_the_serial_winners(parts):
             y, a, C, G, act, Ki, Kj, ci, cj, up, low, i, j
         )
     )
-    serial_bid = numba.njit(lambda y, a, C, g, act: bid(y, a, C, g, act))
     rng = np.random.default_rng(parts)
     n = 20_000
     res = np.empty(4 * parts)
@@ -412,20 +417,28 @@ def test_threaded_passes_give_the_serial_winners(parts):
         for with_j in (False, True):
             got = best_threads(up, low, with_j, parts, res)
             assert got == serial_best(up, low, with_j), (trial, with_j)
+        y = rng.choice([-1.0, 1.0], n)
+        if trial % 4 == 3:
+            y[n // 2 :] = 1.0  # the last part has no row of y = -1
+        for sign in (1.0, -1.0):  # the nu types: each sign of y apart
+            got = best_of_sign_threads(up, low, y, sign, parts, res)
+            assert got == best_of_sign(up, low, y, sign), (trial, sign)
         QD, K = rng.choice([1.0, 2.0], n), rng.choice([0.0, 0.5, 1.0], n)
+        K_n = rng.choice([0.0, 0.5, 1.0], n)
         obj_a, obj_b = np.empty(n), np.empty(n)
         o, j = second_order_threads(low, QD, K, 0.5, 1.0, obj_a, parts, res)
         assert (o, j) == second_order(low, QD, K, 0.5, 1.0, obj_b), trial
-        y = rng.choice([-1.0, 1.0], n)
+        nu = (y, low, QD, K, K_n, 0.5, -0.5, 1.0, 2.0)
+        o, j = second_order_nu_threads(*nu, obj_a, parts, res)
+        assert (o, j) == second_order_nu(*nu, obj_b) and np.array_equal(obj_a, obj_b), trial
         alpha, C = rng.choice([0.0, 0.5, 1.0], n), np.ones(n)
         G, act = rng.normal(size=n), rng.random(n) < 0.9
         Ki, Kj = rng.random(n), rng.random(n)
         bids_up, bids_low = up.copy(), low.copy()
         G_a, up_a, low_a = G.copy(), up.copy(), low.copy()
-        update_threads(y, G_a, Ki, Kj, 0.3, -0.7, up_a, low_a, parts)
-        for q in (7, n - 3):
-            up_a[q], low_a[q] = serial_bid(y[q], alpha[q], C[q], G_a[q], act[q])
-        serial_update(y, alpha, C, G, act, Ki, Kj, 0.3, -0.7, bids_up, bids_low, 7, n - 3)
+        q_j = -1 if trial % 2 else n - 3  # (-1: the step's other row is another rank's)
+        update_threads(y, alpha, C, G_a, act, Ki, Kj, 0.3, -0.7, up_a, low_a, 7, q_j, parts)
+        serial_update(y, alpha, C, G, act, Ki, Kj, 0.3, -0.7, bids_up, bids_low, 7, q_j)
         assert np.array_equal(G_a, G) and np.array_equal(up_a, bids_up, equal_nan=True)
         assert np.array_equal(low_a, bids_low, equal_nan=True)
 
@@ -449,3 +462,18 @@ def test_a_large_window_in_threads_has_the_bits_of_one_thread(shared_data, param
     assert one["counts"] == two["counts"] and two["values"]["n_threads"] == 2
     for name in ("iter", "gap", "active", "cache_misses"):
         assert one["traces"][name] == two["traces"][name], name
+
+
+def test_a_large_nu_window_in_threads_has_the_bits_of_one_thread(shared_data):
+    """nu-SVC's loop (Solver_NU) runs its passes in the threads too: the same model,
+    iterations and counts as one thread."""
+    from tests._svm import load_head
+
+    X, y = load_head(shared_data / "a9a.xz", 20_000, n_features=123)
+    fits = [psvm.NuSVC(nu=0.3, gamma=0.05, n_threads=t).fit(X, y) for t in (1, 2)]
+    for name in ("dual_coef_", "intercept_", "support_", "n_iter_"):
+        a, b = (getattr(f, name) for f in fits)
+        a, b = (v.toarray() if hasattr(v, "toarray") else v for v in (a, b))
+        assert np.array_equal(a, b), name
+    one, two = (f.fit_stats_ for f in fits)
+    assert one["counts"] == two["counts"] and two["values"]["n_threads"] == 2
