@@ -77,8 +77,9 @@ def run_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timer
     """:func:`psvm.svc.engine.run` for the nu types (Solver_NU: selection and step per sign
     of y)."""
     bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
-    # a large window's passes in the threads (:mod:`psvm.svc.passes`; one variable a row), their
-    # scratch the rejoined rows' (as long as the rank's own rows: borrowed ones may add more)
+    # a large window's passes in the threads (:mod:`psvm.svc.passes`; nu-SVR's two variables a
+    # row: one thread), their scratch the rejoined rows' (as long as the rank's own rows:
+    # borrowed ones may add more)
     parts = pass_parts(kp[6], win[W.Y].size) if ctl_i[PER_ROW] == 1 else 1
     parts = max(1, min(parts, bufs[REJOINED].size // 4))
     entry = ctl_i[N_ITER]

@@ -29,7 +29,8 @@ PASS_ROWS = 1 << 13
 
 @njit(cache=True, nogil=True, _nrt=False)
 def pass_parts(threads, n):
-    """Threads for the passes over a window of n variables (one a row)."""
+    """Parts for the passes over a window of n kernel rows (with two variables a row, each
+    half of the window in as many)."""
     return max(1, min(threads, n // PASS_ROWS))
 
 
@@ -81,14 +82,16 @@ def _first_greatest(res, parts):
 
 @njit(cache=True, nogil=True, parallel=True)
 def second_order_threads(low, QD, K_i, m, QD_i, obj, parts, res):
-    """:func:`psvm.svc.select.second_order` of a window of one variable a row (K_i as long as
-    ``low``), the parts in ``parts`` threads (``res``: scratch of 2 ``parts`` floats)."""
-    n = low.size
-    for p in prange(parts):
-        lo, hi = block_range(n, p, parts, BLOCK)
-        o, j = second_order(low[lo:hi], QD[lo:hi], K_i[lo:hi], m, QD_i, obj[lo:hi])
-        res[2 * p], res[2 * p + 1] = o, j + lo if j >= 0 else -1
-    return _first_smallest(res, parts)
+    """:func:`psvm.svc.select.second_order` of the whole window, each of its halves (K_i: a
+    value a kernel row; with two variables a row, SVR, both halves read it) in ``parts``
+    parts over the threads (``res``: scratch of 2 ``parts`` floats a half)."""
+    h = max(K_i.size, 1)
+    for p in prange(parts * (low.size // h)):
+        off, (lo, hi) = p // parts * h, block_range(h, p % parts, parts, BLOCK)
+        a, b = off + lo, off + hi
+        o, j = second_order(low[a:b], QD[a:b], K_i[lo:hi], m, QD_i, obj[a:b])
+        res[2 * p], res[2 * p + 1] = o, j + a if j >= 0 else -1
+    return _first_smallest(res, parts * (low.size // h))
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -120,13 +123,14 @@ def _first_smallest(res, parts):
 
 @njit(cache=True, nogil=True, parallel=True)
 def update_threads(y, alpha, C, G, act, K_i, K_j, c_i, c_j, up, low, q_i, q_j, parts):
-    """:func:`psvm.svc.update.update_gradient` of a window of one variable a row, its gradient
-    and bids pass in ``parts`` threads, then positions q_i and q_j (-1: not this rank's) bid
-    anew."""
-    n = y.size
-    for p in prange(parts):
-        lo, hi = block_range(n, p, parts, BLOCK)
-        update_rows(y[lo:hi], G[lo:hi], K_i[lo:hi], K_j[lo:hi], c_i, c_j, up[lo:hi], low[lo:hi])
+    """:func:`psvm.svc.update.update_gradient`: its gradient and bids pass over each half of
+    the window (one, or two with two variables a row) in ``parts`` parts over the threads,
+    then positions q_i and q_j (-1: not this rank's) bid anew."""
+    h = max(K_i.size, 1)
+    for p in prange(parts * (y.size // h)):
+        off, (lo, hi) = p // parts * h, block_range(h, p % parts, parts, BLOCK)
+        a, b = off + lo, off + hi
+        update_rows(y[a:b], G[a:b], K_i[lo:hi], K_j[lo:hi], c_i, c_j, up[a:b], low[a:b])
     for q in (q_i, q_j):
         if q >= 0:
             up[q], low[q] = bid(y[q], alpha[q], C[q], G[q], act[q])

@@ -406,7 +406,7 @@ def test_threaded_passes_give_the_serial_winners(parts):
     )
     rng = np.random.default_rng(parts)
     n = 20_000
-    res = np.empty(4 * parts)
+    res, res_2 = np.empty(4 * parts), np.empty(8 * parts)
     for trial in range(20):
         levels = np.array([-np.inf, -1.0, -0.0, 0.0, 0.5, 2.0])
         up, low = rng.choice(levels, n), rng.choice(levels, n)
@@ -428,6 +428,9 @@ def test_threaded_passes_give_the_serial_winners(parts):
         obj_a, obj_b = np.empty(n), np.empty(n)
         o, j = second_order_threads(low, QD, K, 0.5, 1.0, obj_a, parts, res)
         assert (o, j) == second_order(low, QD, K, 0.5, 1.0, obj_b), trial
+        half = K[: n // 2]  # SVR: two variables a row, both halves reading the one column
+        o, j = second_order_threads(low, QD, half, 0.5, 1.0, obj_a, parts, res_2)
+        assert (o, j) == second_order(low, QD, half, 0.5, 1.0, obj_b), trial
         nu = (y, low, QD, K, K_n, 0.5, -0.5, 1.0, 2.0)
         o, j = second_order_nu_threads(*nu, obj_a, parts, res)
         assert (o, j) == second_order_nu(*nu, obj_b) and np.array_equal(obj_a, obj_b), trial
@@ -437,6 +440,8 @@ def test_threaded_passes_give_the_serial_winners(parts):
         bids_up, bids_low = up.copy(), low.copy()
         G_a, up_a, low_a = G.copy(), up.copy(), low.copy()
         q_j = -1 if trial % 2 else n - 3  # (-1: the step's other row is another rank's)
+        if trial % 3 == 2:  # SVR's halves
+            Ki, Kj = Ki[: n // 2], Kj[: n // 2]
         update_threads(y, alpha, C, G_a, act, Ki, Kj, 0.3, -0.7, up_a, low_a, 7, q_j, parts)
         serial_update(y, alpha, C, G, act, Ki, Kj, 0.3, -0.7, bids_up, bids_low, 7, q_j)
         assert np.array_equal(G_a, G) and np.array_equal(up_a, bids_up, equal_nan=True)
@@ -464,13 +469,18 @@ def test_a_large_window_in_threads_has_the_bits_of_one_thread(shared_data, param
         assert one["traces"][name] == two["traces"][name], name
 
 
-def test_a_large_nu_window_in_threads_has_the_bits_of_one_thread(shared_data):
-    """nu-SVC's loop (Solver_NU) runs its passes in the threads too: the same model,
-    iterations and counts as one thread."""
+@pytest.mark.parametrize("kind", ["nu_svc", "svr"])
+def test_a_large_nu_or_svr_window_in_threads_has_the_bits_of_one_thread(shared_data, kind):
+    """nu-SVC's loop (Solver_NU) and SVR's windows of two variables a row run their passes in
+    the threads too: the same model, iterations and counts as one thread."""
     from tests._svm import load_head
 
-    X, y = load_head(shared_data / "a9a.xz", 20_000, n_features=123)
-    fits = [psvm.NuSVC(nu=0.3, gamma=0.05, n_threads=t).fit(X, y) for t in (1, 2)]
+    if kind == "svr":  # 20,640 rows, the targets scaled
+        X, y = load_head(shared_data / "cadata_scale.xz", 20_640, n_features=8)
+        fits = [psvm.SVR(gamma=1.0, n_threads=t).fit(X, y / 1e5) for t in (1, 2)]
+    else:
+        X, y = load_head(shared_data / "a9a.xz", 20_000, n_features=123)
+        fits = [psvm.NuSVC(nu=0.3, gamma=0.05, n_threads=t).fit(X, y) for t in (1, 2)]
     for name in ("dual_coef_", "intercept_", "support_", "n_iter_"):
         a, b = (getattr(f, name) for f in fits)
         a, b = (v.toarray() if hasattr(v, "toarray") else v for v in (a, b))
