@@ -96,9 +96,9 @@ def second_order_threads(low, QD, K_i, m, QD_i, obj, parts, res):
 
 @njit(cache=True, nogil=True, parallel=True)
 def second_order_nu_threads(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj, parts, res):
-    """:func:`psvm.svc.select.second_order_nu` of a window of one variable a row (nu-SVC,
-    one-class's nu loop: K_p and K_n as long as ``low``), the parts in ``parts`` threads
-    (``res``: scratch of 2 ``parts`` floats)."""
+    """:func:`psvm.svc.select.second_order_nu` of a window of one variable a row (nu-SVC: K_p
+    and K_n as long as ``low``), the parts in ``parts`` threads (``res``: scratch of 2
+    ``parts`` floats)."""
     n = low.size
     for p in prange(parts):
         lo, hi = block_range(n, p, parts, BLOCK)
