@@ -64,6 +64,7 @@ from psvm.svc.packets import (
 from psvm.svc.packets import winner as winner_rank
 from psvm.svc.passes import (
     best_of_sign_threads,
+    best_threads,
     pass_parts,
     second_order_nu_threads,
     update_threads,
@@ -77,10 +78,9 @@ def run_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timer
     """:func:`psvm.svc.engine.run` for the nu types (Solver_NU: selection and step per sign
     of y)."""
     bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
-    # a large window's passes in the threads (:mod:`psvm.svc.passes`; nu-SVR's two variables a
-    # row: one thread), their scratch the rejoined rows' (as long as the rank's own rows:
-    # borrowed ones may add more)
-    parts = pass_parts(kp[6], win[W.Y].size) if ctl_i[PER_ROW] == 1 else 1
+    # a large window's passes in the threads (:mod:`psvm.svc.passes`), their scratch the
+    # rejoined rows' (as long as the rank's own rows: borrowed ones may add more)
+    parts = pass_parts(kp[6], win[W.Y].size // ctl_i[PER_ROW])
     parts = max(1, min(parts, bufs[REJOINED].size // 4))
     entry = ctl_i[N_ITER]
     event = BUDGET
@@ -117,10 +117,7 @@ def select_nu(
     width = ctl_i[ROW_WIDTH]
     t = now(ctl_i[CLOCK_FN], ts) if timed else 0.0
     for k, sign in ((0, 1.0), (2, -1.0)):
-        if parts > 1:  # (the scratch of a column's rejoined rows: free before the columns)
-            m, i, minus_M, j = best_of_sign_threads(up, low, y, sign, parts, bufs[REJOINED])
-        else:
-            m, i, minus_M, j = _best_of_sign(up, low, y, sign, ctl_i[PER_ROW])
+        m, i, minus_M, j = _best_of_sign(up, low, y, sign, ctl_i[PER_ROW], parts, bufs[REJOINED])
         part = send1[k * size : (k + 1) * size]
         pack(part, m, i, True, width, gid, vrow, y, alpha, G, C, QD, *loc)
         part = send1[(k + 1) * size : (k + 2) * size]
@@ -142,14 +139,21 @@ def select_nu(
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _best_of_sign(up, low, y, sign, per_row):
+def _best_of_sign(up, low, y, sign, per_row, parts, res):
     """:func:`psvm.svc.select.best_of_sign`; with two variables per row (nu-SVR) the
-    window's halves are the two signs, so the vectorised :func:`best` over one half."""
+    window's halves are the two signs, so the vectorised :func:`best` over one half. In
+    ``parts`` threads when more than one (``res``: their scratch; the scratch of a column's
+    rejoined rows, free before the columns)."""
     if per_row == 1:
+        if parts > 1:
+            return best_of_sign_threads(up, low, y, sign, parts, res)
         return best_of_sign(up, low, y, sign)
     h = y.size // 2
     lo = 0 if sign > 0 else h
-    m, i, minus_M, j = best(up[lo : lo + h], low[lo : lo + h], True)
+    if parts > 1:
+        m, i, minus_M, j = best_threads(up[lo : lo + h], low[lo : lo + h], True, parts, res)
+    else:
+        m, i, minus_M, j = best(up[lo : lo + h], low[lo : lo + h], True)
     return m, i + lo if i >= 0 else -1, minus_M, j + lo if j >= 0 else -1
 
 

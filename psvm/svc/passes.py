@@ -96,18 +96,26 @@ def second_order_threads(low, QD, K_i, m, QD_i, obj, parts, res):
 
 @njit(cache=True, nogil=True, parallel=True)
 def second_order_nu_threads(y, low, QD, K_p, K_n, m_p, m_n, QD_p, QD_n, obj, parts, res):
-    """:func:`psvm.svc.select.second_order_nu` of a window of one variable a row (nu-SVC: K_p
-    and K_n as long as ``low``), the parts in ``parts`` threads (``res``: scratch of 2
-    ``parts`` floats)."""
-    n = low.size
-    for p in prange(parts):
-        lo, hi = block_range(n, p, parts, BLOCK)
-        o, j = second_order_nu(
-            y[lo:hi], low[lo:hi], QD[lo:hi], K_p[lo:hi], K_n[lo:hi], m_p, m_n, QD_p, QD_n,
-            obj[lo:hi],
-        )  # fmt: skip
-        res[2 * p], res[2 * p + 1] = o, j + lo if j >= 0 else -1
-    return _first_smallest(res, parts)
+    """:func:`psvm.svc.select.second_order_nu` of the whole window, each of its halves in
+    ``parts`` parts over the threads (``res``: scratch of 2 ``parts`` floats a half): nu-SVC's
+    rows each paired with the i of its own sign; nu-SVR's halves each one sign, paired with
+    that sign's i (K_p, K_n: a value a kernel row)."""
+    h = max(K_p.size, 1)
+    halves = low.size // h
+    for p in prange(parts * halves):
+        off, (lo, hi) = p // parts * h, block_range(h, p % parts, parts, BLOCK)
+        a, b = off + lo, off + hi
+        if halves > 1:  # (as second_order_nu: the half's sign, read from its first row)
+            pos = y[off] > 0
+            K, m, QD_i = (K_p, m_p, QD_p) if pos else (K_n, m_n, QD_n)
+            o, j = second_order(low[a:b], QD[a:b], K[lo:hi], m, QD_i, obj[a:b])
+        else:
+            o, j = second_order_nu(
+                y[a:b], low[a:b], QD[a:b], K_p[lo:hi], K_n[lo:hi], m_p, m_n, QD_p, QD_n,
+                obj[a:b],
+            )  # fmt: skip
+        res[2 * p], res[2 * p + 1] = o, j + a if j >= 0 else -1
+    return _first_smallest(res, parts * halves)
 
 
 @inner(_nrt=False)

@@ -434,6 +434,10 @@ def test_threaded_passes_give_the_serial_winners(parts):
         nu = (y, low, QD, K, K_n, 0.5, -0.5, 1.0, 2.0)
         o, j = second_order_nu_threads(*nu, obj_a, parts, res)
         assert (o, j) == second_order_nu(*nu, obj_b) and np.array_equal(obj_a, obj_b), trial
+        signs = np.repeat([1.0, -1.0], n // 2)  # nu-SVR: each half one sign
+        nu = (signs, low, QD, K[: n // 2], K_n[: n // 2], 0.5, -0.5, 1.0, 2.0)
+        o, j = second_order_nu_threads(*nu, obj_a, parts, res_2)
+        assert (o, j) == second_order_nu(*nu, obj_b), trial
         alpha, C = rng.choice([0.0, 0.5, 1.0], n), np.ones(n)
         G, act = rng.normal(size=n), rng.random(n) < 0.9
         Ki, Kj = rng.random(n), rng.random(n)
@@ -469,15 +473,16 @@ def test_a_large_window_in_threads_has_the_bits_of_one_thread(shared_data, param
         assert one["traces"][name] == two["traces"][name], name
 
 
-@pytest.mark.parametrize("kind", ["nu_svc", "svr"])
+@pytest.mark.parametrize("kind", ["nu_svc", "svr", "nu_svr"])
 def test_a_large_nu_or_svr_window_in_threads_has_the_bits_of_one_thread(shared_data, kind):
-    """nu-SVC's loop (Solver_NU) and SVR's windows of two variables a row run their passes in
-    the threads too: the same model, iterations and counts as one thread."""
+    """nu-SVC's loop (Solver_NU) and SVR's windows of two variables a row (both loops) run
+    their passes in the threads too: the same model, iterations and counts as one thread."""
     from tests._svm import load_head
 
-    if kind == "svr":  # 20,640 rows, the targets scaled
+    if kind != "nu_svc":  # 20,640 rows, the targets scaled
         X, y = load_head(shared_data / "cadata_scale.xz", 20_640, n_features=8)
-        fits = [psvm.SVR(gamma=1.0, n_threads=t).fit(X, y / 1e5) for t in (1, 2)]
+        make = psvm.SVR if kind == "svr" else psvm.NuSVR
+        fits = [make(gamma=1.0, n_threads=t).fit(X, y / 1e5) for t in (1, 2)]
     else:
         X, y = load_head(shared_data / "a9a.xz", 20_000, n_features=123)
         fits = [psvm.NuSVC(nu=0.3, gamma=0.05, n_threads=t).fit(X, y) for t in (1, 2)]
