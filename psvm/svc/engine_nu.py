@@ -78,10 +78,8 @@ def run_nu(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, timer
     """:func:`psvm.svc.engine.run` for the nu types (Solver_NU: selection and step per sign
     of y)."""
     bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
-    # a large window's passes in the threads (:mod:`psvm.svc.passes`), their scratch the
-    # rejoined rows' (as long as the rank's own rows: borrowed ones may add more)
-    parts = pass_parts(kp[6], win[W.Y].size // ctl_i[PER_ROW])
-    parts = max(1, min(parts, bufs[REJOINED].size // 4))
+    # a large window's passes in the threads (:mod:`psvm.svc.passes`)
+    parts = pass_parts(kp[6], win[W.Y].size, ctl_i[PER_ROW], bufs[REJOINED])
     entry = ctl_i[N_ITER]
     event = BUDGET
     while ctl_i[N_ITER] - entry < ctl_i[ITER_BUDGET]:

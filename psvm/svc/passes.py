@@ -28,10 +28,12 @@ PASS_ROWS = 1 << 13
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def pass_parts(threads, n):
-    """Parts for the passes over a window of n kernel rows (with two variables a row, each
-    half of the window in as many)."""
-    return max(1, min(threads, n // PASS_ROWS))
+def pass_parts(threads, n_vars, per_row, scratch):
+    """Parts for the passes over a window of ``n_vars`` variables, ``per_row`` a kernel row
+    (two: each half of the window in as many), their winners kept in ``scratch`` (4 floats
+    a part: the rejoined rows' scratch, as long as the rank's own variables, which a
+    borrowing rank's window may outgrow)."""
+    return max(1, min(threads, n_vars // per_row // PASS_ROWS, scratch.size // 4))
 
 
 @njit(cache=True, nogil=True, parallel=True)

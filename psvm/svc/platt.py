@@ -180,11 +180,11 @@ def fit_svr_sigma(
     comm, shard, params: dict, gamma: float, n_folds: int = N_FOLDS, *, seed=0, stats=None, log=None
 ) -> float:
     """LIBSVM's ``svm_svr_probability``: sigma of the Laplace noise model of a regressor, the
-    mean absolute residual of a 5-fold cross-validation after dropping residuals beyond 5
+    mean absolute residual of an ``n_folds``-fold cross-validation (LIBSVM's 5, at most the
+    rows: :func:`psvm.cross_validation.fold_count`) after dropping residuals beyond 5
     standard deviations (of a Laplace with that mean: sqrt(2) mae). Collective; the sums are
-    correctly rounded, so sigma has the same bits for every P. ``n_folds``: at most the rows
-    (:func:`psvm.cross_validation.fold_count`); ``log`` (rank 0's) gets the folds' lines, as
-    svm-train prints them."""
+    correctly rounded, so sigma has the same bits for every P. ``log`` (rank 0's) gets the
+    folds' lines, as svm-train prints them."""
     from functools import partial
 
     from psvm.cross_validation import cross_validate, single_fit_predict

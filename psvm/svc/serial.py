@@ -72,7 +72,7 @@ def run_serial(win, loc, ker, kp, cache, mpi, bufs, ctl_i, ctl_f, out, counts, t
     those that test events, sample or eliminate, run in :func:`_quiet`."""
     bids(win[W.Y], win[W.ALPHA], win[W.C], win[W.G], win[W.ACTIVE], win[W.UP], win[W.LOW])
     # a large window's passes in the threads (:mod:`psvm.svc.passes`)
-    parts = pass_parts(kp[6], win[W.Y].size // ctl_i[PER_ROW])
+    parts = pass_parts(kp[6], win[W.Y].size, ctl_i[PER_ROW], bufs[REJOINED])
     entry = ctl_i[N_ITER]
     event = BUDGET
     small = bufs[BLOCK].shape[0] > 0  # a block for the window's columns (_serial_column)

@@ -69,7 +69,7 @@ def _update(y, G, K_i, K_j, c_i, c_j, up, low):
 @njit(cache=True, nogil=True, _nrt=False)
 def update_rows(y, G, K_i, K_j, c_i, c_j, up, low):
     """:func:`update_gradient`'s pass over some rows, called (a part of a large window in a
-    thread, :mod:`psvm.svc.passes`); the step's two rows are bid anew by the caller."""
+    thread, :func:`psvm.svc.passes.update_threads`, which then bids the step's two rows)."""
     _update(y, G, K_i, K_j, c_i, c_j, up, low)
 
 
