@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from heuristics.bench import data_dir, head_path, machine, mpiexec, tool
+from heuristics.bench import data_dir, head_path, libsvm_tool, machine, mpiexec
 
 REPO = Path(__file__).resolve().parents[1]
 # name: (file, rows or None, extra svm-train options)
@@ -82,9 +82,7 @@ def psvm(path: str, opts: list[str], ranks: int, design: str, workdir: str) -> d
 
 
 def libsvm(path: str, opts: list[str]) -> dict:
-    wall, out = _run(
-        [tool("svm-train", "apt-get install libsvm-tools"), "-q", "-v", "5", *opts, path]
-    )
+    wall, out = _run([libsvm_tool("svm-train"), "-q", "-v", "5", *opts, path])
     return {"wall": wall, "accuracy": out.split()[-1]}
 
 

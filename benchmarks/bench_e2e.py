@@ -21,10 +21,13 @@ only, if given), then, ``--repeat`` times interleaved (the fastest run counts):
   wheel and the installed entry point, bypassing any pyenv shim); wall clock
   from launch to exit, plus "train+load s", the time psvm-train prints itself
   (``Wrote MODEL in X s``: reading, training and writing the model);
-* LIBSVM: ``svm-train -c C -g G -m 200 TRAIN MODEL`` (the binary on PATH,
-  e.g. Debian's libsvm-tools), wall clock from launch to exit; without the
-  binary, ``python -c`` running libsvm-official's ``svm_read_problem`` +
-  ``svm_train`` with the same options (column labelled "libsvm-py");
+* LIBSVM in one thread, "svm-train": ``svm-train -c C -g G -m 200 TRAIN MODEL``, the
+  binary on PATH or else Debian's libsvm-tools fetched into the user's cache
+  (:func:`heuristics.bench.libsvm_tool`), wall clock from launch to exit;
+* LIBSVM with OpenMP, "libsvm-omp": ``python -c`` running libsvm-official's
+  ``svm_read_problem`` + ``svm_train`` with the same options, wall clock from launch
+  to the end of ``svm_train``: the pip package builds LIBSVM with ``-fopenmp``, so its
+  kernel columns run in OpenMP's default threads (one per core);
 * scikit-learn: ``python -c`` running ``load_svmlight_file`` (indices cast to
   32 bits, which SVC requires) + ``SVC(C, gamma, cache_size=200).fit``; wall
   clock from launch to the end of ``fit`` (the child reports ``time.time()``
@@ -46,11 +49,12 @@ Note that ``-m 200`` is per process: psvm at P = 2 has 2 x 200 MB of kernel cach
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import lzma
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,6 +65,7 @@ from heuristics.bench import (
     DATASETS,
     Dataset,
     data_dir,
+    libsvm_tool,
     machine,
     mpiexec,
     tool,
@@ -185,11 +190,29 @@ def psvm_train(
     }
 
 
-def libsvm_train(ds: Dataset, train: str, test: str, model: str, options: tuple = ()) -> dict:
-    binary = shutil.which("svm-train")
-    if binary:
-        cmd = [binary, "-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}", "-m", f"{CACHE_MB}", *options]
-        _, wall, out = run([*cmd, train, model])
+# the LIBSVM references: svm-train (one thread) and libsvm-official (OpenMP), each if present
+LIBSVMS = ("svm-train", "libsvm-omp")
+
+
+def libsvms() -> dict[str, str]:
+    """The LIBSVM references this machine has: label -> what runs."""
+    have = {}
+    binary = libsvm_tool("svm-train", required=False)
+    if binary and libsvm_tool("svm-predict", required=False):
+        have["svm-train"] = f"{binary} (one thread)"
+    if importlib.util.find_spec("libsvm") is not None:
+        version = importlib.metadata.version("libsvm-official")
+        have["libsvm-omp"] = f"libsvm-official {version} (Python; OpenMP, default threads)"
+    return have
+
+
+def libsvm_train(
+    lib: str, ds: Dataset, train: str, test: str, model: str, options: tuple = ()
+) -> dict:
+    """One timed LIBSVM training: the ``svm-train`` binary, or libsvm-official in a child."""
+    if lib == "svm-train":
+        cmd = [libsvm_tool("svm-train"), "-c", f"{ds.C:g}", "-g", f"{ds.gamma:g}"]
+        _, wall, out = run([*cmd, "-m", f"{CACHE_MB}", *options, train, model])
         return {"wall": wall, "fit": None, "n_sv": find(r"Total nSV = (\d+)", out, int)}
     return child(LIBSVM_CHILD, [train, test, f"{ds.C:g}", f"{ds.gamma:g}", *options])
 
@@ -236,7 +259,7 @@ def bench(
     rows: int | None,
     test_rows: int | None,
     repeat: int,
-    libsvm_label: str,
+    libs: list[str],
     warm: bool,
     pause: float = 0.0,
     options: tuple = (),
@@ -254,7 +277,7 @@ def bench(
         if ds.test:
             test = str(tmp / f"{name}.t")
             n_test = decompress(data_dir() / ds.test, Path(test), test_rows)
-        runs = {f"psvm P={p}": [] for p in ranks} | {libsvm_label: [], "sklearn": []}
+        runs = {f"psvm P={p}": [] for p in ranks} | {lib: [] for lib in libs} | {"sklearn": []}
         for _ in range(repeat):  # interleaved, so that load drifts hit every tool alike
             for p in ranks:
                 time.sleep(pause)
@@ -262,8 +285,10 @@ def bench(
                     psvm_train(p, ds, train, str(tmp / f"psvm{p}.model"), rows is not None, options)
                 )
             time.sleep(pause)
-            model = str(tmp / "libsvm.model")
-            runs[libsvm_label].append(libsvm_train(ds, train, test, model, options))
+            for lib in libs:
+                model = str(tmp / "libsvm.model")
+                runs[lib].append(libsvm_train(lib, ds, train, test, model, options))
+                time.sleep(pause)
             time.sleep(pause)
             runs["sklearn"].append(sklearn_fit(ds, train, test, options))
         best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
@@ -278,12 +303,12 @@ def bench(
                 ]
             )
         }
-        if libsvm_label == "libsvm":
-            acc["libsvm"] = accuracy(
-                ["svm-predict", test, str(tmp / "libsvm.model"), str(tmp / "libsvm.out")]
-            )
-        else:
-            acc[libsvm_label] = runs[libsvm_label][0]["accuracy"]
+        for lib in libs:
+            if lib == "svm-train":  # (its last model: the runs that follow write none)
+                model, out = str(tmp / "libsvm.model"), str(tmp / "libsvm.out")
+                acc[lib] = accuracy([libsvm_tool("svm-predict"), test, model, out])
+            else:
+                acc[lib] = runs[lib][0]["accuracy"]
         acc["sklearn"] = runs["sklearn"][0]["accuracy"]
     return {
         "data": name,
@@ -292,7 +317,7 @@ def bench(
         "C": ds.C,
         "gamma": ds.gamma,
         "ranks": ranks,
-        "libsvm_label": libsvm_label,
+        "libsvms": libs,
         "runs": runs,
         "wall": {k: b["wall"] for k, b in best.items()},
         "fit": {k: b["fit"] for k, b in best.items()},
@@ -304,22 +329,23 @@ def bench(
 
 def table(res: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Header and rows: wall seconds, ratios, speed-up, accuracies, then fit-only seconds."""
-    ranks, lib = res[0]["ranks"], res[0]["libsvm_label"]
+    ranks, libs = res[0]["ranks"], res[0]["libsvms"]
     ps = [f"psvm P={p}" for p in ranks]
-    head = ["data", "n", *(f"{k} s" for k in ps), f"{lib} s", "sklearn s"]
-    head += [f"sk/psvm P={p}" for p in ranks] + [f"lib/psvm P={p}" for p in ranks]
+    refs = [*libs, "sklearn"]
+    head = ["data", "n", *(f"{k} s" for k in [*ps, *refs])]
+    head += [f"{ref}/psvm P={p}" for ref in refs for p in ranks]
     head += [f"P{p}/P{ranks[0]}" for p in ranks[1:]]
-    head += ["acc psvm %", "acc lib %", "acc sk %"]
-    head += [f"psvm P={p} train+load s" for p in ranks] + [f"{lib} fit s", "sklearn fit s"]
+    head += [f"acc {k} %" for k in ["psvm", *refs]]
+    head += [f"psvm P={p} train+load s" for p in ranks] + [f"{ref} fit s" for ref in refs]
     body = []
     for r in res:
         w, f, a = r["wall"], r["fit"], r["accuracy"]
-        row = [r["data"], str(r["n"]), *(_s(w[k]) for k in ps), _s(w[lib]), _s(w["sklearn"])]
-        row += [_x(w["sklearn"] / w[k]) for k in ps] + [_x(w[lib] / w[k]) for k in ps]
+        row = [r["data"], str(r["n"]), *(_s(w[k]) for k in [*ps, *refs])]
+        row += [_x(w[ref] / w[k]) for ref in refs for k in ps]
         row += [_x(w[ps[0]] / w[k]) for k in ps[1:]]
         psvm_acc = next(v for k, v in a.items() if k.startswith("psvm"))
-        row += [_s(psvm_acc), _s(a[lib]), _s(a["sklearn"])]
-        row += [_s(f[k]) for k in ps] + [_s(f[lib]), _s(f["sklearn"])]
+        row += [_s(psvm_acc), *(_s(a[ref]) for ref in refs)]
+        row += [_s(f[k]) for k in ps] + [_s(f[ref]) for ref in refs]
         body.append(row)
     return head, body
 
@@ -356,6 +382,11 @@ def main(argv=None) -> None:
         action="store_true",
         help="train probability models: -b 1, SVC(probability=True)",
     )
+    p.add_argument(
+        "--libsvm",
+        default="",
+        help=f"LIBSVM references to time, from {','.join(LIBSVMS)} (default: those present)",
+    )
     p.add_argument("--md", default=str(REPO / "benchmarks/results/e2e.md"))
     p.add_argument("--json", default=str(REPO / "benchmarks/results/e2e.json"))
     a = p.parse_args(argv)
@@ -364,19 +395,25 @@ def main(argv=None) -> None:
         if name not in DATASETS and name not in SYNTHETIC:
             p.error(f"unknown data set {name!r}; choose from {', '.join([*DATASETS, *SYNTHETIC])}")
     ranks = [int(r) for r in a.ranks.split(",")]
-    lib = "libsvm" if shutil.which("svm-train") and shutil.which("svm-predict") else "libsvm-py"
-    libsvm_src = shutil.which("svm-train") if lib == "libsvm" else "libsvm-official (python)"
+    have = libsvms()
+    if a.libsvm:
+        unknown = set(a.libsvm.split(",")) - set(LIBSVMS)
+        if unknown:
+            p.error(f"--libsvm {a.libsvm}: choose from {', '.join(LIBSVMS)}")
+        have = {k: v for k, v in have.items() if k in a.libsvm.split(",")}
+    libs = list(have)
     m = machine()
     load = " ".join(f"{x:.1f}" for x in m["load_avg"] or [])
     env = ", ".join(f"{k}={os.environ.get(k, 'unset')}" for k in ENV_VARS)
     header = [
-        f"End-to-end wall seconds (launch to exit; sklearn and libsvm-py: launch to end of fit), "
+        "End-to-end wall seconds (launch to exit; sklearn and libsvm-omp: launch to end of fit), "
         f"best of {a.repeat}, -m {CACHE_MB} MB per process"
         f"{'' if a.no_warmup else ', after an untimed psvm-train per P on the data set'}"
         f"{f', {a.pause:g} s idle before each timed run' if a.pause else ''}.",
         f"Environment passed unchanged, no thread overrides ({env}).",
         f"{m['host']}: {m['cpu']}, {m['cores']} cores, load {load}; "
-        f"LIBSVM: {libsvm_src}; rows: {a.rows or 'all'}.",
+        f"LIBSVM: {'; '.join(f'{k} = {v}' for k, v in have.items()) or 'none'}; "
+        f"rows: {a.rows or 'all'}.",
     ]
     options = ("-b", "1") if a.probability else ()
     if options:
@@ -386,7 +423,7 @@ def main(argv=None) -> None:
     res = []
     for name in names:
         warm = not a.no_warmup
-        res.append(bench(name, ranks, a.rows, a.test_rows, a.repeat, lib, warm, a.pause, options))
+        res.append(bench(name, ranks, a.rows, a.test_rows, a.repeat, libs, warm, a.pause, options))
         head, body = table(res[-1:])
         if len(res) == 1:
             print("  ".join([head[0].ljust(12), *head[1:]]))
@@ -404,7 +441,7 @@ def main(argv=None) -> None:
         "inherited": {k: os.environ.get(k) for k in ENV_VARS},
         "machine": m,
         "versions": versions(),
-        "libsvm": libsvm_src,
+        "libsvm": have,
         "rows": a.rows,
         "repeat": a.repeat,
         "pause": a.pause,

@@ -26,7 +26,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from heuristics.bench import data_dir, head_path, machine, mpiexec, tool, versions
+from heuristics.bench import (
+    data_dir,
+    head_path,
+    libsvm_tool,
+    machine,
+    mpiexec,
+    versions,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -48,7 +55,7 @@ grid.find_parameters(sys.argv[-1], sys.argv[3:-1])
 
 def run_grid(svmtrain: str, data: str, grid: list[str], workers: int, out: Path) -> dict:
     """One grid.py run; its wall time, best point and every point's rate."""
-    cmd = [sys.executable, "-c", RUN_GRID, tool("svm-grid", "apt-get install libsvm-tools")]
+    cmd = [sys.executable, "-c", RUN_GRID, libsvm_tool("svm-grid")]
     cmd += [str(workers), *grid, "-svmtrain", svmtrain, "-gnuplot", "null", "-out", str(out)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -90,7 +97,7 @@ def main() -> None:
         )  # warm cache
         grid = GRIDS[args.grid]
         ours = run_grid(str(wrapper), data, grid, args.workers, Path(tmp) / "psvm.out")
-        svm_train = tool("svm-train", "apt-get install libsvm-tools")
+        svm_train = libsvm_tool("svm-train")
         theirs = run_grid(svm_train, data, grid, args.workers, Path(tmp) / "libsvm.out")
     after = os.getloadavg()
     diffs = [abs(ours["rates"][p] - theirs["rates"][p]) for p in theirs["rates"]]

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 from heuristics.bench import (
     DATASETS,
     dataset_paths,
+    libsvm_tool,
     machine,
     mpiexec,
     tool,
@@ -99,7 +99,9 @@ def bench(name: str, ranks: list[int], test_rows: int | None, repeat: int) -> di
             for p in ranks:
                 wall, text = run([mpiexec(), "-n", p, predict, test, model, out[p]])
                 walls[f"psvm P={p}"] = min(walls.get(f"psvm P={p}", wall), wall)
-            wall, lib_text = run(["svm-predict", test, model, Path(tmp) / "libsvm.out"])
+            wall, lib_text = run(
+                [libsvm_tool("svm-predict"), test, model, Path(tmp) / "libsvm.out"]
+            )
             walls["svm-predict"] = min(walls.get("svm-predict", wall), wall)
         child = [sys.executable, "-c", CHILD, train, test, model, ds.C, ds.gamma, ds.n_features]
         _, child_out = run([*child, repeat])
@@ -167,8 +169,8 @@ def main(argv=None) -> None:
     for name in names:
         if name not in DATASETS or DATASETS[name].test is None:
             p.error(f"{name!r}: choose data sets with a test file from {WITH_TEST}")
-    if shutil.which("svm-predict") is None:
-        p.error("LIBSVM's svm-predict is not on PATH")
+    if libsvm_tool("svm-predict", required=False) is None:
+        p.error("LIBSVM's svm-predict: neither on PATH nor fetched (libsvm-tools)")
     ranks = [int(r) for r in a.ranks.split(",")]
     m = machine()
     load = " ".join(f"{x:.1f}" for x in m["load_avg"] or [])

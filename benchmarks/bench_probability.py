@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from heuristics.bench import data_dir, head_path
+from heuristics.bench import data_dir, head_path, libsvm_tool
 
 SETS = {"a9a": ("a9a.xz", "a9a.t.xz"), "ijcnn1": ("ijcnn1.xz", "ijcnn1.t.xz")}
 
@@ -51,8 +51,8 @@ def main() -> None:
         for name, (train_file, test_file) in SETS.items():
             train = head_path(data_dir() / train_file, args.rows)
             test = head_path(data_dir() / test_file, None)
-            t_lib = run(["svm-train", "-q", "-b", "1", train, tmp / "lib"])
-            run(["svm-predict", "-b", "1", test, tmp / "lib", tmp / "lib.out"])
+            t_lib = run([libsvm_tool("svm-train"), "-q", "-b", "1", train, tmp / "lib"])
+            run([libsvm_tool("svm-predict"), "-b", "1", test, tmp / "lib", tmp / "lib.out"])
             t_ours = run([*ours, "psvm.cli.train", "-q", "-b", "1", train, tmp / "ours"])
             run([*ours, "psvm.cli.predict", "-q", "-b", "1", test, tmp / "ours", tmp / "o.out"])
             b_lib, b_ours = brier(tmp / "lib.out", test), brier(tmp / "o.out", test)

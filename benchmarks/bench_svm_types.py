@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from heuristics.bench import data_dir, machine, mpiexec, tool, versions
+from heuristics.bench import data_dir, libsvm_tool, machine, mpiexec, tool, versions
 from heuristics.report.text import markdown_table
 
 # name: (file, -s, flags shared by psvm-train and svm-train, scikit-learn's estimator and kwargs)
@@ -98,7 +98,7 @@ def measure(name: str, workdir: Path, ranks: list[int], repeat: int) -> dict:
                           str(train), model])  # fmt: skip
             best[f"psvm P={p}"] = min(t, best.get(f"psvm P={p}", t))
             objs[f"psvm P={p}"] = objective(out)
-        t, out = run([tool("svm-train", "apt install libsvm-tools"), *base, str(train), model])
+        t, out = run([libsvm_tool("svm-train"), *base, str(train), model])
         best["libsvm"], objs["libsvm"] = min(t, best.get("libsvm", t)), objective(out)
         t, _ = run([sys.executable, "-c", SKLEARN_CHILD.format(est=sk), str(train)])
         best["sklearn"] = min(t, best.get("sklearn", t))

@@ -270,6 +270,64 @@ def mpiexec() -> str:
     return tool("mpiexec", "install the mpich wheel")
 
 
+# LIBSVM's commands as Debian's libsvm-tools names them (grid.py and easy.py: svm-grid, svm-easy)
+LIBSVM_TOOLS = ("svm-train", "svm-predict", "svm-scale", "svm-grid", "svm-easy")
+
+
+def fetch_libsvm_tools(dest: Path) -> dict[str, str]:
+    """Debian's LIBSVM commands fetched into ``dest`` (``apt-get download`` of libsvm-tools
+    and its library libsvm3, unpacked by ``dpkg -x``, never installed), each program behind a
+    script that finds the library. Raises OSError or SubprocessError if they cannot be had."""
+    dest.mkdir(parents=True, exist_ok=True)
+    run = dict(check=True, capture_output=True, timeout=180)
+    subprocess.run(["apt-get", "download", "libsvm-tools", "libsvm3"], cwd=dest, **run)
+    for deb in dest.glob("*.deb"):
+        subprocess.run(["dpkg", "-x", str(deb), str(dest / "x")], **run)
+    lib = ":".join(dict.fromkeys(str(p.parent) for p in (dest / "x").rglob("libsvm.so*")))
+    tools = {}
+    for t in LIBSVM_TOOLS:
+        exe, wrapper = dest / "x" / "usr" / "bin" / t, dest / t
+        if not exe.exists():
+            raise FileNotFoundError(f"Debian's libsvm-tools has no {t}")
+        if exe.read_bytes()[:4] != b"\x7fELF":  # grid.py, easy.py
+            tools[t] = str(exe)
+            continue
+        wrapper.write_text(f'#!/bin/sh\nLD_LIBRARY_PATH={lib} exec {exe} "$@"\n')
+        wrapper.chmod(0o755)
+        tools[t] = str(wrapper)
+    return tools
+
+
+@functools.cache
+def _fetched_libsvm_tools() -> dict[str, str] | None:
+    """Debian's LIBSVM commands, fetched once into the user's cache
+    (``$XDG_CACHE_HOME/psvm/libsvm-tools``) and kept there; None if they cannot be had."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    dest = cache / "psvm" / "libsvm-tools"
+    kept = {t: [p for p in (dest / t, dest / "x/usr/bin" / t) if p.exists()] for t in LIBSVM_TOOLS}
+    if all(kept.values()):  # each program's wrapper, or the script
+        return {t: str(paths[0]) for t, paths in kept.items()}
+    try:
+        shutil.rmtree(dest, ignore_errors=True)
+        return fetch_libsvm_tools(dest)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"# LIBSVM's commands not on PATH and not fetched ({e!r})", file=sys.stderr)
+        return None
+
+
+def libsvm_tool(name: str, required: bool = True) -> str | None:
+    """LIBSVM's command ``name`` (one of :data:`LIBSVM_TOOLS`): on PATH, else Debian's,
+    fetched once (:func:`fetch_libsvm_tools`). Without either: a RuntimeError, or None if not
+    ``required``."""
+    found = shutil.which(name)
+    if found is None:
+        fetched = _fetched_libsvm_tools()
+        found = None if fetched is None else fetched[name]
+    if found is None and required:
+        raise RuntimeError(f"{name} not found: apt-get install libsvm-tools")
+    return found
+
+
 def run_worker(ranks: int, plan: dict, workdir: str | Path, timeout: float | None = None) -> list:
     """Run a plan (see :mod:`heuristics.worker`) under ``mpiexec -n ranks``; its records.
 

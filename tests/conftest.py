@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from heuristics.bench import LIBSVM_TOOLS, fetch_libsvm_tools
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PSVM_SHARED_DATA", REPO.parent / "shared" / "data"))
 
@@ -73,37 +75,16 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
-LIBSVM_TOOLS = ("svm-train", "svm-predict", "svm-scale", "svm-grid", "svm-easy")
-
-
 @pytest.fixture(scope="session")
 def libsvm_tools(tmp_path_factory) -> dict[str, str]:
     """Debian's LIBSVM commands (svm-train, svm-predict, svm-scale; grid.py and easy.py as
-    the Python scripts svm-grid and svm-easy): from PATH, else fetched at run time
-    (``apt-get download`` of libsvm-tools and its library libsvm3, unpacked by ``dpkg -x``,
-    never installed), each program behind a script that finds the library. Tests that need
-    them skip without them."""
+    the Python scripts svm-grid and svm-easy): from PATH, else fetched at run time into a
+    temporary folder (:func:`heuristics.bench.fetch_libsvm_tools`). Tests that need them
+    skip without them."""
     found = {t: shutil.which(t) for t in LIBSVM_TOOLS}
     if all(found.values()):
         return found
-    tmp = tmp_path_factory.mktemp("libsvm-tools")
-    run = dict(check=True, capture_output=True, timeout=180)
     try:
-        subprocess.run(["apt-get", "download", "libsvm-tools", "libsvm3"], cwd=tmp, **run)
-        for deb in tmp.glob("*.deb"):
-            subprocess.run(["dpkg", "-x", str(deb), str(tmp / "x")], **run)
+        return fetch_libsvm_tools(tmp_path_factory.mktemp("libsvm-tools"))
     except (OSError, subprocess.SubprocessError) as e:
         pytest.skip(f"LIBSVM's tools (Debian's libsvm-tools) not on PATH and not fetched ({e!r})")
-    lib = ":".join(dict.fromkeys(str(p.parent) for p in (tmp / "x").rglob("libsvm.so*")))
-    tools = {}
-    for t in LIBSVM_TOOLS:
-        exe, wrapper = tmp / "x" / "usr" / "bin" / t, tmp / t
-        if not exe.exists():
-            pytest.skip(f"Debian's libsvm-tools has no {t}")
-        if exe.read_bytes()[:4] != b"\x7fELF":  # grid.py, easy.py
-            tools[t] = str(exe)
-            continue
-        wrapper.write_text(f'#!/bin/sh\nLD_LIBRARY_PATH={lib} exec {exe} "$@"\n')
-        wrapper.chmod(0o755)
-        tools[t] = str(wrapper)
-    return tools

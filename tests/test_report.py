@@ -404,6 +404,34 @@ def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path,
     }
 
 
+def test_benchmarks_find_libsvm_on_path_then_in_their_cache(tmp_path, monkeypatch):
+    """The benchmarks take LIBSVM's command from PATH, else from the copy an earlier run
+    fetched into the user's cache (no second download), else say how to get it."""
+    import heuristics.bench as hb
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no apt-get, no LIBSVM
+    hb._fetched_libsvm_tools.cache_clear()  # (again at the end: no fake paths left behind)
+    with pytest.raises(RuntimeError, match="svm-train not found: apt-get install libsvm-tools"):
+        hb.libsvm_tool("svm-train")
+    assert hb.libsvm_tool("svm-predict", required=False) is None
+
+    dest = tmp_path / "cache" / "psvm" / "libsvm-tools"
+    (dest / "x/usr/bin").mkdir(parents=True)
+    for t in hb.LIBSVM_TOOLS:  # programs behind wrappers, the scripts as they are
+        (dest / ("x/usr/bin/" + t if t in ("svm-grid", "svm-easy") else t)).write_text("")
+    hb._fetched_libsvm_tools.cache_clear()
+    assert hb.libsvm_tool("svm-train") == str(dest / "svm-train")
+    assert hb.libsvm_tool("svm-grid") == str(dest / "x/usr/bin/svm-grid")
+
+    (tmp_path / "bin").mkdir()
+    own = tmp_path / "bin" / "svm-train"
+    own.write_text("#!/bin/sh\n")
+    own.chmod(0o755)
+    assert hb.libsvm_tool("svm-train") == str(own)
+    hb._fetched_libsvm_tools.cache_clear()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
