@@ -278,17 +278,16 @@ def bench(
             test = str(tmp / f"{name}.t")
             n_test = decompress(data_dir() / ds.test, Path(test), test_rows)
         runs = {f"psvm P={p}": [] for p in ranks} | {lib: [] for lib in libs} | {"sklearn": []}
+        lib_model = str(tmp / "libsvm.model")  # (svm-train's; libsvm-omp writes none)
         for _ in range(repeat):  # interleaved, so that load drifts hit every tool alike
             for p in ranks:
                 time.sleep(pause)
                 runs[f"psvm P={p}"].append(
                     psvm_train(p, ds, train, str(tmp / f"psvm{p}.model"), rows is not None, options)
                 )
-            time.sleep(pause)
             for lib in libs:
-                model = str(tmp / "libsvm.model")
-                runs[lib].append(libsvm_train(lib, ds, train, test, model, options))
                 time.sleep(pause)
+                runs[lib].append(libsvm_train(lib, ds, train, test, lib_model, options))
             time.sleep(pause)
             runs["sklearn"].append(sklearn_fit(ds, train, test, options))
         best = {k: min(v, key=lambda r: r["wall"]) for k, v in runs.items()}
@@ -304,9 +303,9 @@ def bench(
             )
         }
         for lib in libs:
-            if lib == "svm-train":  # (its last model: the runs that follow write none)
-                model, out = str(tmp / "libsvm.model"), str(tmp / "libsvm.out")
-                acc[lib] = accuracy([libsvm_tool("svm-predict"), test, model, out])
+            if lib == "svm-train":  # (the model of its last run)
+                out = str(tmp / "libsvm.out")
+                acc[lib] = accuracy([libsvm_tool("svm-predict"), test, lib_model, out])
             else:
                 acc[lib] = runs[lib][0]["accuracy"]
         acc["sklearn"] = runs["sklearn"][0]["accuracy"]
@@ -395,12 +394,10 @@ def main(argv=None) -> None:
         if name not in DATASETS and name not in SYNTHETIC:
             p.error(f"unknown data set {name!r}; choose from {', '.join([*DATASETS, *SYNTHETIC])}")
     ranks = [int(r) for r in a.ranks.split(",")]
-    have = libsvms()
-    if a.libsvm:
-        unknown = set(a.libsvm.split(",")) - set(LIBSVMS)
-        if unknown:
-            p.error(f"--libsvm {a.libsvm}: choose from {', '.join(LIBSVMS)}")
-        have = {k: v for k, v in have.items() if k in a.libsvm.split(",")}
+    chosen = a.libsvm.split(",") if a.libsvm else LIBSVMS
+    if not set(chosen) <= set(LIBSVMS):
+        p.error(f"--libsvm {a.libsvm}: choose from {', '.join(LIBSVMS)}")
+    have = {k: v for k, v in libsvms().items() if k in chosen}
     libs = list(have)
     m = machine()
     load = " ".join(f"{x:.1f}" for x in m["load_avg"] or [])

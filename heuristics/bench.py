@@ -2,9 +2,9 @@
 
 The data-set table (file names in ``../shared/data``, C, gamma, n_features),
 head-of-file subsets in psvm's decompression cache (never in the repository),
-the launch of :mod:`heuristics.worker` under ``mpiexec -n P``, the
-scikit-learn SVC reference, the dual objective of a fitted model and the
-machine description printed with every result. Used by
+the launch of :mod:`heuristics.worker` under ``mpiexec -n P``, LIBSVM's commands
+(:func:`libsvm_tool`), the scikit-learn SVC reference, the dual objective of a fitted
+model and the machine description printed with every result. Used by
 ``psvm-report heuristics`` (:mod:`heuristics.study`), ``benchmarks/run_all.py`` and
 ``benchmarks/bench_svc.py``.
 """
