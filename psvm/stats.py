@@ -126,7 +126,9 @@ class Stats:
 
 
 # Counters every rank keeps identically (the loop runs in lockstep): not summed.
-SHARED_COUNTS = frozenset({"n_iter", "n_reconstruct", "n_sync", "n_msf_backoff", "n_checkpoint"})
+SHARED_COUNTS = frozenset(
+    {"n_iter", "n_reconstruct", "n_sync", "n_msf_backoff", "n_checkpoint", "n_max_iter"}
+)
 # Traces of per-rank quantities whose global value is the sum over ranks.
 SUMMED_TRACES = frozenset({"active", "cache_misses"})
 

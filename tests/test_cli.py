@@ -332,8 +332,25 @@ def test_train_and_predict_in_one_process(tmp_path):
     r = run_cli(PREDICT, [data, tmp_path / "m", tmp_path / "p"], None)
     assert r.returncode == 0 and r.stdout.startswith("Accuracy = 100% (4/4)")
     assert np.loadtxt(tmp_path / "p").tolist() == [1, -1, 1, -1]
-    r = run_cli(TRAIN, ["--max-iter", "1", data, tmp_path / "m"], None)  # LIBSVM's warning
-    assert r.returncode == 0 and "WARNING: reaching max number of iterations" in r.stdout
+    for quiet in ([], ["-q"]):  # LIBSVM's warning: on stderr, also under -q, as svm-train's
+        r = run_cli(TRAIN, [*quiet, "--max-iter", "1", data, tmp_path / "m"], None)
+        assert r.returncode == 0 and "reaching max" not in r.stdout
+        assert r.stderr.count("WARNING: reaching max number of iterations") == 1
+
+
+def test_max_iter_warning_under_mpiexec_once_on_stderr(tmp_path):
+    """svm-train prints LIBSVM's max_iter warning to stderr whatever -q says: psvm-train once a
+    run, rank 0, also when another rank's folds (fold-parallel -v) reached the limit."""
+    data = tmp_path / "d.txt"
+    data.write_text(GOOD * 3)
+    runs = {
+        2: ["-q", "--max-iter", "1", data, tmp_path / "m"],
+        3: ["-q", "--max-iter", "1", "-v", "3", "--cv-parallel", "folds", data],
+    }
+    for n, args in runs.items():
+        r = run_cli(TRAIN, args, n)
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.count("WARNING: reaching max number of iterations") == 1, r.stderr
 
 
 def test_huge_feature_indices_cost_no_memory(tmp_path):
@@ -423,6 +440,9 @@ def test_unscaled_rbf_features_get_the_svm_scale_hint(tmp_path):
     assert "svm-scale" in r.stderr
     r = run_cli(TRAIN, ["-t", "0", data, tmp_path / "m"], None)  # linear: no hint
     assert r.returncode == 0 and "svm-scale" not in r.stderr, r.stderr
+    data.write_text("1 1:1e14 2:1\n-1 1:3 2:200\n1 1:250 2:20\n-1 1:7 2:180\n")
+    r = run_cli(TRAIN, ["-t", "0", "--max-iter", "1000", data, tmp_path / "m"], None)
+    assert "feature values reach 1e+14; the linear kernel works best" in r.stderr, r.stderr
 
 
 def test_console_exit_flushes_and_keeps_the_code():

@@ -32,6 +32,7 @@ from psvm.cli.train_sgd import USAGE as SGD_USAGE
 KERNEL_CODES = {code: name for name, code in ALL_KERNELS.items()}  # svm-train's -t
 SVM_TYPE_CODES = dict(enumerate(SVM_TYPES))  # svm-train's -s
 CV_PARALLEL = {"auto": None, "folds": True, "rows": False}  # -> cross_validate's parallel
+MAX_ITER_WARNING = "WARNING: reaching max number of iterations"  # svm.cpp
 TOO_FEW_MARKS = (  # svm_one_class_probability's warning
     "WARNING: number of positive or negative decision values <5; too few to do a "
     "probability estimation."
@@ -303,6 +304,9 @@ def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
     from psvm.stats import hit_rate, reduce_stats
 
     cv = "n_folds" in opts
+    # svm-train's Solver prints this to stderr whatever -q says; psvm once a run, at the end
+    # (a solve of another rank's folds counts too: the max over ranks)
+    capped = comm.max_(int(stats.counts.get("n_max_iter", 0)))
     report = reduce_stats(comm, stats)
     if "n_iter_own" in report["counts"]:  # fold-parallel -v: every rank's folds, summed
         report["counts"]["n_iter"] = report["counts"].pop("n_iter_own")
@@ -317,6 +321,8 @@ def _finish(comm, opts: dict, shard, result, stats, log, t0: float) -> None:
         body = _sv_lines(comm, result)
     if comm.rank != 0:
         return
+    if capped:
+        print(MAX_ITER_WARNING, file=sys.stderr, flush=True)
     if cv:
         print("\n".join(result), flush=True)  # also under -q, as svm-train
         report["values"]["cross_validation"] = result

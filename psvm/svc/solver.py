@@ -454,6 +454,8 @@ class Solver(Lending, Reconstruction, Resumable):
         """Statistics, rho and the objective at the end of the loop."""
         n_iter = int(self.ctl_i[E.N_ITER])
         self._record(n_iter, gap)
+        if status:  # max_iter reached (psvm-train warns on stderr, the estimators warn)
+            self.stats.add("n_max_iter")
         # 'approximate' leaves stale gradients: LIBSVM's rho uses active rows only
         approximate = self.cfg.reconstruction == "approximate" and self.eliminated_any_global()
         self._sync()

@@ -530,6 +530,16 @@ def test_unscaled_rbf_features_warn_once_unless_gamma_adapts():
         warnings.simplefilter("error")
         psvm.SVC().fit(X * 100, y)  # gamma='scale' adapts to the data
         psvm.SVC(gamma=0.1).fit(X, y)
+        psvm.SVC(kernel="linear").fit(X * 100, y)  # products: only past 1e6
+
+
+def test_features_past_1e6_warn_for_every_kernel():
+    """A linear problem with a feature of 1e14 ran to max_iter, silently (a helper's trial)."""
+    X, y = load_iris(return_X_y=True)
+    X = X.copy()
+    X[0, 0] = 1e14
+    with pytest.warns(UserWarning, match=r"feature values reach 1e\+14; the linear kernel"):
+        psvm.SVC(kernel="linear", max_iter=1000).fit(X, y)
 
 
 @pytest.mark.parametrize("cls", [psvm.SVC, psvm.NuSVC, psvm.SVR, psvm.NuSVR, psvm.OneClassSVM])
