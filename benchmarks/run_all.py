@@ -216,7 +216,10 @@ def markdown(rows: list[dict], meta: dict, notes: list[str]) -> str:
         "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
         f"- {meta['started']}, {meta['elapsed_s'] / 60:.1f} minutes. RBF kernel, C and "
         f"gamma per data set as below, tol {TOL:g}, kernel cache {CACHE_MB:g} MB per "
-        "process, shrinking on (psvm: its default heuristic), one thread per process. "
+        "process, shrinking on (psvm: its default heuristic). No thread or environment "
+        "settings: each psvm rank takes its share of the cores (two threads at P = 1, one "
+        "each at P = 2 on 2 cores), LIBSVM (libsvm-official, built with OpenMP) OpenMP's "
+        "default, scikit-learn one thread. "
         "Linear solvers: psvm SGD is `psvm-train --solver sgd` with its defaults (lambda = "
         "1/n, i.e. C = 1; sync period auto); LinearSVC(C=C) is scikit-learn's default "
         "squared hinge; SGDClassifier(loss='hinge', alpha=1/(C n), random_state=0).",

@@ -11,6 +11,7 @@ model and the machine description printed with every result. Used by
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import json
 import os
@@ -368,8 +369,14 @@ def versions() -> dict:
     return out
 
 
+# what the measuring commands themselves write into the checkout: not a change of the code
+OUTPUTS = ("heuristics/records/*", "heuristics/*.png", "heuristics/REPORT.md",
+           "heuristics/study.json", "benchmarks/results/*", "docs/benchmarks.md")  # fmt: skip
+
+
 def git_state() -> str | None:
-    """``<commit>`` of the checkout, ``+ N modified files`` when the tree is not clean.
+    """``<commit>`` of the checkout, ``+ N modified files`` when files other than the
+    measurements' own :data:`OUTPUTS` differ from it.
 
     None when installed (no checkout) or without git.
     """
@@ -392,7 +399,8 @@ def git_state() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    n = len(dirty.stdout.splitlines())
+    paths = [line[3:].split(" -> ")[-1] for line in dirty.stdout.splitlines()]
+    n = sum(not any(fnmatch.fnmatch(p, pat) for pat in OUTPUTS) for p in paths)
     return head.stdout.strip() + (f" + {n} modified files" if n else "")
 
 

@@ -4,9 +4,9 @@ Pure: it reads the records that :mod:`heuristics.study` wrote and never runs a
 solver. Every figure in the text is computed here from those records:
 medians over repeats for times, first-repeat values for the deterministic
 counts, ratios against the ``none`` heuristic (same data, P and selection)
-and against scikit-learn's SVC timed in the same study. Ratios compare CPU
-seconds (of the slowest rank): on a machine shared with other jobs they vary
-far less between repeats than wall times, which are reported alongside.
+and against scikit-learn's SVC timed in the same study. Ratios compare wall seconds of
+psvm's ``train`` timer (the slowest rank's) and of SVC's ``fit``, the time a user waits
+for; CPU seconds, which add up a rank's threads, are reported alongside.
 
     from heuristics.report import write_report
     write_report("heuristics")            # reads heuristics/study.json, records/*.jsonl

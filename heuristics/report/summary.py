@@ -46,7 +46,7 @@ def summarize_psvm(records: list[dict]) -> list[dict]:
         st = [r["stats"] for r in rs]
         counts = st[0]["counts"]
         train = [s["seconds_max"].get("train", 0.0) for s in st]
-        # the compared time: CPU seconds of the slowest rank (wall time if not recorded)
+        # CPU seconds of the slowest rank, shown beside the compared time, train (wall)
         cpu = [
             max(r["cpu_seconds"]) if r.get("cpu_seconds") else t
             for r, t in zip(rs, train, strict=True)
@@ -132,17 +132,16 @@ def derive(rows: list[dict], svc: dict) -> None:
         d, P, h, rec, sel = (r[k] for k in KEY)
         none = by.get((d, P, "none", "single", sel))
         ref = by.get((d, p_min, "none", "single", "second"))
-        r["vs_none"] = r["cpu_s"] / none["cpu_s"] if none and none["cpu_s"] else None
-        r["vs_none_wall"] = r["train_s"] / none["train_s"] if none and none["train_s"] else None
+        r["vs_none"] = r["train_s"] / none["train_s"] if none and none["train_s"] else None
+        r["vs_none_cpu"] = r["cpu_s"] / none["cpu_s"] if none and none["cpu_s"] else None
         for shr in (False, True):
             s = svc.get((d, shr))
-            r[f"vs_svc{int(shr)}"] = r["cpu_s"] / s["cpu"] if s and s["cpu"] else None
+            r[f"vs_svc{int(shr)}"] = r["train_s"] / s["seconds"] if s and s["seconds"] else None
         r["gap_none"] = _rel(r["objective"], ref["objective"] if ref else None)
         s0 = svc.get((d, False))
         r["gap_svc"] = _rel(r["objective"], s0["objective"] if s0 else None)
         base = by.get((d, p_min, h, rec, sel))
         r["speedup"] = base["train_s"] / r["train_s"] if base and r["train_s"] else None
-        r["speedup_cpu"] = base["cpu_s"] / r["cpu_s"] if base and r["cpu_s"] else None
 
 
 def build(study: dict, records: list[dict]) -> tuple[list[dict], dict]:
@@ -181,10 +180,10 @@ def gmean(xs) -> float | None:
     return float(math.exp(np.mean(np.log(xs)))) if xs else None
 
 
-def noise(rows: list[dict], metric: str = "cpu") -> float:
+def noise(rows: list[dict], metric: str = "train") -> float:
     """Median relative spread (max - min) / median of the repeats: the study's noise level.
 
-    ``metric``: "cpu" (the compared time) or "train" (wall time of the solver).
+    ``metric``: "train" (the compared time: the solver's wall time) or "cpu".
     """
     med = "cpu_s" if metric == "cpu" else "train_s"
     return (

@@ -23,17 +23,18 @@ from heuristics.report.text import (
 )
 
 GLOSSARY = (
+    "train s: the wall time of psvm's `train` timer (max over ranks; reading and start-up "
+    "excluded), median over the repeats; fit s: SVC's wall time of `fit`. min-max: range "
+    "over the repeats. vs none: train s / train s of `none` with the same data, P and "
+    "selection; vs SVC h0 / h1: train s / fit s of scikit-learn SVC with shrinking off / on "
+    "(one process, one thread); speed-up: train s at the smallest P / train s at this P. "
     "CPU s: user + system CPU seconds of the slowest rank over its psvm-train call (file "
-    "reading and model writing included: a few hundredths of a second here), median over the "
-    "repeats; for SVC, the CPU seconds of `fit`. train s: the wall time of psvm's `train` "
-    "timer (max over ranks; reading and start-up excluded), median; fit s: SVC's wall time of "
-    "`fit`. min-max: range over the repeats. vs none: CPU s / CPU s of `none` with the same "
-    "data, P and selection (vs none (wall): the same with train s); vs SVC h0 / h1: CPU s / "
-    "CPU s of scikit-learn SVC with shrinking off / on (one process); speed-up (wall): train s "
-    "at the smallest P / train s at this P. busy s: kernel + select + update + reconstruct "
-    "seconds of each rank (the rest of its training time is waiting in collectives); max/mean: "
-    "the largest busy time over the mean. gap: (objective - reference) / |reference| of the "
-    "dual objective 1/2 a'Qa - e'a (lower is better, so a negative gap is a better optimum)."
+    "reading and model writing included), median; they add up the rank's threads (vs none "
+    "(CPU): CPU s / CPU s of `none`); for SVC, the CPU seconds of `fit`. busy s: kernel + "
+    "select + update + reconstruct seconds of each rank (the rest of its training time is "
+    "waiting in collectives); max/mean: the largest busy time over the mean. gap: "
+    "(objective - reference) / |reference| of the dual objective 1/2 a'Qa - e'a (lower is "
+    "better, so a negative gap is a better optimum)."
 )
 
 
@@ -86,8 +87,9 @@ def _produced(study) -> list[str]:
     header = ["data", "training rows", "test rows", "test file", "C", "gamma", "features"]
     out += markdown_table(header, body)
     out += [
-        _sampling(study) + " Subsets keep the default study short on this "
-        "machine. The full grid (every heuristic x single/multi/approximate x "
+        _sampling(study)
+        + (" Subsets keep the default study short on this machine." if study.get("rows") else "")
+        + " The full grid (every heuristic x single/multi/approximate x "
         "first/second order) on the full files is:",
         "",
         "    psvm-report heuristics --data a9a,w8a,ijcnn1 --ranks 1,2 --rows 0 "
@@ -130,7 +132,7 @@ BOUND = (
     "have many fewer; the share of `none`'s time spent before that iteration is about the "
     "least time / `none` an exact heuristic can reach, even if every later iteration were "
     "free (`benchmarks/elimination_bound.py` measures it on the full data sets). It comes from "
-    "the traces of the first repeat (wall clock); the dots are medians of CPU time."
+    "the traces of the first repeat (wall clock); the dots are medians of training time."
 )
 
 
@@ -189,10 +191,10 @@ def _svc_section(study, svc) -> list[str]:
                     [
                         d["name"],
                         "on" if shr else "off",
-                        fmt(s["cpu"]),
-                        f"{s['cpu_min']:.3f}-{s['cpu_max']:.3f}",
                         fmt(s["seconds"]),
                         f"{s['min']:.3f}-{s['max']:.3f}",
+                        fmt(s["cpu"]),
+                        f"{s['cpu_min']:.3f}-{s['cpu_max']:.3f}",
                         str(s["n_iter"]),
                         str(s["n_support"]),
                         fmt(s["objective"], ".6g"),
@@ -203,10 +205,10 @@ def _svc_section(study, svc) -> list[str]:
         [
             "data",
             "shrinking",
-            "CPU s",
-            "CPU min-max",
             "fit s",
             "fit min-max",
+            "CPU s",
+            "CPU min-max",
             "iterations",
             "nSV",
             "objective",
@@ -248,28 +250,26 @@ def _time(study, rows, figures) -> list[str]:
         [
             "configuration",
             "P",
-            "CPU s",
-            "CPU min-max",
             "train s",
             "train min-max",
             "vs none",
-            "vs none (wall)",
             "vs SVC h0",
             "vs SVC h1",
-            "speed-up (wall)",
+            "speed-up",
+            "CPU s",
+            "vs none (CPU)",
         ],
         lambda r: [
             r["label"],
             str(r["ranks"]),
-            fmt(r["cpu_s"]),
-            f"{r['cpu_min']:.3f}-{r['cpu_max']:.3f}",
             fmt(r["train_s"]),
             f"{r['train_min']:.3f}-{r['train_max']:.3f}",
             fmt(r["vs_none"], ".2f"),
-            fmt(r["vs_none_wall"], ".2f"),
             fmt(r["vs_svc0"], ".2f"),
             fmt(r["vs_svc1"], ".2f"),
             fmt(r["speedup"], ".2f"),
+            fmt(r["cpu_s"]),
+            fmt(r["vs_none_cpu"], ".2f"),
         ],
     )
 

@@ -37,7 +37,7 @@ def _versus(a: dict, b: dict | None) -> str:
     """Whether the repeat ranges (min-max) of two rows overlap: the plain significance test."""
     if b is None or a is b or a["repeats"] < 2 or b["repeats"] < 2:
         return ""
-    apart = a["cpu_max"] < b["cpu_min"] or a["cpu_min"] > b["cpu_max"]
+    apart = a["train_max"] < b["train_min"] or a["train_min"] > b["train_max"]
     return " (repeat ranges apart)" if apart else " (repeat ranges overlap: not significant)"
 
 
@@ -127,12 +127,13 @@ def _noise_text(study, rows) -> str:
         )
     return (
         f"Noise: the median spread (max - min over median) across the "
-        f"{study['repeats']} repeats of a configuration is {noise(rows):.0%} for CPU time and "
-        f"{noise(rows, 'train'):.0%} for wall time (the machine's {_cores(study)} may run "
-        f"other jobs too). "
-        f"Times below are therefore compared in CPU seconds (of the slowest rank), "
-        f"and a difference counts only when the repeat ranges do not "
-        f"overlap."
+        f"{study['repeats']} repeats of a configuration is {noise(rows):.0%} for wall time and "
+        f"{noise(rows, 'cpu'):.0%} for CPU time (the machine's {_cores(study)} may run "
+        f"other jobs too). Times below are the wall seconds of psvm's `train` timer (the "
+        f"slowest rank's; reading and start-up excluded) and of SVC's `fit`, the time a user "
+        f"waits for: a rank's CPU seconds add up its threads, so they would weigh a "
+        f"configuration by how much of its work ran in parallel. A difference counts only "
+        f"when the repeat ranges do not overlap."
     )
 
 
@@ -144,18 +145,18 @@ def _per_dataset_lines(study, exact, svc) -> list[str]:
             rs = _by(exact, dataset=d, ranks=P, selection="second")
             if not rs:
                 continue
-            best = min(rs, key=lambda r: r["cpu_s"])
+            best = min(rs, key=lambda r: r["train_s"])
             none = next((r for r in rs if r["heuristic"] == "none"), None)
             df = next((r for r in rs if r["label"] == dflt), None)
             s1 = svc.get((d, True))
             if best is none:
-                txt = f"{d}, P={P}: fastest is `none` itself ({_s(best['cpu_s'])} CPU s)"
+                txt = f"{d}, P={P}: fastest is `none` itself ({_s(best['train_s'])} s)"
             else:
                 txt = (
-                    f"{d}, P={P}: fastest is `{best['label']}` ({_s(best['cpu_s'])} CPU s, "
+                    f"{d}, P={P}: fastest is `{best['label']}` ({_s(best['train_s'])} s, "
                     f"{_pct(best['vs_none'])} than `none`"
                 )
-                txt += f" at {_s(none['cpu_s'])} s){_versus(best, none)}" if none else ")"
+                txt += f" at {_s(none['train_s'])} s){_versus(best, none)}" if none else ")"
             if df is not None:
                 txt += (
                     f"; the default `{dflt}` takes {_pct(df['vs_none'])} than "
@@ -164,7 +165,7 @@ def _per_dataset_lines(study, exact, svc) -> list[str]:
                 if s1:
                     txt += (
                         f" and {df['vs_svc1']:.2f}x the time of scikit-learn SVC "
-                        f"(shrinking on, {_s(s1['cpu'])} s)"
+                        f"(shrinking on, {_s(s1['seconds'])} s)"
                     )
             out.append(txt + ".")
     return out
@@ -265,7 +266,7 @@ def _first_order_text(rows) -> str | None:
     ]
     if not fo:
         return None
-    t = gmean(a["cpu_s"] / b["cpu_s"] for a, b in fo)
+    t = gmean(a["train_s"] / b["train_s"] for a, b in fo)
     it = gmean(a["n_iter"] / b["n_iter"] for a, b in fo)
     return (
         f"First-order (maximal violating pair) against second-order selection, "
@@ -322,8 +323,8 @@ def _approximate_text(rows) -> str | None:
 
 
 def _rows_text(study) -> str:
-    rows = sorted({d["n_train"] for d in study["datasets"]})
-    return "subsets of " + "/".join(f"{n:,}" for n in rows) + " training rows"
+    rows = "/".join(f"{n:,}" for n in sorted({d["n_train"] for d in study["datasets"]}))
+    return f"subsets of {rows} training rows" if study.get("rows") else f"all {rows} rows"
 
 
 def _med_share(rows) -> float:

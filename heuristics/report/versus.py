@@ -1,9 +1,9 @@
 """The figures of time against ``none``: every configuration (``time.png``) and the summary
 a reader acts on (``summary.png``: each heuristic per data set, with the elimination bound).
 
-Times are ratios to ``none`` with the same data, P and selection (CPU seconds, medians;
-bars span the repeats' min-max over ``none``'s median), so the differences between
-heuristics are not drowned by the differences between data sets.
+Times are ratios to ``none`` with the same data, P and selection (wall seconds of psvm's
+``train`` timer, medians; bars span the repeats' min-max over ``none``'s median), so the
+differences between heuristics are not drowned by the differences between data sets.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def _ratio(r: dict) -> tuple[float, float, float] | None:
     """time / none: the median, and how far below and above it the repeats reach."""
     if r["vs_none"] is None:
         return None
-    none_cpu = r["cpu_s"] / r["vs_none"]
-    lo, hi = (r["cpu_s"] - r["cpu_min"]) / none_cpu, (r["cpu_max"] - r["cpu_s"]) / none_cpu
+    none_s = r["train_s"] / r["vs_none"]
+    lo, hi = (r["train_s"] - r["train_min"]) / none_s, (r["train_max"] - r["train_s"]) / none_s
     return r["vs_none"], lo, hi
 
 
@@ -113,11 +113,11 @@ def time_figure(study, rows, svc):
         s1 = svc.get((d, True))
         none = find(rows, d, min(ranks), "none/single")
         title = d
-        if s1 and none and none["cpu_s"]:
-            x = s1["cpu"] / none["cpu_s"]
+        if s1 and none and none["train_s"]:
+            x = s1["seconds"] / none["train_s"]
             title += f"\nscikit-learn SVC (shrinking on): {x:.1f}x none, P={min(ranks)}"
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel(f"CPU time / none's (median of {study['repeats']}; bars: min-max)")
+        ax.set_xlabel(f"training time / none's (median of {study['repeats']}; bars: min-max)")
         ax.grid(axis="x", alpha=0.3)
     _row_labels(axes[0][0], order)
     _time_legend(fig, ranks)
@@ -237,7 +237,7 @@ def summary_figure(study, rows, labels, bound: dict):
         ax.set_ylim(0, max(1.15, 1.1 * max(r["vs_none"] for r in rows)))  # long bars are cut
         ax.set_title(f"P={P}")
         ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("CPU time / none's (median; bars: min-max of the repeats)")
+    axes[0][0].set_ylabel("training time / none's (median; bars: min-max of the repeats)")
     saving = axes[0][-1].secondary_yaxis(
         "right", functions=(lambda y: 100 * (1 - y), lambda s: 1 - s / 100)
     )
