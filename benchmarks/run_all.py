@@ -218,8 +218,9 @@ def markdown(rows: list[dict], meta: dict, notes: list[str]) -> str:
         f"gamma per data set as below, tol {TOL:g}, kernel cache {CACHE_MB:g} MB per "
         "process, shrinking on (psvm: its default heuristic). No thread or environment "
         "settings: each psvm rank takes its share of the cores (two threads at P = 1, one "
-        "each at P = 2 on 2 cores), LIBSVM (libsvm-official, built with OpenMP) OpenMP's "
-        "default, scikit-learn one thread. "
+        "each at P = 2 on 2 cores); the references run in one thread each (their processes "
+        "set OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1: LIBSVM is libsvm-official, built "
+        "with OpenMP). "
         "Linear solvers: psvm SGD is `psvm-train --solver sgd` with its defaults (lambda = "
         "1/n, i.e. C = 1; sync period auto); LinearSVC(C=C) is scikit-learn's default "
         "squared hinge; SGDClassifier(loss='hinge', alpha=1/(C n), random_state=0).",
