@@ -391,7 +391,7 @@ def git_state() -> str | None:
             check=True,
         )
         dirty = subprocess.run(
-            ["git", "-C", str(CHECKOUT), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(CHECKOUT), "status", "--porcelain", "-z", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -399,9 +399,23 @@ def git_state() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    paths = [line[3:].split(" -> ")[-1] for line in dirty.stdout.splitlines()]
-    n = sum(not any(fnmatch.fnmatch(p, pat) for pat in OUTPUTS) for p in paths)
+    n = sum(
+        not all(any(fnmatch.fnmatch(p, pat) for pat in OUTPUTS) for p in paths)
+        for paths in _changed(dirty.stdout)
+    )
     return head.stdout.strip() + (f" + {n} modified files" if n else "")
+
+
+def _changed(porcelain_z: str) -> list[tuple[str, ...]]:
+    """The paths of each entry of ``git status --porcelain -z`` (unquoted; a rename or copy:
+    its new path and its old one)."""
+    fields, out, i = porcelain_z.split("\0"), [], 0
+    while i < len(fields) and fields[i]:
+        xy, path = fields[i][:2], fields[i][3:]
+        renamed = "R" in xy or "C" in xy
+        out.append((path, fields[i + 1]) if renamed else (path,))
+        i += 2 if renamed else 1
+    return out
 
 
 def write_output(path: str | None, text: str) -> None:

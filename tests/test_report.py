@@ -672,8 +672,8 @@ def test_medians_sampling_and_msf_cells_in_the_text():
 
 
 def test_versions_count_code_changes_not_the_measurements_own_files(tmp_path, monkeypatch):
-    """A study rewrites its records, figures and REPORT.md in the checkout: its versions line
-    said "+ 9 modified files" of a tree whose code was clean."""
+    """A study removes and rewrites its report, figures and records in the checkout: its
+    versions line said "+ 9 modified files" of a tree whose code was clean."""
     import subprocess
 
     from heuristics import bench
@@ -681,7 +681,7 @@ def test_versions_count_code_changes_not_the_measurements_own_files(tmp_path, mo
     def git(*args):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
 
-    files = ["heuristics/REPORT.md", "heuristics/records/a9a.P1.jsonl", "psvm/solver.py"]
+    files = ["heuristics/REPORT.md", "heuristics/records/a b.jsonl", "psvm/solver.py"]
     for f in files:
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_text("0\n")
@@ -695,4 +695,8 @@ def test_versions_count_code_changes_not_the_measurements_own_files(tmp_path, mo
         (tmp_path / f).write_text("1\n")
     assert bench.git_state() == head
     (tmp_path / files[2]).write_text("1\n")
+    assert bench.git_state() == f"{head} + 1 modified files"
+    git("checkout", "-q", "--", files[2])  # code moved among the outputs is still a change
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    git("mv", files[2], "benchmarks/results/solver.py")
     assert bench.git_state() == f"{head} + 1 modified files"

@@ -31,7 +31,7 @@ GLOSSARY = (
     "CPU s: user + system CPU seconds of the slowest rank over its psvm-train call (file "
     "reading and model writing included), median; they add up the rank's threads (vs none "
     "(CPU): CPU s / CPU s of `none`); for SVC, the CPU seconds of `fit`. busy s: kernel + "
-    "select + update + reconstruct seconds of each rank (the rest of its training time is "
+    "select + update + reconstruct + cut seconds of each rank (the rest of its training time is "
     "waiting in collectives); max/mean: the largest busy time over the mean. gap: "
     "(objective - reference) / |reference| of the dual objective 1/2 a'Qa - e'a (lower is "
     "better, so a negative gap is a better optimum)."
@@ -86,18 +86,19 @@ def _produced(study) -> list[str]:
     ]
     header = ["data", "training rows", "test rows", "test file", "C", "gamma", "features"]
     out += markdown_table(header, body)
+    subsets = bool(study.get("rows"))
     out += [
         _sampling(study)
-        + (" Subsets keep the default study short on this machine." if study.get("rows") else "")
+        + (" Subsets keep the default study short on this machine." if subsets else "")
         + " The full grid (every heuristic x single/multi/approximate x "
         "first/second order) on the full files is:",
         "",
         "    psvm-report heuristics --data a9a,w8a,ijcnn1 --ranks 1,2 --rows 0 "
         "--test-rows 0 --grid full --repeats 3 --out heuristics-full/",
         "",
-        "(far longer: the run time of SMO grows faster than linearly with the rows).",
-        "",
     ]
+    if subsets:
+        out += ["(far longer: the run time of SMO grows faster than linearly with the rows).", ""]
     return out
 
 
@@ -129,10 +130,10 @@ def _sampling(study: dict) -> str:
 BOUND = (
     "The elimination bound{grey}: every heuristic applies the same rule as "
     "`earliest`, later, so until `earliest` has eliminated half of the rows none of them can "
-    "have many fewer; the share of `none`'s time spent before that iteration is about the "
-    "least time / `none` an exact heuristic can reach, even if every later iteration were "
-    "free (`benchmarks/elimination_bound.py` measures it on the full data sets). It comes from "
-    "the traces of the first repeat (wall clock); the dots are medians of training time."
+    "have eliminated many more; the share of `none`'s time spent before that iteration is "
+    "about the least time / `none` an exact heuristic can reach, even if every later iteration "
+    "were free (`benchmarks/elimination_bound.py` measures it on the full data sets). It comes "
+    "from the traces of the first repeat (wall clock); the dots are medians of training time."
 )
 
 

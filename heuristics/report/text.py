@@ -419,8 +419,12 @@ def _against_none(study, rows, lab: str, sel: str, g: float, nz: float | None) -
         f"{slower} of {len(cmp)} second-order elimination "
         f"configurations (median per data set and P) were slower than `none`. So on "
         f"{_rows_text(study)} elimination did not pay. Reconstruction alone takes a "
-        f"median {_med_share(mine):.0%} of the default's training time here; plausibly, in "
-        f"problems this small an iteration over all rows is cheap, so the checks, "
-        f"reconstructions and cache fill-ins for revived rows are not repaid. "
-        f"The full data sets are measured in docs/heuristics.md."
+        f"median {_med_share(mine):.0%} of the default's training time here"
+        + (
+            "; plausibly, in problems this small an iteration over all rows is cheap, so the "
+            "checks, reconstructions and cache fill-ins for revived rows are not repaid. "
+            if study.get("rows")
+            else ". "
+        )
+        + "The full data sets are measured in docs/heuristics.md."
     )
