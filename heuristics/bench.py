@@ -300,7 +300,7 @@ def fetch_libsvm_tools(dest: Path) -> dict[str, str]:
 
 
 @functools.cache
-def _fetched_libsvm_tools() -> dict[str, str] | None:
+def fetched_libsvm_tools() -> dict[str, str] | None:
     """Debian's LIBSVM commands, fetched once into the user's cache
     (``$XDG_CACHE_HOME/psvm/libsvm-tools``) and kept there; None if they cannot be had."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -322,7 +322,7 @@ def libsvm_tool(name: str, required: bool = True) -> str | None:
     ``required``."""
     found = shutil.which(name)
     if found is None:
-        fetched = _fetched_libsvm_tools()
+        fetched = fetched_libsvm_tools()
         found = None if fetched is None else fetched[name]
     if found is None and required:
         raise RuntimeError(f"{name} not found: apt-get install libsvm-tools")

@@ -4,13 +4,12 @@ nothing passed fails."""
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from heuristics.bench import LIBSVM_TOOLS, fetch_libsvm_tools
+from heuristics.bench import LIBSVM_TOOLS, fetched_libsvm_tools
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("PSVM_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -76,15 +75,15 @@ def shared_data() -> Path:
 
 
 @pytest.fixture(scope="session")
-def libsvm_tools(tmp_path_factory) -> dict[str, str]:
+def libsvm_tools() -> dict[str, str]:
     """Debian's LIBSVM commands (svm-train, svm-predict, svm-scale; grid.py and easy.py as
-    the Python scripts svm-grid and svm-easy): from PATH, else fetched at run time into a
-    temporary folder (:func:`heuristics.bench.fetch_libsvm_tools`). Tests that need them
-    skip without them."""
+    the Python scripts svm-grid and svm-easy), all from one place: PATH, else the copy the
+    benchmarks fetch once into the user's cache (:func:`heuristics.bench.fetched_libsvm_tools`).
+    Tests that need them skip without them."""
     found = {t: shutil.which(t) for t in LIBSVM_TOOLS}
     if all(found.values()):
         return found
-    try:
-        return fetch_libsvm_tools(tmp_path_factory.mktemp("libsvm-tools"))
-    except (OSError, subprocess.SubprocessError) as e:
-        pytest.skip(f"LIBSVM's tools (Debian's libsvm-tools) not on PATH and not fetched ({e!r})")
+    fetched = fetched_libsvm_tools()
+    if fetched is None:
+        pytest.skip("LIBSVM's tools (Debian's libsvm-tools) not on PATH and not fetched")
+    return fetched

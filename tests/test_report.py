@@ -416,7 +416,7 @@ def test_benchmarks_find_libsvm_on_path_then_in_their_cache(tmp_path, monkeypatc
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no apt-get, no LIBSVM
-    hb._fetched_libsvm_tools.cache_clear()  # (again at the end: no fake paths left behind)
+    hb.fetched_libsvm_tools.cache_clear()  # (again at the end: no fake paths left behind)
     with pytest.raises(RuntimeError, match="svm-train not found: apt-get install libsvm-tools"):
         hb.libsvm_tool("svm-train")
     assert hb.libsvm_tool("svm-predict", required=False) is None
@@ -425,7 +425,7 @@ def test_benchmarks_find_libsvm_on_path_then_in_their_cache(tmp_path, monkeypatc
     (dest / "x/usr/bin").mkdir(parents=True)
     for t in hb.LIBSVM_TOOLS:  # programs behind wrappers, the scripts as they are
         (dest / ("x/usr/bin/" + t if t in ("svm-grid", "svm-easy") else t)).write_text("")
-    hb._fetched_libsvm_tools.cache_clear()
+    hb.fetched_libsvm_tools.cache_clear()
     assert hb.libsvm_tool("svm-train") == str(dest / "svm-train")
     assert hb.libsvm_tool("svm-grid") == str(dest / "x/usr/bin/svm-grid")
 
@@ -434,7 +434,7 @@ def test_benchmarks_find_libsvm_on_path_then_in_their_cache(tmp_path, monkeypatc
     own.write_text("#!/bin/sh\n")
     own.chmod(0o755)
     assert hb.libsvm_tool("svm-train") == str(own)
-    hb._fetched_libsvm_tools.cache_clear()
+    hb.fetched_libsvm_tools.cache_clear()
 
 
 @pytest.mark.parametrize(
