@@ -359,15 +359,18 @@ def test_elimination_bound_script_prints_the_share(shared_data):
     r = run_cli("benchmarks/elimination_bound.py", ["--data", "heart_scale", "--repeat", "2"], None)
     assert r.returncode == 0, r.stderr[-3000:]
     header, line = r.stdout.strip().splitlines()[-2:]
-    assert header.split()[-9:] == [
-        "frequent", "s", "saving", "share", "overhead", "s", "share", "w/o", "rows/earliest"
+    assert header.split()[-11:] == [
+        "ceiling", "frequent", "s", "saving", "share", "overhead", "s", "share", "w/o",
+        "rows/earliest", "ceiling+overhead",
     ]  # fmt: skip
     cells = line.split()
     assert cells[:2] == ["heart_scale", "270"]
-    best, saving, share, free = (int(cells[i].rstrip("%")) for i in (6, -5, -4, -2))
-    assert 0 < best <= 100 and float(cells[-6]) >= 0
+    best, saving, share, free = (int(cells[i].rstrip("%")) for i in (6, -6, -5, -3))
+    ceiling, paid = int(cells[8].rstrip("%")), int(cells[-1].rstrip("%"))
+    assert 0 < best <= 100 and float(cells[-7]) >= 0
     assert abs(share - 100 * saving / best) <= 100 / best + 1  # (each printed rounded)
-    assert float(cells[-3]) >= 0 and free >= share and float(cells[-1]) > 0
+    assert float(cells[-4]) >= 0 and free >= share and float(cells[-2]) > 0
+    assert 0 <= ceiling <= 100 and paid <= ceiling  # earliest's windows cost something
     # the same at another P and thread count (analysis): one worker under mpiexec -n 2
     flags = ["--data", "heart_scale", "--heuristic", "", "--ranks", "2", "--threads", "1"]
     r = run_cli("benchmarks/elimination_bound.py", flags, None)
@@ -386,6 +389,20 @@ def test_elimination_bound_without_usable_traces():
     assert elimination_bound({}, early, 10) is None
     restart = {"iter": [0, 100, 0, 100], "active": [10, 5, 10, 5]}
     assert elimination_bound(none, restart, 10) is None
+
+
+def test_rule_ceiling_counts_earliests_windows_at_nones_cost_a_row():
+    """Before the half-way iteration `none`'s time; after it, `earliest`'s active rows at
+    what a row of `none`'s window costs an iteration there."""
+    from heuristics.report.summary import rule_ceiling
+
+    none = {"iter": [0, 100, 200], "seconds": [0.0, 1.0, 2.0]}  # 1e-3 s a row-iteration
+    early = {"iter": [0, 100, 200], "active": [10, 5, 5]}
+    assert rule_ceiling(none, early, 10, 100) == pytest.approx((1.0 + 100 * 5e-3) / 2.0)
+    shrinking = {"iter": [0, 100, 200], "active": [10, 5, 1]}  # 5, 4.96, ..., 1.04: 302 rows
+    assert rule_ceiling(none, shrinking, 10, 100) == pytest.approx((1.0 + 302 * 1e-3) / 2.0)
+    # a full window throughout costs what `none` did
+    assert rule_ceiling(none, {"iter": [0, 200], "active": [10, 10]}, 10, 100) == 1.0
 
 
 def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path, monkeypatch):
