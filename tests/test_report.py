@@ -370,7 +370,7 @@ def test_elimination_bound_script_prints_the_share(shared_data):
     assert 0 < best <= 100 and float(cells[-7]) >= 0
     assert abs(share - 100 * saving / best) <= 100 / best + 1  # (each printed rounded)
     assert float(cells[-4]) >= 0 and free >= share and float(cells[-2]) > 0
-    assert 0 <= ceiling <= 100 and paid <= ceiling  # earliest's windows cost something
+    assert ceiling > 0 and paid <= ceiling  # (above 100%: savings before the half-way point)
     # the same at another P and thread count (analysis): one worker under mpiexec -n 2
     flags = ["--data", "heart_scale", "--heuristic", "", "--ranks", "2", "--threads", "1"]
     r = run_cli("benchmarks/elimination_bound.py", flags, None)
@@ -392,17 +392,20 @@ def test_elimination_bound_without_usable_traces():
 
 
 def test_rule_ceiling_counts_earliests_windows_at_nones_cost_a_row():
-    """Before the half-way iteration `none`'s time; after it, `earliest`'s active rows at
-    what a row of `none`'s window costs an iteration there."""
+    """Each of `earliest`'s iterations costs its active rows at what a row of `none`'s
+    window costs at that iteration (from `none`'s trace segments)."""
     from heuristics.report.summary import rule_ceiling
 
-    none = {"iter": [0, 100, 200], "seconds": [0.0, 1.0, 2.0]}  # 1e-3 s a row-iteration
-    early = {"iter": [0, 100, 200], "active": [10, 5, 5]}
-    assert rule_ceiling(none, early, 10, 100) == pytest.approx((1.0 + 100 * 5e-3) / 2.0)
-    shrinking = {"iter": [0, 100, 200], "active": [10, 5, 1]}  # 5, 4.96, ..., 1.04: 302 rows
-    assert rule_ceiling(none, shrinking, 10, 100) == pytest.approx((1.0 + 302 * 1e-3) / 2.0)
-    # a full window throughout costs what `none` did
-    assert rule_ceiling(none, {"iter": [0, 200], "active": [10, 10]}, 10, 100) == 1.0
+    none = {"iter": [0, 100, 200], "seconds": [0.0, 1.0, 3.0]}  # 1e-3 s, then 2e-3 s a row
+    assert rule_ceiling(none, {"iter": [0, 200], "active": [10, 10]}, 10) == pytest.approx(1.0)
+    half = {"iter": [0, 200], "active": [5, 5]}
+    assert rule_ceiling(none, half, 10) == pytest.approx(0.5)
+    # 10, 9.95, ..., 5.05 rows, then 5 (1e-3 s, then 2e-3 s a row-iteration): 752.5 + 1000 ms
+    steps = {"iter": [0, 100, 200], "active": [10, 5, 5]}
+    assert rule_ceiling(none, steps, 10) == pytest.approx((0.7525 + 1.0) / 3.0)
+    # iterations past `none`'s last cost as its last segment's did
+    longer = {"iter": [0, 300], "active": [5, 5]}
+    assert rule_ceiling(none, longer, 10) == pytest.approx((0.5 + 1.0 + 1.0) / 3.0)
 
 
 def test_subsets_of_a_user_file_live_in_the_cache_and_follow_its_edits(tmp_path, monkeypatch):

@@ -239,19 +239,19 @@ def elimination_bound(none: dict, earliest: dict, n: int) -> dict | None:
     return {"half_iter": int(half), "share": float(np.interp(half, t_it, t_s) / t_s[-1])}
 
 
-def rule_ceiling(none: dict, earliest: dict, n: int, half: int) -> float:
-    """Time / ``none``'s of a heuristic that knew ``earliest``'s active rows for free: from
-    iteration ``half`` on, its window holds just those rows, each costing what a row of
-    ``none``'s window costs an iteration there; it tests, cuts and reconstructs for nothing.
-    Before ``half`` it takes ``none``'s time, as :func:`elimination_bound` counts. What the
-    bound counts as free, these windows' iterations, is what keeps every heuristic of the
+def rule_ceiling(none: dict, earliest: dict, n: int) -> float:
+    """Time / ``none``'s of a heuristic that knew ``earliest``'s active rows for nothing: at
+    each of ``earliest``'s iterations its window holds just those rows, each costing what a
+    row of ``none``'s window costs at that iteration, and it tests, cuts and reconstructs
+    for nothing. The bound (:func:`elimination_bound`) counts the iterations after the
+    half-way one as free; these windows' iterations are what keeps every heuristic of the
     rule above it. Traces as :func:`elimination_bound` takes them (usable there)."""
     t_it, t_s = np.asarray(none["iter"], float), np.asarray(none["seconds"], float)
     it, active = np.asarray(earliest["iter"], float), np.asarray(earliest["active"], float)
-    before = float(np.interp(half, t_it, t_s))
-    row_cost = (t_s[-1] - before) / (n * max(t_it[-1] - half, 1.0))
-    rows = np.interp(np.arange(half, it[-1]), it, active).sum()  # summed over its iterations
-    return (before + rows * row_cost) / t_s[-1]
+    row_cost = np.diff(t_s) / np.maximum(np.diff(t_it), 1.0) / n  # a row-iteration, per segment
+    at = np.arange(it[-1])
+    seg = np.clip(np.searchsorted(t_it, at, side="right") - 1, 0, row_cost.size - 1)
+    return float((np.interp(at, it, active) * row_cost[seg]).sum() / t_s[-1])
 
 
 def bounds(rows: list[dict], selection: str = "second") -> dict:
