@@ -4,7 +4,6 @@ add their parameters, their solver call and their fitted attributes."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import numbers
 import os
@@ -22,7 +21,13 @@ from psvm._params import ParameterError, validate_svc_params
 from psvm.faces.agreement import agree_on_input, agree_on_params
 from psvm.faces.fit_input import FitInput, fit_input, refusable
 from psvm.faces.gram_input import gram_fit_input
-from psvm.faces.params import FACE_PARAMS, check_face_params, fit_comm, resolve_heuristic
+from psvm.faces.params import (
+    FACE_PARAMS,
+    SharedComm,
+    check_face_params,
+    fit_comm,
+    resolve_heuristic,
+)
 from psvm.faces.results import fit_report
 from psvm.model import SVCModel
 from psvm.stats import Stats, progress_log, reduce_stats
@@ -30,7 +35,7 @@ from psvm.svc.checkpoint import make_checkpoint_config
 from psvm.threads import check_threads, numba_threads, rank_threads
 
 
-class KernelSVM(BaseEstimator):
+class KernelSVM(SharedComm, BaseEstimator):
     """Base of the kernel SVM estimators (not for direct use).
 
     Subclasses set ``_svm_type`` (LIBSVM's name) and ``_task`` (what y holds,
@@ -315,29 +320,6 @@ class KernelSVM(BaseEstimator):
         return model, support, (int(n_features), int(n_features))
 
     # -- scikit-learn protocol ---------------------------------------------------------------
-    def __getstate__(self):
-        state = super().__getstate__()
-        if state.get("comm") is not None:  # an MPI handle: not meaningful in another process
-            state = {**state, "comm": None}
-        return state
-
-    def __deepcopy__(self, memo):
-        """A deep copy but for ``comm``, shared by reference (``__getstate__`` drops it for
-        pickling: a copy would train on the world communicator instead)."""
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        for k, v in self.__dict__.items():
-            setattr(new, k, v if k == "comm" else copy.deepcopy(v, memo))
-        return new
-
-    def __sklearn_clone__(self):
-        if self.comm is None:
-            return super().__sklearn_clone__()
-        shallow = copy.copy(self)  # through __getstate__: comm=None
-        new = shallow.__sklearn_clone__()
-        new.comm = self.comm  # one communicator, shared by reference
-        return new
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = self.kernel != "precomputed"

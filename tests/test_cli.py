@@ -1,6 +1,7 @@
 """psvm-train / psvm-predict: LIBSVM flags, bad input and bad options under mpiexec."""
 
 import io
+import itertools
 import os
 import subprocess
 import sys
@@ -196,6 +197,31 @@ def test_a_full_disk_at_the_end_is_one_line(tmp_path, n):
         assert lines == [lines[0]] and lines[0].endswith(f"'/dev/full': {full}"), (args, lines)
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_standard_output_full_or_closed(tmp_path):
+    """Standard output on a full disk: the run writes its model or predictions and exits 120,
+    without a traceback (a user's trial found `unexpected error`, exit 1, no model); with
+    nothing printed (-q) it succeeds. Closed (`>&-`): the output goes nowhere and the run
+    succeeds, as svm-train's."""
+    data, model, out = tmp_path / "d.txt", tmp_path / "d.model", tmp_path / "d.out"
+    data.write_text(GOOD)
+    runs = [  # (command, its arguments, what it writes, whether -q leaves a line: -v's)
+        (TRAIN, [data, model], model, False),
+        (TRAIN, ["--solver", "sgd", data, model], model, False),
+        (TRAIN, ["-v", "2", data], None, True),
+        (PREDICT, [data, model, out], out, False),
+    ]
+    for (module, args, made, prints), quiet in itertools.product(runs, (False, True)):
+        cmd = [sys.executable, "-m", module, *(["-q"] if quiet else []), *map(str, args)]
+        for stdout, code in (("/dev/full", 0 if quiet and not prints else 120), ("&-", 0)):
+            if made is not None and module == TRAIN:
+                made.unlink(missing_ok=True)
+            shell = f"exec {' '.join(cmd)} >{stdout}"
+            r = subprocess.run(shell, shell=True, stderr=subprocess.PIPE, text=True, timeout=120)
+            assert (r.returncode, r.stderr) == (code, ""), (shell, r.stderr[-2000:])
+            assert made is None or made.stat().st_size > 0, shell
+
+
 def test_missing_file(tmp_path):
     r = run_cli(TRAIN, ["-q", tmp_path / "nope.txt", tmp_path / "m"], 2, timeout=60)
     assert r.returncode != 0 and "nope.txt" in r.stderr
@@ -291,6 +317,25 @@ def test_flags_map_to_parameters():
     assert o["class_weight"] == {1.0: 2.0, -1.0: 0.5} and o["heuristic"] == "none"
     assert o["quiet"] and (o["train"], o["model"]) == ("tr", "out")
     assert parse_args(["dir/a9a"])["model"] == "a9a.model"  # LIBSVM's default name
+
+
+def test_help_as_the_last_word():
+    """`-h` or `--help` after the files asks for the usage (a user's trial got a model file
+    named `-h`, as svm-train would write); `-h 0` before them stays shrinking."""
+    from psvm.cli._common import HelpRequested
+    from psvm.cli.predict import parse_args as predict_args
+
+    for last in ("-h", "--help"):
+        for parse, argv in (
+            (parse_args, ["data", last]),
+            (parse_args, ["-c", "2", "data", "model", last]),
+            (parse_args, ["--solver", "sgd", "data", last]),
+            (predict_args, ["test", "model", last]),
+        ):
+            with pytest.raises(HelpRequested):
+                parse(argv)
+    assert parse_args(["-h", "0", "data"])["heuristic"] == "none"
+    assert predict_args(["t", "m", "o"])["output"] == "o"
 
 
 def test_option_table_kinds():

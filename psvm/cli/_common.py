@@ -152,8 +152,9 @@ def parse_options(
 ) -> tuple[dict, list]:
     """Strict parsing by a flag table: (values by name, positionals); errors in argv order.
 
-    ``--help`` anywhere among the options, or ``-h`` without a value (or where the table
-    has no ``-h``), raises :class:`HelpRequested` first. An unknown option says what to
+    ``--help`` anywhere among the options, ``-h`` without a value (or where the table has
+    no ``-h``), or either as the last word (``psvm-train data -h``: svm-train would name its
+    model ``-h``) raises :class:`HelpRequested` first. An unknown option says what to
     use instead (:func:`unknown_option`, with ``advice``: flag -> hint); ``context`` ends
     its flag (``unknown option -v for --solver sgd: ...``).
     """
@@ -163,7 +164,8 @@ def parse_options(
         opts[weights] = {}
     help_flags = {HELP} | ({"-h"} if "-h" not in flags else set())
     pairs, rest = split_options(argv, switches(flags) | help_flags)
-    if any(f in help_flags or (f == "-h" and v is None) for f, v in pairs):
+    last = argv[-1:] == [HELP] or argv[-1:] == ["-h"]
+    if last or any(f in help_flags or (f == "-h" and v is None) for f, v in pairs):
         raise HelpRequested()
     for flag, value in pairs:
         name, kind, _ = flags.get(flag, (None, None, None))
@@ -285,17 +287,18 @@ def run_main(
     share_blas_threads()  # before numpy loads (psvm.comm imports it)
     from psvm.comm import process
     from psvm.comm.process import (
-        ReaderGone,
+        LastingStdout,
         end_process,
         keep_freed_memory,
+        reopen_closed_streams,
         skip_network_memory_hooks,
     )
 
     skip_network_memory_hooks()  # (the process is psvm's: its environment too)
     keep_freed_memory()  # (and its memory)
     process.WATCH_SIGTERM = True  # (and its signals: SIGTERM stops it as Ctrl-C does)
-    if sys.stdout is not None:
-        sys.stdout = ReaderGone(sys.stdout)
+    reopen_closed_streams()
+    sys.stdout = LastingStdout(sys.stdout)
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
     defer_numpy_modules()
     end_process(_protocol(prog, usage, body, sys.argv[1:], fds, argv_rules))

@@ -34,7 +34,11 @@ NO_VALUE = frozenset(SWITCHES + HELP)  # the flags without a value (comparing th
 
 
 def parse_args(argv: list[str]) -> dict:
+    """svm-predict's options, then its three files; ``-h`` or ``--help`` among the options or
+    as the last word (svm-predict would write its output to ``-h``) asks for the usage."""
     opts: dict = {"quiet": False, "strict": False, "probability": 0}
+    if argv[-1:] and argv[-1] in HELP:
+        raise HelpRequested()
     k = 0
     while k < len(argv) and argv[k].startswith("-") and len(argv[k]) > 1:
         if argv[k] in SWITCHES:

@@ -62,6 +62,8 @@ def end_process(code: int) -> NoReturn:
             pass
         except (OSError, ValueError):
             code = code or UNWRITTEN
+    if getattr(sys.stdout, "failed", False):
+        code = code or UNWRITTEN
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         mpi.Finalize()
@@ -75,34 +77,51 @@ def end_process(code: int) -> NoReturn:
     sys.exit(code)  # (not reached)
 
 
-class ReaderGone:
-    """``sys.stdout`` that outlives its reader: once the pipe is closed (``| head``), what is
-    printed goes to /dev/null and the run goes on to write its model (svm-train dies of
-    SIGPIPE without one; Python would raise at the next line flushed)."""
+class LastingStdout:
+    """``sys.stdout`` that outlives its reader and its disk: once the pipe is closed (``| head``)
+    or a write fails (a full disk), what is printed goes to /dev/null and the run goes on to
+    write its model (svm-train dies of SIGPIPE in the first case and ignores the failed
+    printf in the second; Python would raise at the next line flushed). A failed write is
+    remembered (``failed``), and :func:`end_process` turns a success into
+    :data:`UNWRITTEN`; a reader that left is no failure."""
 
     def __init__(self, stream) -> None:
-        self._stream = stream
+        self._stream, self.failed = stream, False
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
-            self._to_devnull()
+        except OSError as e:
+            self._lost(e)
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            self._to_devnull()
+        except OSError as e:
+            self._lost(e)
 
-    def _to_devnull(self) -> None:
+    def _lost(self, error: OSError) -> None:
+        self.failed = self.failed or not isinstance(error, BrokenPipeError)
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, self._stream.fileno())  # (the buffered rest is flushed there)
         os.close(null)
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
+
+
+def reopen_closed_streams() -> None:
+    """Point standard output and error that the process was started without (``>&-``; Python
+    then has ``sys.stdout`` None) at /dev/null: what is printed goes nowhere and the run
+    succeeds, as svm-train's does, and no file the run opens takes their descriptor."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is None:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "w", closefd=False))
 
 
 def skip_network_memory_hooks() -> None:

@@ -6,6 +6,7 @@ choose where and how a fit runs, so the faces check them before it starts.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,34 @@ from psvm._params import DEFAULT_HEURISTIC, HEURISTICS, ParameterError, check_bo
 from psvm.comm import Comm, mpi_worker, world
 
 DISTRIBUTED = ("replicated", "sharded")
+
+
+class SharedComm:
+    """The ``comm`` parameter of psvm's estimators: not pickled (an MPI handle means nothing
+    in another process, so a loaded estimator has ``comm=None``), shared by reference by
+    :func:`copy.deepcopy` and :func:`~sklearn.base.clone` (a copy would train on the world
+    communicator instead). Before :class:`~sklearn.base.BaseEstimator` in the bases."""
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("comm") is not None:
+            state = {**state, "comm": None}
+        return state
+
+    def __deepcopy__(self, memo):
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            setattr(new, k, v if k == "comm" else copy.deepcopy(v, memo))
+        return new
+
+    def __sklearn_clone__(self):
+        if self.comm is None:
+            return super().__sklearn_clone__()
+        shallow = copy.copy(self)  # through __getstate__: comm=None
+        new = shallow.__sklearn_clone__()
+        new.comm = self.comm  # one communicator, shared by reference
+        return new
 
 
 def resolve_heuristic(shrinking, heuristic) -> str:

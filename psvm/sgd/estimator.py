@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from psvm._params import ParameterError, check_bool, validate_sgd_params
 from psvm.faces.agreement import InputError, agree_on_input, agree_on_params
 from psvm.faces.fit_input import FitInput, class_weight_vector, fit_input, refusable
-from psvm.faces.params import check_distributed, fit_comm
+from psvm.faces.params import SharedComm, check_distributed, fit_comm
 from psvm.sgd.model import LinearModel
 from psvm.sgd.msf import make_policy
 from psvm.sgd.problem import (
@@ -33,7 +33,7 @@ from psvm.stats import Stats, progress_log, reduce_stats
 from psvm.threads import check_threads, rank_threads
 
 
-class SGDSVC(ClassifierMixin, BaseEstimator):
+class SGDSVC(ClassifierMixin, SharedComm, BaseEstimator):
     """Linear SVM trained by parallel SGD with model averaging over MPI ranks.
 
     Minimises ``alpha/2 |w|^2 + 1/n sum_t c_t max(0, 1 - y_t (w.x_t + b))``
