@@ -220,6 +220,17 @@ def test_standard_output_full_or_closed(tmp_path):
             r = subprocess.run(shell, shell=True, stderr=subprocess.PIPE, text=True, timeout=120)
             assert (r.returncode, r.stderr) == (code, ""), (shell, r.stderr[-2000:])
             assert made is None or made.stat().st_size > 0, shell
+    # both streams closed: nothing to say, and nothing fails
+    r = subprocess.run(f"exec {sys.executable} -m {TRAIN} {data} {model} >&- 2>&-", shell=True)
+    assert r.returncode == 0 and model.stat().st_size > 0
+    # /dev/stdout on a closed stdout is refused as svm-predict's fopen fails (the review of the
+    # fix found it written to /dev/null, exit 0: /dev/fd's listing had counted its own fd 1)
+    for module, args in ((PREDICT, [data, model]), (TRAIN, ["-q", data])):
+        shell = f"exec {' '.join([sys.executable, '-m', module, *map(str, args)])} /dev/stdout >&-"
+        r = subprocess.run(shell, shell=True, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert r.returncode == 1 and "descriptor 1 was not open when the command started" in (
+            r.stderr
+        ), (shell, r.stderr[-2000:])
 
 
 def test_missing_file(tmp_path):

@@ -33,7 +33,8 @@ class UsageError(ValueError):
 
 
 class HelpRequested(UsageError):
-    """``--help``, or ``-h`` without a value: the usage goes to standard output, exit 0."""
+    """``--help``, ``-h`` without a value, or either as the last word: the usage goes to
+    standard output, exit 0."""
 
     def __init__(self):
         super().__init__("help")
@@ -279,7 +280,9 @@ def run_main(
     if argv is not None:
         return _protocol(prog, usage, body, list(argv), argv_rules=argv_rules)
     try:  # the descriptors it was started with, before MPI opens its own (and MPICH's PMI socket)
-        fds = frozenset(int(fd) for fd in os.listdir("/dev/fd")) - {int(os.getenv("PMI_FD", -1))}
+        fds = frozenset(fd for fd in map(int, os.listdir("/dev/fd")) if _is_open(fd)) - {
+            int(os.getenv("PMI_FD", -1))
+        }
     except (OSError, ValueError):
         fds = None
     from psvm.threads import share_blas_threads
@@ -302,6 +305,16 @@ def run_main(
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
     defer_numpy_modules()
     end_process(_protocol(prog, usage, body, sys.argv[1:], fds, argv_rules))
+
+
+def _is_open(fd: int) -> bool:
+    """Whether ``fd`` is open: /dev/fd also lists the descriptor of its own listing, the
+    lowest free one (1 under ``>&-``), closed once the listing returns."""
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 # numpy's submodules that scipy's copy of array-api-compat loads and nothing in a CLI run uses

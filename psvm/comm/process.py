@@ -83,7 +83,7 @@ class LastingStdout:
     write its model (svm-train dies of SIGPIPE in the first case and ignores the failed
     printf in the second; Python would raise at the next line flushed). A failed write is
     remembered (``failed``), and :func:`end_process` turns a success into
-    :data:`UNWRITTEN`; a reader that left is no failure."""
+    :data:`UNWRITTEN`; a reader that left (a closed pipe or socket) is no failure."""
 
     def __init__(self, stream) -> None:
         self._stream, self.failed = stream, False
@@ -102,7 +102,7 @@ class LastingStdout:
             self._lost(e)
 
     def _lost(self, error: OSError) -> None:
-        self.failed = self.failed or not isinstance(error, BrokenPipeError)
+        self.failed = self.failed or not isinstance(error, (BrokenPipeError, ConnectionResetError))
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, self._stream.fileno())  # (the buffered rest is flushed there)
         os.close(null)
@@ -116,7 +116,12 @@ def reopen_closed_streams() -> None:
     then has ``sys.stdout`` None) at /dev/null: what is printed goes nowhere and the run
     succeeds, as svm-train's does, and no file the run opens takes their descriptor."""
     for fd, name in ((1, "stdout"), (2, "stderr")):
-        if getattr(sys, name) is None:
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(fd)  # open after all (a library took it): left alone
+            setattr(sys, name, open(os.devnull, "w"))
+        except OSError:
             null = os.open(os.devnull, os.O_WRONLY)
             if null != fd:
                 os.dup2(null, fd)
