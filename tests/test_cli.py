@@ -220,6 +220,10 @@ def test_standard_output_full_or_closed(tmp_path):
             r = subprocess.run(shell, shell=True, stderr=subprocess.PIPE, text=True, timeout=120)
             assert (r.returncode, r.stderr) == (code, ""), (shell, r.stderr[-2000:])
             assert made is None or made.stat().st_size > 0, shell
+    # a warning on a full standard error (class 5 is missing): the model, then 120
+    shell = f"exec {sys.executable} -m {TRAIN} -q -w5 2 {data} {model} 2>/dev/full"
+    r = subprocess.run(shell, shell=True, timeout=120)
+    assert r.returncode == 120 and model.stat().st_size > 0
     # both streams closed: nothing to say, and nothing fails
     r = subprocess.run(f"exec {sys.executable} -m {TRAIN} {data} {model} >&- 2>&-", shell=True)
     assert r.returncode == 0 and model.stat().st_size > 0

@@ -290,7 +290,7 @@ def run_main(
     share_blas_threads()  # before numpy loads (psvm.comm imports it)
     from psvm.comm import process
     from psvm.comm.process import (
-        LastingStdout,
+        LastingStream,
         end_process,
         keep_freed_memory,
         reopen_closed_streams,
@@ -301,7 +301,7 @@ def run_main(
     keep_freed_memory()  # (and its memory)
     process.WATCH_SIGTERM = True  # (and its signals: SIGTERM stops it as Ctrl-C does)
     reopen_closed_streams()
-    sys.stdout = LastingStdout(sys.stdout)
+    sys.stdout, sys.stderr = LastingStream(sys.stdout), LastingStream(sys.stderr)
     gc.set_threshold(10_000, 50, 50)  # numba's and scipy's imports allocate much, free little
     defer_numpy_modules()
     end_process(_protocol(prog, usage, body, sys.argv[1:], fds, argv_rules))

@@ -62,7 +62,7 @@ def end_process(code: int) -> NoReturn:
             pass
         except (OSError, ValueError):
             code = code or UNWRITTEN
-    if getattr(sys.stdout, "failed", False):
+    if getattr(sys.stdout, "failed", False) or getattr(sys.stderr, "failed", False):
         code = code or UNWRITTEN
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
@@ -77,12 +77,12 @@ def end_process(code: int) -> NoReturn:
     sys.exit(code)  # (not reached)
 
 
-class LastingStdout:
-    """``sys.stdout`` that outlives its reader and its disk: once the pipe is closed (``| head``)
-    or a write fails (a full disk), what is printed goes to /dev/null and the run goes on to
-    write its model (svm-train dies of SIGPIPE in the first case and ignores the failed
-    printf in the second; Python would raise at the next line flushed). A failed write is
-    remembered (``failed``), and :func:`end_process` turns a success into
+class LastingStream:
+    """``sys.stdout`` or ``sys.stderr`` that outlives its reader and its disk: once the pipe is
+    closed (``| head``) or a write fails (a full disk), what is printed goes to /dev/null and
+    the run goes on to write its model (svm-train dies of SIGPIPE in the first case and
+    ignores the failed printf in the second; Python would raise at the next line). A failed
+    write is remembered (``failed``), and :func:`end_process` turns a success into
     :data:`UNWRITTEN`; a reader that left (a closed pipe or socket) is no failure."""
 
     def __init__(self, stream) -> None:
