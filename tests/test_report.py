@@ -290,7 +290,7 @@ def test_summary_and_bound_from_the_committed_records(tmp_path):
 
     from heuristics.report import write_report
     from heuristics.report.style import color
-    from heuristics.report.summary import bounds, build
+    from heuristics.report.summary import bounds, build, rule_ceiling
     from heuristics.report.versus import _per_heuristic, summary_figure, time_figure
 
     out = _committed_a9a(tmp_path)
@@ -323,6 +323,8 @@ def test_summary_and_bound_from_the_committed_records(tmp_path):
         assert row[2:5] == [f"{half:,}", f"{share:.2f}", f"{1 - share:.0%}"]
         saving = 1 - _train(records, DEFAULT_HEURISTIC, P) / _train(records, "none", P)
         assert row[5] == f"{saving:.0%}" and row[6] == f"{saving / (1 - share):.0%}"
+        ceiling = rule_ceiling(t, early["traces"], n)
+        assert row[7] == f"{(1 - ceiling) / (1 - share):.0%}"
 
     # the figures: the default named and in bold, the bound drawn only when there is one
     rows, svc = build(study, records)

@@ -256,7 +256,8 @@ def rule_ceiling(none: dict, earliest: dict, n: int) -> float:
 
 def bounds(rows: list[dict], selection: str = "second") -> dict:
     """(dataset, P) -> :func:`elimination_bound` from the traced ``none/single`` and
-    ``earliest`` (single, else multi) rows; pairs without both are left out."""
+    ``earliest`` (single, else multi) rows, with the :func:`rule_ceiling` of the pair
+    (``ceiling``); pairs without both are left out."""
     out = {}
     traced = {
         (r["dataset"], r["ranks"], r["heuristic"], r["reconstruction"]): r
@@ -270,5 +271,5 @@ def bounds(rows: list[dict], selection: str = "second") -> dict:
         n = none["n_samples"]
         b = elimination_bound(none["traces"], early["traces"], n) if early and n else None
         if b is not None:
-            out[(d, P)] = b
+            out[(d, P)] = {**b, "ceiling": rule_ceiling(none["traces"], early["traces"], n)}
     return out
