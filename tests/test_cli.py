@@ -199,10 +199,10 @@ def test_a_full_disk_at_the_end_is_one_line(tmp_path, n):
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_standard_output_full_or_closed(tmp_path):
-    """Standard output on a full disk: the run writes its model or predictions and exits 120,
-    without a traceback (a user's trial found `unexpected error`, exit 1, no model); with
-    nothing printed (-q) it succeeds. Closed (`>&-`): the output goes nowhere and the run
-    succeeds, as svm-train's."""
+    """Standard output or error on a full disk: the run writes its model or predictions and
+    exits 120, without a traceback (a user's trial found `unexpected error`, exit 1, no
+    model); with nothing printed (-q) it succeeds. Closed (`>&-`, `2>&-`): the output goes
+    nowhere and the run succeeds, as svm-train's."""
     data, model, out = tmp_path / "d.txt", tmp_path / "d.model", tmp_path / "d.out"
     data.write_text(GOOD)
     runs = [  # (command, its arguments, what it writes, whether -q leaves a line: -v's)
