@@ -92,6 +92,9 @@ def test_auto_cuts_communication_by_90_percent(tmp_path, shared_data, n, rows):
     assert ca["bytes_sync"] <= 0.1 * c1["bytes_sync"]
     assert sa["seconds_max"]["comm"] < s1["seconds_max"]["comm"]
     assert sa["values"]["msf"]["policy"] == "auto" and sa["values"]["period"] >= 16
+    # each epoch's trace has the period it ran with: the start's, then each epoch's choice
+    history = [h["period"] for h in sa["values"]["msf"]["history"]]
+    assert sa["traces"]["period"] == history[:3], history
     X, y = load_head(shared_data / "a9a.t.xz", n_features=123)
     assert abs(accuracy(auto, X, y) - accuracy(every, X, y)) <= 0.005
 

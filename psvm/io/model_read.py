@@ -79,6 +79,8 @@ def read_model(path: str | os.PathLike) -> SVCModel:
         lines = f.read().split("\n")  # not splitlines(): keep LIBSVM's line numbers
     if lines[-1] == "":
         lines.pop()
+    if not any(text.strip() for text in lines):  # (neither LIBSVM's format nor LIBLINEAR's)
+        raise rd.error(1, "empty model file")
     header, sv_line = _read_header(rd, lines)
     fields = _header_fields(rd, header, sv_line)
     total_sv = fields.pop("total_sv")

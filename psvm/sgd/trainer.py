@@ -281,13 +281,13 @@ class SGDTrainer:
         st = self.stats
         if self.comm.size == 1 or not self.policy.measures:
             step_s = sync_s = None
-        before = getattr(self.policy, "n_backoff", 0)
+        before, used = getattr(self.policy, "n_backoff", 0), self.period
         self.period = self.policy.end_epoch(self.state.epoch, objective, accuracy, step_s, sync_s)
         st.add("n_msf_backoff", getattr(self.policy, "n_backoff", 0) - before)
         tr = st.traces
         tr["objective"].append(objective)
         tr["val_accuracy"].append(accuracy)
-        tr["period"].append(self.period)
+        tr["period"].append(used)  # the epoch's own (a user's trial found the next one here)
         tr["comm_seconds"].append(st.seconds["comm"])
         tr["n_sync"].append(st.counts["n_sync"])
         self.state.objectives.append(objective)

@@ -307,6 +307,7 @@ def _at(key):
             lambda ls: 21,
             "expected SV line 12 of \\d+, got a comment",
         ),
+        (lambda ls: [], lambda ls: 1, "empty model file"),  # (no 'SV' line to speak of)
     ],
     ids=[
         "truncated",
@@ -327,6 +328,7 @@ def _at(key):
         "descending",
         "narrow-n_features",
         "comment-in-sv",
+        "empty",
     ],
 )
 def test_format_errors_name_file_and_line(heart_file, tmp_path, fn, where, match):
