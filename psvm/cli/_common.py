@@ -165,7 +165,7 @@ def parse_options(
         opts[weights] = {}
     help_flags = {HELP} | ({"-h"} if "-h" not in flags else set())
     pairs, rest = split_options(argv, switches(flags) | help_flags)
-    last = argv[-1:] == [HELP] or argv[-1:] == ["-h"]
+    last = argv[-1:] in ([HELP], ["-h"])
     if last or any(f in help_flags or (f == "-h" and v is None) for f, v in pairs):
         raise HelpRequested()
     for flag, value in pairs:
@@ -293,7 +293,6 @@ def run_main(
         LastingStream,
         end_process,
         keep_freed_memory,
-        reopen_closed_streams,
         skip_network_memory_hooks,
     )
 
@@ -315,6 +314,23 @@ def _is_open(fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def reopen_closed_streams() -> None:
+    """Point standard output and error that the process was started without (``>&-``; Python
+    then has ``sys.stdout`` None) at /dev/null: what is printed goes nowhere and the run
+    succeeds, as svm-train's does, and no file the run opens takes their descriptor."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        if _is_open(fd):  # open after all (a library took it): left alone
+            setattr(sys, name, open(os.devnull, "w"))
+            continue
+        null = os.open(os.devnull, os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, open(fd, "w", closefd=False))
 
 
 # numpy's submodules that scipy's copy of array-api-compat loads and nothing in a CLI run uses

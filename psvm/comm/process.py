@@ -111,24 +111,6 @@ class LastingStream:
         return getattr(self._stream, name)
 
 
-def reopen_closed_streams() -> None:
-    """Point standard output and error that the process was started without (``>&-``; Python
-    then has ``sys.stdout`` None) at /dev/null: what is printed goes nowhere and the run
-    succeeds, as svm-train's does, and no file the run opens takes their descriptor."""
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        if getattr(sys, name) is not None:
-            continue
-        try:
-            os.fstat(fd)  # open after all (a library took it): left alone
-            setattr(sys, name, open(os.devnull, "w"))
-        except OSError:
-            null = os.open(os.devnull, os.O_WRONLY)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
-            setattr(sys, name, open(fd, "w", closefd=False))
-
-
 def skip_network_memory_hooks() -> None:
     """Turn UCX's memory hooks off (``UCX_MEM_EVENTS=no``) when every rank of the job runs
     on this node, unless the user set them; call it before MPI loads.
